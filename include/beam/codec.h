@@ -1,0 +1,121 @@
+/* codec.h — beam's wire format: frames of one bounded msgpack value, the
+ * I/O-free frame decoder, the envelope parser, field accessors and the encoder.
+ * Every beam program links this one codec (docs/PROTOCOL.md). */
+#ifndef BEAM_CODEC_H
+#define BEAM_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <msgpack.h>
+
+#define BEAM_FRAME_HEADER 4
+
+enum { BEAM_MSG_REQUEST = 0, BEAM_MSG_REPLY = 1, BEAM_MSG_PUSH = 2 };
+
+/* Caps on everything a peer controls; checked before anything is allocated. */
+typedef struct beam_limits_s {
+    uint32_t max_frame; /* bytes in one frame body */
+    uint32_t max_depth; /* nesting of arrays/maps */
+    uint32_t max_items; /* array elements + map pairs in one frame */
+    uint32_t max_str;   /* bytes in one str */
+} beam_limits_t;
+
+void beam_limits_default(beam_limits_t *lim);
+
+/* Walks buf[0..len) and returns 0 when it is exactly one msgpack value within
+ * lim (no ext types), else -1 with a message in err. Reads only. */
+int beam_msgpack_check(const char *buf, size_t len, const beam_limits_t *lim,
+                       char *err, size_t errlen);
+
+/* The frame decoder: feed bytes as they arrive, take whole frames out.
+ * Once it fails the error is sticky (beam_decoder_next keeps returning -1). */
+typedef struct beam_decoder_s {
+    char *buf;
+    size_t len; /* bytes held */
+    size_t pos; /* start of the first frame not yet taken */
+    size_t cap;
+    beam_limits_t lim;
+    int failed;
+    char err[160];
+} beam_decoder_t;
+
+void beam_decoder_init(beam_decoder_t *dec, const beam_limits_t *lim);
+void beam_decoder_destroy(beam_decoder_t *dec);
+/* Copies data in. Returns 0, or -1 (sticky) when memory runs out. */
+int beam_decoder_feed(beam_decoder_t *dec, const char *data, size_t n);
+/* Returns 1 and sets frame and len to the next whole frame body (valid until the
+ * next feed or next call), 0 when more bytes are needed, -1 on a bad frame
+ * header (length 0 or over max_frame; the message is in dec->err). The body
+ * is not validated here: beam_msg_parse does that. */
+int beam_decoder_next(beam_decoder_t *dec, const char **frame, size_t *len);
+
+/* One parsed envelope. Strings and bins point into the frame bytes, so the
+ * frame must outlive the message; copy what you keep. */
+typedef struct beam_msg_s {
+    int type;
+    uint64_t msgid;
+    const char *op; /* request, push */
+    uint32_t op_len;
+    msgpack_object params; /* request, push: the params map; reply: result */
+    msgpack_object error;  /* reply: nil or the error map */
+    msgpack_zone zone;
+    int has_zone;
+} beam_msg_t;
+
+/* Validates the frame against lim and parses the envelope. Returns 0, or -1
+ * with a human message in err (msg needs no destroy then). */
+int beam_msg_parse(const char *frame, size_t len, const beam_limits_t *lim,
+                   beam_msg_t *msg, char *err, size_t errlen);
+void beam_msg_destroy(beam_msg_t *msg);
+
+/* Field access on a map with str keys. Each returns 0 when found with the
+ * right type, -ENOENT when absent (or nil), -EINVAL on a wrong type. */
+const msgpack_object *beam_map_get(const msgpack_object *map, const char *key);
+int beam_field_str(const msgpack_object *map, const char *key, const char **s, uint32_t *len);
+int beam_field_bin(const msgpack_object *map, const char *key, const char **s, uint32_t *len);
+int beam_field_int(const msgpack_object *map, const char *key, int64_t *v);
+int beam_field_float(const msgpack_object *map, const char *key, double *v); /* ints accepted */
+int beam_field_bool(const msgpack_object *map, const char *key, int *v);
+int beam_field_array(const msgpack_object *map, const char *key, const msgpack_object_array **a);
+int beam_field_map(const msgpack_object *map, const char *key, const msgpack_object_map **m);
+/* A bin field of exactly n bytes. */
+int beam_field_id(const msgpack_object *map, const char *key, size_t n, const char **id);
+
+/* The encoder: a growable buffer with a msgpack packer writing into it. A
+ * failed write (out of memory) is remembered and reported by beam_enc_end, so
+ * the pack calls between need no checks of their own. */
+typedef struct beam_enc_s {
+    msgpack_sbuffer sbuf;
+    msgpack_packer pk;
+    size_t frame_start;
+    int failed;
+} beam_enc_t;
+
+void beam_enc_init(beam_enc_t *enc);
+void beam_enc_destroy(beam_enc_t *enc);
+/* Starts a frame; then pack one value (or use the envelope helpers). */
+void beam_enc_begin(beam_enc_t *enc);
+/* [0, msgid, op, then a map of nparams pairs follows] */
+void beam_enc_request(beam_enc_t *enc, uint64_t msgid, const char *op, uint32_t nparams);
+/* [1, msgid, nil, then the result value follows] */
+void beam_enc_reply_ok(beam_enc_t *enc, uint64_t msgid);
+/* [1, msgid, {code, message}, nil] — complete. */
+void beam_enc_reply_error(beam_enc_t *enc, uint64_t msgid, const char *code, const char *message);
+/* [2, op, then a map of nparams pairs follows] */
+void beam_enc_push(beam_enc_t *enc, const char *op, uint32_t nparams);
+/* Patches the frame header. Returns 0, or -1 if any write failed or the
+ * frame is over max_frame (when max_frame is non-zero). */
+int beam_enc_end(beam_enc_t *enc, uint32_t max_frame);
+/* Hands the bytes (all frames so far) to the caller, who frees them with
+ * free(); the encoder is left empty and reusable. */
+char *beam_enc_take(beam_enc_t *enc, size_t *len);
+
+void beam_pack_str(msgpack_packer *pk, const char *s);
+void beam_pack_strn(msgpack_packer *pk, const char *s, size_t n);
+void beam_pack_bin(msgpack_packer *pk, const void *p, size_t n);
+void beam_pack_key(msgpack_packer *pk, const char *key); /* same as beam_pack_str */
+
+/* msgpack str equality with a C string. */
+int beam_str_eq(const char *s, uint32_t len, const char *cstr);
+
+#endif

@@ -1,0 +1,747 @@
+/* actors.c — actors: resources, the worker subprocess and its output, the
+ * call queue, and every way an actor dies. */
+#define _GNU_SOURCE
+#include "actors.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "log.h"
+
+extern char **environ;
+
+#define LINE_MAX_BYTES (64 * 1024)
+
+static void maybe_free(beam_node_t *node, beam_actor_t *a);
+static void actor_die(beam_node_t *node, beam_actor_t *a, const char *message);
+
+beam_actor_t *beam_actor_find(beam_node_t *node, const char *id)
+{
+    beam_actor_t *a = NULL;
+    HASH_FIND(hh, node->actors, id, BEAM_ACTOR_ID_SIZE, a);
+    return a;
+}
+
+beam_actor_t *beam_actor_find_name(beam_node_t *node, const char *name)
+{
+    beam_actor_t *a, *tmp;
+    HASH_ITER(hh, node->actors, a, tmp)
+        if (a->name && a->state != BEAM_ACTOR_DEAD && strcmp(a->name, name) == 0)
+            return a;
+    return NULL;
+}
+
+const char *beam_actor_state_name(int state)
+{
+    switch (state) {
+    case BEAM_ACTOR_PENDING: return "PENDING_CREATION";
+    case BEAM_ACTOR_STARTING: return "STARTING";
+    case BEAM_ACTOR_ALIVE: return "ALIVE";
+    default: return "DEAD";
+    }
+}
+
+static void free_strv(char **v)
+{
+    if (!v)
+        return;
+    for (char **p = v; *p; p++)
+        free(*p);
+    free(v);
+}
+
+static void spec_free(beam_node_t *node, beam_actor_spec_t *spec)
+{
+    free(spec->class_data);
+    free(spec->args);
+    beam_refs_unpin(node, &spec->refs);
+    free_strv(spec->env);
+    free_strv(spec->sys_path);
+    free(spec->python);
+    free(spec->cwd);
+    memset(spec, 0, sizeof *spec);
+}
+
+static void call_free(beam_call_t *call)
+{
+    free(call->method);
+    free(call->args);
+    beam_refs_free(&call->refs);
+    free(call);
+}
+
+/* Completes call's return object with status/data (owned) and frees call. */
+static void call_complete(beam_node_t *node, beam_call_t *call, int status, char *data, size_t len,
+                          beam_refs_t *refs)
+{
+    beam_object_t *o = beam_object_find(node, call->obj);
+    if (o)
+        beam_object_complete(node, o, status, data, len, refs);
+    else {
+        free(data);
+        if (refs)
+            beam_refs_free(refs);
+    }
+    beam_refs_unpin(node, &call->refs);
+    call_free(call);
+}
+
+static void call_fail(beam_node_t *node, beam_call_t *call, const char *message)
+{
+    beam_object_t *o = beam_object_find(node, call->obj);
+    if (o)
+        beam_object_fail(node, o, BEAM_OBJ_ACTOR_DIED, message);
+    beam_refs_unpin(node, &call->refs);
+    call_free(call);
+}
+
+static void send_call(beam_actor_t *a, beam_call_t *call)
+{
+    beam_enc_t enc;
+    beam_enc_init(&enc);
+    beam_enc_push(&enc, "call", 3);
+    beam_pack_key(&enc.pk, "obj");
+    beam_pack_bin(&enc.pk, call->obj, BEAM_OBJECT_ID_SIZE);
+    beam_pack_key(&enc.pk, "method");
+    beam_pack_str(&enc.pk, call->method);
+    beam_pack_key(&enc.pk, "args");
+    beam_pack_bin(&enc.pk, call->args, call->args_len);
+    beam_enc_end(&enc, 0);
+    beam_conn_send_enc(a->worker, &enc);
+    /* the worker has them now; keep only what completion needs */
+    free(call->args);
+    call->args = NULL;
+    call->args_len = 0;
+    call->next = NULL;
+    if (a->sent_tail)
+        a->sent_tail->next = call;
+    else
+        a->sent = call;
+    a->sent_tail = call;
+}
+
+static void flush_queue(beam_actor_t *a)
+{
+    while (a->queue && a->worker && !a->worker->closing) {
+        beam_call_t *call = a->queue;
+        a->queue = call->next;
+        if (!a->queue)
+            a->queue_tail = NULL;
+        send_call(a, call);
+    }
+}
+
+static int idle(const beam_actor_t *a)
+{
+    return !a->queue && !a->sent;
+}
+
+/* No handle and no carrier names the actor: it ends once its queue drains. */
+static void check_unreferenced(beam_node_t *node, beam_actor_t *a)
+{
+    if (a->state == BEAM_ACTOR_DEAD || a->holders > 0 || a->pins > 0)
+        return;
+    a->stop_when_idle = 1;
+    if (idle(a))
+        actor_die(node, a, "The actor is dead because all references to the actor were removed.");
+}
+
+void beam_actor_pin(beam_node_t *node, beam_actor_t *a)
+{
+    a->pins++;
+}
+
+void beam_actor_unpin(beam_node_t *node, beam_actor_t *a)
+{
+    if (a->pins > 0)
+        a->pins--;
+    check_unreferenced(node, a);
+    maybe_free(node, a);
+}
+
+void beam_actor_hold(beam_node_t *node, beam_actor_t *a)
+{
+    a->holders++;
+}
+
+void beam_actor_unhold(beam_node_t *node, beam_actor_t *a)
+{
+    if (a->holders > 0)
+        a->holders--;
+    check_unreferenced(node, a);
+    maybe_free(node, a);
+}
+
+/* --- the worker process and its output --- */
+
+static void emit_line(beam_actor_t *a, int stream, const char *line, size_t n)
+{
+    char prefix[160];
+    int plen = snprintf(prefix, sizeof prefix, "(%s pid=%ld) ", a->class_name, a->pid);
+    beam_log(BEAM_LOG_INFO, "%s%.*s", prefix, (int)n, line);
+    if (!a->owner || a->owner->closing)
+        return;
+    beam_enc_t enc;
+    beam_enc_init(&enc);
+    beam_enc_push(&enc, "log", 2);
+    beam_pack_key(&enc.pk, "stream");
+    msgpack_pack_int(&enc.pk, stream);
+    beam_pack_key(&enc.pk, "text");
+    msgpack_pack_str(&enc.pk, (size_t)plen + n);
+    msgpack_pack_str_body(&enc.pk, prefix, (size_t)plen);
+    msgpack_pack_str_body(&enc.pk, line, n);
+    beam_enc_end(&enc, 0);
+    beam_conn_send_enc(a->owner, &enc);
+}
+
+/* Splits what the worker printed into lines; a line past LINE_MAX_BYTES is
+ * emitted in pieces so a worker cannot grow the buffer without bound. */
+static void take_output(beam_actor_t *a, int stream, const char *p, size_t n)
+{
+    beam_line_t *l = stream == 1 ? &a->out_line : &a->err_line;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] == '\n' || l->len == LINE_MAX_BYTES) {
+            emit_line(a, stream, l->buf ? l->buf : "", l->len);
+            l->len = 0;
+            if (p[i] == '\n')
+                continue;
+        }
+        if (l->len == l->cap) {
+            size_t cap = l->cap ? l->cap * 2 : 256;
+            char *nb = realloc(l->buf, cap);
+            if (!nb)
+                return;
+            l->buf = nb;
+            l->cap = cap;
+        }
+        l->buf[l->len++] = p[i];
+    }
+}
+
+static void on_handle_close(uv_handle_t *h)
+{
+    beam_actor_t *a = h->data;
+    beam_node_t *node = h->loop->data;
+    a->open_handles--;
+    maybe_free(node, a);
+}
+
+static void close_handle(uv_handle_t *h)
+{
+    if (!uv_is_closing(h))
+        uv_close(h, on_handle_close);
+}
+
+static void on_output_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    buf->base = malloc(suggested);
+    buf->len = buf->base ? suggested : 0;
+}
+
+static void on_output(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    beam_actor_t *a = s->data;
+    int stream = s == (uv_stream_t *)&a->out ? 1 : 2;
+    if (nread > 0)
+        take_output(a, stream, buf->base, (size_t)nread);
+    free(buf->base);
+    if (nread < 0) {
+        beam_line_t *l = stream == 1 ? &a->out_line : &a->err_line;
+        if (l->len)
+            emit_line(a, stream, l->buf, l->len);
+        l->len = 0;
+        close_handle((uv_handle_t *)s);
+    }
+}
+
+static void on_worker_exit(uv_process_t *p, int64_t status, int term_signal)
+{
+    beam_actor_t *a = p->data;
+    beam_node_t *node = p->loop->data;
+    a->running = 0;
+    if (a->state != BEAM_ACTOR_DEAD) {
+        char msg[512];
+        if (term_signal)
+            snprintf(msg, sizeof msg,
+                     "The actor is dead because its worker process has died. Worker exit type: "
+                     "SYSTEM_ERROR Worker exit detail: the worker (pid %ld) was killed by signal %d.",
+                     a->pid, term_signal);
+        else
+            snprintf(msg, sizeof msg,
+                     "The actor is dead because its worker process has died. Worker exit type: %s "
+                     "Worker exit detail: the worker (pid %ld) exited with code %lld.",
+                     status == 0 ? "INTENDED_USER_EXIT" : "SYSTEM_ERROR", a->pid, (long long)status);
+        actor_die(node, a, msg);
+    }
+    /* the processes the worker started go with it */
+    if (a->pid > 0)
+        kill(-(pid_t)a->pid, SIGKILL);
+    if (a->has_grant) {
+        beam_pool_give(&node->pool, &a->grant);
+        a->has_grant = 0;
+    }
+    beam_log(BEAM_LOG_DEBUG, "worker %ld of actor %s exited (status %lld, signal %d)", a->pid, a->hex,
+             (long long)status, term_signal);
+    close_handle((uv_handle_t *)p);
+    beam_actors_schedule(node);
+}
+
+static int env_overridden(const char *kv, char **extra)
+{
+    static const char *ours[] = {"PYTHONPATH=", "PYTHONUNBUFFERED=", "BEAM_", "CUDA_VISIBLE_DEVICES=", NULL};
+    for (const char **p = ours; *p; p++)
+        if (strncmp(kv, *p, strlen(*p)) == 0)
+            return 1;
+    const char *eq = strchr(kv, '=');
+    size_t klen = eq ? (size_t)(eq - kv) : strlen(kv);
+    for (char **e = extra; e && *e; e++)
+        if (strncmp(*e, kv, klen) == 0 && (*e)[klen] == '=')
+            return 1;
+    return 0;
+}
+
+static char *kv(const char *key, const char *value)
+{
+    size_t n = strlen(key) + strlen(value) + 2;
+    char *s = malloc(n);
+    if (s)
+        snprintf(s, n, "%s=%s", key, value);
+    return s;
+}
+
+static void gpu_list(beam_node_t *node, const beam_actor_t *a, char *out, size_t cap)
+{
+    out[0] = '\0';
+    for (int i = 0; i < a->grant.ngpus; i++) {
+        size_t len = strlen(out);
+        snprintf(out + len, cap - len, "%s%s", i ? "," : "", node->pool.gpu_ids[a->grant.gpu_index[i]]);
+    }
+}
+
+/* The worker's environment: the daemon's, less what beam sets, plus the
+ * runtime_env's variables, plus beam's own. NULL when memory runs out. */
+static char **worker_env(beam_node_t *node, beam_actor_t *a, const char *gpus)
+{
+    size_t n = 0, extra = 0;
+    for (char **e = environ; *e; e++)
+        n++;
+    for (char **e = a->spec.env; e && *e; e++)
+        extra++;
+    char **env = calloc(n + extra + 16, sizeof *env);
+    if (!env)
+        return NULL;
+    size_t k = 0;
+    int fail = 0;
+    for (char **e = environ; *e; e++)
+        if (!env_overridden(*e, a->spec.env))
+            fail |= !(env[k++] = strdup(*e));
+    for (char **e = a->spec.env; e && *e; e++)
+        fail |= !(env[k++] = strdup(*e));
+    size_t plen = 1;
+    for (char **p = a->spec.sys_path; p && *p; p++)
+        plen += strlen(*p) + 1;
+    char *pypath = calloc(1, plen);
+    fail |= !pypath;
+    for (char **p = a->spec.sys_path; pypath && p && *p; p++)
+        if (**p) {
+            if (*pypath)
+                strcat(pypath, ":");
+            strcat(pypath, *p);
+        }
+    char pid[32];
+    snprintf(pid, sizeof pid, "%u", a->owner_pid);
+    fail |= !(env[k++] = kv("PYTHONPATH", pypath ? pypath : ""));
+    free(pypath);
+    fail |= !(env[k++] = kv("PYTHONUNBUFFERED", "1"));
+    fail |= !(env[k++] = kv("BEAM_SOCKET", node->socket_path));
+    fail |= !(env[k++] = kv("BEAM_ACTOR_ID", a->hex));
+    fail |= !(env[k++] = kv("BEAM_WORKER_TOKEN", a->token));
+    fail |= !(env[k++] = kv("BEAM_NODE_ID", node->node_hex));
+    fail |= !(env[k++] = kv("BEAM_NODE_IP", node->node_ip));
+    fail |= !(env[k++] = kv("BEAM_GPU_IDS", gpus));
+    fail |= !(env[k++] = kv("BEAM_DRIVER_PID", pid));
+    if (!a->spec.noset_cuda)
+        fail |= !(env[k++] = kv("CUDA_VISIBLE_DEVICES", gpus));
+    else if (getenv("CUDA_VISIBLE_DEVICES"))
+        fail |= !(env[k++] = kv("CUDA_VISIBLE_DEVICES", getenv("CUDA_VISIBLE_DEVICES")));
+    if (fail) {
+        free_strv(env);
+        return NULL;
+    }
+    return env;
+}
+
+static int spawn_worker(beam_node_t *node, beam_actor_t *a)
+{
+    char gpus[BEAM_MAX_GPUS * (BEAM_GPU_ID_LEN + 1)];
+    gpu_list(node, a, gpus, sizeof gpus);
+    char **env = worker_env(node, a, gpus);
+    if (!env)
+        return -ENOMEM;
+    char *args[] = {a->spec.python, "-m", "ray._worker", NULL};
+    uv_stdio_container_t stdio[3];
+    uv_pipe_init(node->loop, &a->out, 0);
+    uv_pipe_init(node->loop, &a->err, 0);
+    a->out.data = a->err.data = a->proc.data = a;
+    a->open_handles = 3;
+    stdio[0].flags = UV_IGNORE;
+    stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+    stdio[1].data.stream = (uv_stream_t *)&a->out;
+    stdio[2].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+    stdio[2].data.stream = (uv_stream_t *)&a->err;
+    uv_process_options_t opt = {
+        .exit_cb = on_worker_exit,
+        .file = a->spec.python,
+        .args = args,
+        .env = env,
+        /* the driver's folder, or / where that folder does not exist here */
+        .cwd = (a->spec.cwd && *a->spec.cwd && access(a->spec.cwd, X_OK) == 0) ? a->spec.cwd : "/",
+        /* its own session, so a kill reaches whatever it starts */
+        .flags = UV_PROCESS_DETACHED,
+        .stdio_count = 3,
+        .stdio = stdio,
+    };
+    int rc = uv_spawn(node->loop, &a->proc, &opt);
+    free_strv(env);
+    if (rc < 0) {
+        beam_log(BEAM_LOG_ERROR, "could not start a worker for actor %s (%s): %s", a->hex,
+                 a->spec.python, uv_strerror(rc));
+        close_handle((uv_handle_t *)&a->proc);
+        close_handle((uv_handle_t *)&a->out);
+        close_handle((uv_handle_t *)&a->err);
+        return rc;
+    }
+    a->running = 1;
+    a->pid = a->proc.pid;
+    a->state = BEAM_ACTOR_STARTING;
+    uv_read_start((uv_stream_t *)&a->out, on_output_alloc, on_output);
+    uv_read_start((uv_stream_t *)&a->err, on_output_alloc, on_output);
+    beam_log(BEAM_LOG_INFO, "actor %s (%s) started as pid %ld, GPUs [%s]", a->hex, a->class_name, a->pid, gpus);
+    return 0;
+}
+
+/* --- scheduling --- */
+
+static void pending_remove(beam_node_t *node, beam_actor_t *a)
+{
+    for (beam_actor_t **p = &node->pending; *p; p = &(*p)->pending_next)
+        if (*p == a) {
+            *p = a->pending_next;
+            a->pending_next = NULL;
+            return;
+        }
+}
+
+void beam_actors_schedule(beam_node_t *node)
+{
+    beam_actor_t **p = &node->pending;
+    while (*p) {
+        beam_actor_t *a = *p;
+        int rc = beam_pool_take(&node->pool, &a->demand, &a->grant);
+        if (rc < 0) {
+            p = &a->pending_next;
+            continue;
+        }
+        *p = a->pending_next;
+        a->pending_next = NULL;
+        a->has_grant = 1;
+        rc = spawn_worker(node, a);
+        if (rc < 0) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "The actor died because its worker could not be started: %s",
+                     uv_strerror(rc));
+            beam_pool_give(&node->pool, &a->grant);
+            a->has_grant = 0;
+            actor_die(node, a, msg);
+        }
+    }
+}
+
+int beam_actor_create(beam_node_t *node, beam_conn_t *owner, const char *id, char *class_name,
+                      char *name, beam_actor_spec_t *spec, const beam_demand_t *demand)
+{
+    if (beam_actor_find(node, id) || (name && *name && beam_actor_find_name(node, name)))
+        return -EEXIST;
+    beam_actor_t *a = calloc(1, sizeof *a);
+    if (!a)
+        return -ENOMEM;
+    char token[16];
+    if (beam_random(token, sizeof token) < 0) {
+        free(a);
+        return -EIO;
+    }
+    beam_id_hex(token, sizeof token, a->token);
+    memcpy(a->id, id, BEAM_ACTOR_ID_SIZE);
+    beam_id_hex(id, BEAM_ACTOR_ID_SIZE, a->hex);
+    a->class_name = class_name;
+    a->name = (name && *name) ? name : (free(name), NULL);
+    a->spec = *spec;
+    memset(spec, 0, sizeof *spec);
+    a->demand = *demand;
+    a->owner = owner;
+    a->owner_pid = (uint32_t)owner->pid;
+    a->state = BEAM_ACTOR_PENDING;
+    HASH_ADD(hh, node->actors, id, BEAM_ACTOR_ID_SIZE, a);
+    beam_refs_pin(node, &a->spec.refs);
+    if (beam_conn_hold(&owner->held_actors, id, BEAM_ACTOR_ID_SIZE) == 1)
+        a->holders++;
+    if (beam_pool_feasible(&node->pool, demand) < 0)
+        beam_log(BEAM_LOG_WARN, "actor %s (%s) asks for more than this node has; it stays pending",
+                 a->hex, a->class_name);
+    beam_actor_t **tail = &node->pending;
+    while (*tail)
+        tail = &(*tail)->pending_next;
+    *tail = a;
+    beam_actors_schedule(node);
+    return 0;
+}
+
+/* --- calls --- */
+
+void beam_actor_submit(beam_node_t *node, beam_actor_t *a, const char *obj, char *method,
+                       char *args, size_t args_len, beam_refs_t *refs)
+{
+    beam_call_t *call = calloc(1, sizeof *call);
+    if (!call) {
+        free(method);
+        free(args);
+        beam_refs_free(refs);
+        beam_object_t *o = beam_object_find(node, obj);
+        if (o)
+            beam_object_fail(node, o, BEAM_OBJ_LOST, "beamd ran out of memory queueing the call");
+        return;
+    }
+    memcpy(call->obj, obj, BEAM_OBJECT_ID_SIZE);
+    call->method = method;
+    call->args = args;
+    call->args_len = args_len;
+    call->refs = *refs;
+    memset(refs, 0, sizeof *refs);
+    beam_refs_pin(node, &call->refs);
+    if (a->state == BEAM_ACTOR_DEAD) {
+        call_fail(node, call, a->death);
+        return;
+    }
+    if (a->state == BEAM_ACTOR_ALIVE && a->worker) {
+        send_call(a, call);
+        return;
+    }
+    if (a->queue_tail)
+        a->queue_tail->next = call;
+    else
+        a->queue = call;
+    a->queue_tail = call;
+}
+
+int beam_actor_task_done(beam_node_t *node, beam_actor_t *a, const char *obj, int status,
+                         char *data, size_t len, beam_refs_t *refs)
+{
+    beam_call_t *prev = NULL, *call = a->sent;
+    while (call && memcmp(call->obj, obj, BEAM_OBJECT_ID_SIZE) != 0) {
+        prev = call;
+        call = call->next;
+    }
+    if (!call)
+        return -ENOENT;
+    if (prev)
+        prev->next = call->next;
+    else
+        a->sent = call->next;
+    if (a->sent_tail == call)
+        a->sent_tail = prev;
+    call_complete(node, call, status, data, len, refs);
+    if (a->stop_when_idle && idle(a) && a->state != BEAM_ACTOR_DEAD)
+        actor_die(node, a, "The actor is dead because all references to the actor were removed.");
+    return 0;
+}
+
+/* --- the worker's connection --- */
+
+void beam_actor_send_init(beam_node_t *node, beam_actor_t *a)
+{
+    char gpus[BEAM_MAX_GPUS * (BEAM_GPU_ID_LEN + 1)];
+    beam_enc_t enc;
+    size_t npath = 0;
+    for (char **p = a->spec.sys_path; p && *p; p++)
+        npath++;
+    beam_enc_init(&enc);
+    beam_enc_push(&enc, "init", 8);
+    beam_pack_key(&enc.pk, "actor");
+    beam_pack_bin(&enc.pk, a->id, BEAM_ACTOR_ID_SIZE);
+    beam_pack_key(&enc.pk, "class_name");
+    beam_pack_str(&enc.pk, a->class_name);
+    beam_pack_key(&enc.pk, "class_data");
+    beam_pack_bin(&enc.pk, a->spec.class_data, a->spec.class_len);
+    beam_pack_key(&enc.pk, "args");
+    beam_pack_bin(&enc.pk, a->spec.args, a->spec.args_len);
+    beam_pack_key(&enc.pk, "sys_path");
+    msgpack_pack_array(&enc.pk, npath);
+    for (char **p = a->spec.sys_path; p && *p; p++)
+        beam_pack_str(&enc.pk, *p);
+    beam_pack_key(&enc.pk, "cwd");
+    beam_pack_str(&enc.pk, a->spec.cwd ? a->spec.cwd : "");
+    beam_pack_key(&enc.pk, "gpu_ids");
+    msgpack_pack_array(&enc.pk, a->grant.ngpus);
+    for (int i = 0; i < a->grant.ngpus; i++)
+        beam_pack_str(&enc.pk, node->pool.gpu_ids[a->grant.gpu_index[i]]);
+    beam_pack_key(&enc.pk, "name");
+    beam_pack_str(&enc.pk, a->name ? a->name : "");
+    beam_enc_end(&enc, 0);
+    beam_conn_send_enc(a->worker, &enc);
+    (void)gpus;
+}
+
+int beam_actor_attach_worker(beam_node_t *node, beam_actor_t *a, beam_conn_t *c, const char *token)
+{
+    if (a->state != BEAM_ACTOR_STARTING || a->worker || strcmp(a->token, token) != 0)
+        return -EPERM;
+    a->worker = c;
+    c->actor = a;
+    c->job = a->owner ? a->owner->job : 0;
+    return 0;
+}
+
+void beam_actor_ready(beam_node_t *node, beam_actor_t *a, int ok, const char *error, size_t error_len)
+{
+    if (a->state != BEAM_ACTOR_STARTING)
+        return;
+    if (ok) {
+        a->state = BEAM_ACTOR_ALIVE;
+        spec_free(node, &a->spec);
+        flush_queue(a);
+        return;
+    }
+    size_t n = error_len + 200;
+    char *msg = malloc(n);
+    if (msg)
+        snprintf(msg, n, "The actor died because of an error raised in its creation task, %.*s",
+                 (int)error_len, error);
+    a->init_failed = 1;
+    actor_die(node, a, msg ? msg : "The actor died because of an error raised in its creation task.");
+    free(msg);
+}
+
+/* --- death --- */
+
+static void actor_die(beam_node_t *node, beam_actor_t *a, const char *message)
+{
+    if (a->state == BEAM_ACTOR_DEAD)
+        return;
+    int was_pending = a->state == BEAM_ACTOR_PENDING;
+    a->state = BEAM_ACTOR_DEAD;
+    free(a->death);
+    a->death = strdup(message);
+    beam_log(BEAM_LOG_INFO, "actor %s (%s) is dead: %s", a->hex, a->class_name, message);
+    if (was_pending)
+        pending_remove(node, a);
+    /* fail everything it was asked, in order: sent calls first */
+    while (a->sent) {
+        beam_call_t *call = a->sent;
+        a->sent = call->next;
+        call_fail(node, call, a->death ? a->death : message);
+    }
+    a->sent_tail = NULL;
+    while (a->queue) {
+        beam_call_t *call = a->queue;
+        a->queue = call->next;
+        call_fail(node, call, a->death ? a->death : message);
+    }
+    a->queue_tail = NULL;
+    spec_free(node, &a->spec);
+    if (a->running && a->pid > 0) {
+        kill(-(pid_t)a->pid, SIGKILL);
+        kill((pid_t)a->pid, SIGKILL);
+    }
+    if (!a->running && a->has_grant) {
+        beam_pool_give(&node->pool, &a->grant);
+        a->has_grant = 0;
+        beam_actors_schedule(node);
+    }
+    maybe_free(node, a);
+}
+
+void beam_actor_kill(beam_node_t *node, beam_actor_t *a, const char *message)
+{
+    actor_die(node, a, message);
+}
+
+static void maybe_free(beam_node_t *node, beam_actor_t *a)
+{
+    if (a->state != BEAM_ACTOR_DEAD || a->holders || a->pins || a->open_handles || a->running ||
+        a->worker)
+        return;
+    HASH_DEL(node->actors, a);
+    free(a->class_name);
+    free(a->name);
+    free(a->death);
+    free(a->out_line.buf);
+    free(a->err_line.buf);
+    free(a);
+}
+
+/* Kills every actor marked doomed, one at a time: a death can free other
+ * records (through the refs its results carried), so the walk restarts. */
+static void kill_doomed(beam_node_t *node, const char *message)
+{
+    for (;;) {
+        beam_actor_t *a, *tmp, *victim = NULL;
+        HASH_ITER(hh, node->actors, a, tmp)
+            if (a->doomed) {
+                victim = a;
+                break;
+            }
+        if (!victim)
+            return;
+        victim->doomed = 0;
+        actor_die(node, victim, message);
+    }
+}
+
+void beam_actors_conn_gone(beam_node_t *node, beam_conn_t *c)
+{
+    beam_actor_t *a, *tmp;
+    if (c->actor) {
+        a = c->actor;
+        c->actor = NULL;
+        a->worker = NULL;
+        actor_die(node, a,
+                  "The actor is dead because its worker process has died. Worker exit type: "
+                  "SYSTEM_ERROR Worker exit detail: the worker's connection to beamd closed.");
+        maybe_free(node, a);
+    }
+    HASH_ITER(hh, node->actors, a, tmp)
+        if (a->owner == c) {
+            a->owner = NULL;
+            a->doomed = a->state != BEAM_ACTOR_DEAD;
+        }
+    kill_doomed(node, "The actor is dead because its owner has died (the driver or actor that "
+                      "created it disconnected).");
+}
+
+void beam_actors_stop_all(beam_node_t *node)
+{
+    beam_actor_t *a, *tmp;
+    HASH_ITER(hh, node->actors, a, tmp)
+        a->doomed = a->state != BEAM_ACTOR_DEAD;
+    kill_doomed(node, "The actor is dead because beamd is shutting down.");
+}
+
+void beam_actors_destroy(beam_node_t *node)
+{
+    beam_actor_t *a, *tmp;
+    HASH_ITER(hh, node->actors, a, tmp) {
+        HASH_DEL(node->actors, a);
+        spec_free(node, &a->spec);
+        free(a->class_name);
+        free(a->name);
+        free(a->death);
+        free(a->out_line.buf);
+        free(a->err_line.buf);
+        free(a);
+    }
+}

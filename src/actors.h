@@ -1,0 +1,126 @@
+/* actors.h — the actor table: creating an actor (waiting for resources,
+ * spawning its worker, relaying its output), its call queue in submission
+ * order, and its death (kill, crash, owner gone, last handle gone). */
+#ifndef BEAM_ACTORS_H
+#define BEAM_ACTORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uthash.h>
+#include <uv.h>
+
+#include "node.h"
+#include "objects.h"
+
+enum {
+    BEAM_ACTOR_PENDING = 0, /* waiting for resources */
+    BEAM_ACTOR_STARTING,    /* worker spawned, not yet constructed */
+    BEAM_ACTOR_ALIVE,
+    BEAM_ACTOR_DEAD,
+};
+
+struct beam_conn_s;
+
+typedef struct beam_call_s {
+    char obj[BEAM_OBJECT_ID_SIZE];
+    char *method;
+    char *args;
+    size_t args_len;
+    beam_refs_t refs; /* pinned until the call completes */
+    struct beam_call_s *next;
+} beam_call_t;
+
+typedef struct beam_line_s {
+    char *buf;
+    size_t len, cap;
+} beam_line_t;
+
+/* What create_actor asked for; freed once the worker is constructed. */
+typedef struct beam_actor_spec_s {
+    char *class_data;
+    size_t class_len;
+    char *args;
+    size_t args_len;
+    beam_refs_t refs;
+    char **env;       /* "K=V" strings from runtime_env, NULL-terminated */
+    char **sys_path;  /* NULL-terminated */
+    char *python;
+    char *cwd;
+    int noset_cuda;
+} beam_actor_spec_t;
+
+typedef struct beam_actor_s {
+    char id[BEAM_ACTOR_ID_SIZE];
+    char hex[2 * BEAM_ACTOR_ID_SIZE + 1];
+    int state;
+    char *class_name;
+    char *name;
+    beam_actor_spec_t spec;
+    beam_demand_t demand;
+    beam_grant_t grant;
+    int has_grant;
+    char token[33];
+
+    uv_process_t proc;
+    uv_pipe_t out, err;
+    beam_line_t out_line, err_line;
+    int open_handles; /* proc, out, err still to close */
+    int running;      /* the worker process has not exited */
+    long pid;
+
+    struct beam_conn_s *owner;
+    struct beam_conn_s *worker;
+    uint32_t owner_pid;
+    beam_call_t *queue, *queue_tail; /* not yet sent to the worker */
+    beam_call_t *sent, *sent_tail;   /* sent, not yet done */
+    uint32_t holders, pins;
+    int stop_when_idle;
+    char *death;
+    int init_failed;
+    int doomed; /* marked for killing by a sweep */
+    struct beam_actor_s *pending_next;
+    UT_hash_handle hh;
+} beam_actor_t;
+
+beam_actor_t *beam_actor_find(beam_node_t *node, const char *id);
+/* Adds an actor (it takes ownership of spec, class_name and name) and
+ * schedules it. Returns 0, -EEXIST for a taken id or name, -ENOMEM. */
+int beam_actor_create(beam_node_t *node, struct beam_conn_s *owner, const char *id,
+                      char *class_name, char *name, beam_actor_spec_t *spec,
+                      const beam_demand_t *demand);
+beam_actor_t *beam_actor_find_name(beam_node_t *node, const char *name);
+/* Queues a call. Takes ownership of method, args and refs. The return object
+ * must exist; on a dead actor it completes at once with the death. */
+void beam_actor_submit(beam_node_t *node, beam_actor_t *a, const char *obj, char *method,
+                       char *args, size_t args_len, beam_refs_t *refs);
+/* ray.kill: the worker is killed at once; every call fails. */
+void beam_actor_kill(beam_node_t *node, beam_actor_t *a, const char *message);
+
+/* A worker said hello: links it if the token matches. Returns 0 or -EPERM. */
+int beam_actor_attach_worker(beam_node_t *node, beam_actor_t *a, struct beam_conn_s *c, const char *token);
+/* Sends the worker its init push (after the hello reply). */
+void beam_actor_send_init(beam_node_t *node, beam_actor_t *a);
+/* The worker finished constructing the instance (ok) or failed (error text). */
+void beam_actor_ready(beam_node_t *node, beam_actor_t *a, int ok, const char *error, size_t error_len);
+/* The worker finished a call. Takes ownership of data and refs. Returns 0,
+ * or -ENOENT if obj is not a call this worker was given. */
+int beam_actor_task_done(beam_node_t *node, beam_actor_t *a, const char *obj, int status,
+                         char *data, size_t len, beam_refs_t *refs);
+
+void beam_actor_pin(beam_node_t *node, beam_actor_t *a);
+void beam_actor_unpin(beam_node_t *node, beam_actor_t *a);
+void beam_actor_hold(beam_node_t *node, beam_actor_t *a);
+void beam_actor_unhold(beam_node_t *node, beam_actor_t *a);
+
+/* A connection closed: kills the actors it owns, and its own actor if it was
+ * a worker. */
+void beam_actors_conn_gone(beam_node_t *node, struct beam_conn_s *c);
+/* Tries to start pending actors in order (after resources were freed). */
+void beam_actors_schedule(beam_node_t *node);
+/* Kills every worker (daemon exit); their handles close in later loop turns. */
+void beam_actors_stop_all(beam_node_t *node);
+/* Frees every record (daemon exit, after the loop has closed all handles). */
+void beam_actors_destroy(beam_node_t *node);
+const char *beam_actor_state_name(int state);
+
+#endif

@@ -1,0 +1,309 @@
+/* beamd.c — the daemon's entry point: flags, the node's identity and
+ * resources, signals, readiness, the loop, and a clean exit. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <ifaddrs.h>
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <utlist.h>
+
+#include "actors.h"
+#include "client.h"
+#include "conn.h"
+#include "gpu.h"
+#include "log.h"
+#include "node.h"
+#include "notify.h"
+#include "objects.h"
+#include "server.h"
+
+typedef struct options_s {
+    const char *socket;
+    const char *node_ip;
+    double num_cpus; /* < 0: detect */
+    int num_gpus;    /* < 0: detect */
+    double memory;   /* < 0: detect */
+    int ready_fd;
+    int exit_with_parent;
+    char *resources[BEAM_MAX_DEMAND];
+    int nresources;
+} options_t;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: beamd [options]\n"
+            "  --socket PATH        unix socket to serve (default $BEAM_SOCKET, else per-user)\n"
+            "  --num-cpus N         CPUs to offer (default: this machine's)\n"
+            "  --num-gpus N         GPUs to offer; N pretend GPUs when the machine has fewer\n"
+            "                       (default: the NVIDIA GPUs found, else 0)\n"
+            "  --memory BYTES       the 'memory' resource (default: 70%% of RAM)\n"
+            "  --resource NAME=N    a custom resource (repeatable)\n"
+            "  --node-ip IP         this node's address (default: the default route's, else 127.0.0.1)\n"
+            "  --max-frame BYTES    largest frame accepted (default 256 MiB)\n"
+            "  --max-depth N        deepest msgpack nesting accepted (default 32)\n"
+            "  --max-items N        most msgpack elements in one frame (default 4194304)\n"
+            "  --max-str BYTES      longest msgpack str accepted (default 1 MiB)\n"
+            "  --max-outq BYTES     unsent bytes after which a client is dropped (default 1 GiB)\n"
+            "  --log-level LEVEL    error, warn, info or debug (default info)\n"
+            "  --ready-fd FD        write 'ready\\n' to FD once listening, then close it\n"
+            "  --exit-with-parent   exit when the process that started beamd exits\n"
+            "  --help\n");
+}
+
+static int parse_u32(const char *s, uint32_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || end == s || v == 0 || v > UINT32_MAX)
+        return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
+{
+    enum { O_SOCKET = 1, O_CPUS, O_GPUS, O_MEM, O_RES, O_IP, O_FRAME, O_DEPTH, O_ITEMS, O_STR, O_OUTQ,
+           O_LOG, O_READY, O_PARENT, O_HELP };
+    static const struct option longopts[] = {
+        {"socket", 1, 0, O_SOCKET},     {"num-cpus", 1, 0, O_CPUS},  {"num-gpus", 1, 0, O_GPUS},
+        {"memory", 1, 0, O_MEM},        {"resource", 1, 0, O_RES},   {"node-ip", 1, 0, O_IP},
+        {"max-frame", 1, 0, O_FRAME},   {"max-depth", 1, 0, O_DEPTH}, {"max-items", 1, 0, O_ITEMS},
+        {"max-str", 1, 0, O_STR},       {"max-outq", 1, 0, O_OUTQ},  {"log-level", 1, 0, O_LOG},
+        {"ready-fd", 1, 0, O_READY},    {"exit-with-parent", 0, 0, O_PARENT}, {"help", 0, 0, O_HELP},
+        {0, 0, 0, 0},
+    };
+    int c;
+    char *end;
+    uint32_t u;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case O_SOCKET: o->socket = optarg; break;
+        case O_CPUS:
+            o->num_cpus = strtod(optarg, &end);
+            if (*end || o->num_cpus < 0) goto bad;
+            break;
+        case O_GPUS:
+            o->num_gpus = (int)strtol(optarg, &end, 10);
+            if (*end || o->num_gpus < 0 || o->num_gpus > BEAM_MAX_GPUS) goto bad;
+            break;
+        case O_MEM:
+            o->memory = strtod(optarg, &end);
+            if (*end || o->memory < 0) goto bad;
+            break;
+        case O_RES:
+            if (o->nresources == BEAM_MAX_DEMAND || !strchr(optarg, '=')) goto bad;
+            o->resources[o->nresources++] = optarg;
+            break;
+        case O_IP: o->node_ip = optarg; break;
+        case O_FRAME: if (parse_u32(optarg, &u)) goto bad; node->limits.max_frame = u; break;
+        case O_DEPTH: if (parse_u32(optarg, &u) || u > 64) goto bad; node->limits.max_depth = u; break;
+        case O_ITEMS: if (parse_u32(optarg, &u)) goto bad; node->limits.max_items = u; break;
+        case O_STR: if (parse_u32(optarg, &u)) goto bad; node->limits.max_str = u; break;
+        case O_OUTQ:
+            node->max_outq = strtoull(optarg, &end, 10);
+            if (*end || node->max_outq == 0) goto bad;
+            break;
+        case O_LOG: {
+            int level = beam_log_parse_level(optarg);
+            if (level < 0) goto bad;
+            beam_log_set_level(level);
+            break;
+        }
+        case O_READY:
+            o->ready_fd = (int)strtol(optarg, &end, 10);
+            if (*end || o->ready_fd < 0) goto bad;
+            break;
+        case O_PARENT: o->exit_with_parent = 1; break;
+        case O_HELP: usage(stdout); exit(0);
+        default: usage(stderr); return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "beamd: unexpected argument '%s'\n", argv[optind]);
+        return -1;
+    }
+    return 0;
+bad:
+    fprintf(stderr, "beamd: bad value '%s' for --%s\n", optarg, longopts[c - 1].name);
+    return -1;
+}
+
+/* The address of the interface the default route leaves by, read from
+ * /proc/net/route and getifaddrs (no packet is sent). */
+static int default_route_ip(char *out, size_t n)
+{
+    FILE *f = fopen("/proc/net/route", "r");
+    if (!f)
+        return -1;
+    char line[512], iface[IF_NAMESIZE + 1] = "";
+    unsigned long dest, flags;
+    while (fgets(line, sizeof line, f)) {
+        char name[IF_NAMESIZE + 1];
+        if (sscanf(line, "%16s %lx %*x %lx", name, &dest, &flags) == 3 && dest == 0 && (flags & 1)) {
+            snprintf(iface, sizeof iface, "%s", name);
+            break;
+        }
+    }
+    fclose(f);
+    if (!*iface)
+        return -1;
+    struct ifaddrs *ifs, *i;
+    if (getifaddrs(&ifs) != 0)
+        return -1;
+    int rc = -1;
+    for (i = ifs; i; i = i->ifa_next)
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && strcmp(i->ifa_name, iface) == 0) {
+            inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, out, (socklen_t)n);
+            rc = 0;
+            break;
+        }
+    freeifaddrs(ifs);
+    return rc;
+}
+
+static int setup_resources(beam_node_t *node, const options_t *o)
+{
+    beam_pool_t *pool = &node->pool;
+    double cpus = o->num_cpus >= 0 ? o->num_cpus : (double)uv_available_parallelism();
+    double memory = o->memory >= 0 ? o->memory : 0.7 * (double)uv_get_total_memory();
+    char name[BEAM_RES_NAME_LEN];
+    int rc = beam_pool_add(pool, "CPU", beam_res_units(cpus));
+    rc |= beam_pool_add(pool, "memory", beam_res_units(memory));
+    rc |= beam_pool_add(pool, "object_store_memory", beam_res_units(memory * 0.3 / 0.7));
+    snprintf(name, sizeof name, "node:%s", node->node_ip);
+    rc |= beam_pool_add(pool, name, BEAM_RES_UNIT);
+    if (node->is_head)
+        rc |= beam_pool_add(pool, "node:__internal_head__", BEAM_RES_UNIT);
+    char ids[BEAM_MAX_GPUS][BEAM_GPU_ID_LEN];
+    int ngpus = beam_gpu_detect(ids, BEAM_MAX_GPUS);
+    if (o->num_gpus >= 0) {
+        /* asked for N: the first N found, then pretend ones */
+        for (int i = ngpus; i < o->num_gpus; i++)
+            snprintf(ids[i], BEAM_GPU_ID_LEN, "%d", i);
+        ngpus = o->num_gpus;
+    }
+    for (int i = 0; i < ngpus; i++)
+        rc |= beam_pool_add_gpu(pool, ids[i]);
+    for (int i = 0; i < o->nresources; i++) {
+        char *eq = strchr(o->resources[i], '=');
+        snprintf(name, sizeof name, "%.*s", (int)(eq - o->resources[i]), o->resources[i]);
+        rc |= beam_pool_add(pool, name, beam_res_units(strtod(eq + 1, NULL)));
+    }
+    return rc ? -1 : 0;
+}
+
+static uv_signal_t sigterm, sigint;
+static beam_server_t server;
+
+static void stop(beam_node_t *node, const char *why)
+{
+    if (node->stopping)
+        return;
+    node->stopping = 1;
+    beam_log(BEAM_LOG_INFO, "stopping: %s", why);
+    beam_notify_stopping();
+    beam_server_close(&server);
+    beam_actors_stop_all(node);
+    while (node->conns)
+        beam_conn_close(node->conns, "beamd is shutting down");
+    uv_close((uv_handle_t *)&sigterm, NULL);
+    uv_close((uv_handle_t *)&sigint, NULL);
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    stop(s->loop->data, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+int main(int argc, char **argv)
+{
+    static beam_node_t node;
+    options_t o = {.num_cpus = -1, .num_gpus = -1, .memory = -1, .ready_fd = -1};
+    beam_limits_default(&node.limits);
+    node.max_outq = (size_t)1 << 30;
+    if (parse_options(argc, argv, &o, &node) < 0)
+        return 2;
+    node.soft_outq = node.max_outq / 16 < ((size_t)64 << 20) ? node.max_outq / 16 : ((size_t)64 << 20);
+    if (o.exit_with_parent) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() == 1)
+            return 1; /* the parent is already gone */
+    }
+    signal(SIGPIPE, SIG_IGN);
+    umask(077);
+
+    uv_loop_t *loop = uv_default_loop();
+    loop->data = &node;
+    node.loop = loop;
+    node.node_index = 1;
+    node.is_head = 1;
+    node.start_ms = uv_now(loop);
+    if (beam_random(node.node_id, sizeof node.node_id) < 0) {
+        fprintf(stderr, "beamd: no random bytes for the node id\n");
+        return 1;
+    }
+    beam_id_hex(node.node_id, sizeof node.node_id, node.node_hex);
+    if (o.node_ip)
+        snprintf(node.node_ip, sizeof node.node_ip, "%s", o.node_ip);
+    else if (default_route_ip(node.node_ip, sizeof node.node_ip) < 0)
+        snprintf(node.node_ip, sizeof node.node_ip, "127.0.0.1");
+    if (gethostname(node.hostname, sizeof node.hostname) != 0)
+        snprintf(node.hostname, sizeof node.hostname, "localhost");
+    beam_pool_init(&node.pool);
+    if (setup_resources(&node, &o) < 0) {
+        fprintf(stderr, "beamd: bad resource settings\n");
+        return 2;
+    }
+
+    char path[108];
+    if (o.socket)
+        snprintf(path, sizeof path, "%s", o.socket);
+    else
+        beam_client_socket_path(path, sizeof path);
+    char err[256];
+    if (beam_server_listen(&server, &node, path, err, sizeof err) < 0) {
+        fprintf(stderr, "beamd: %s\n", err);
+        beam_pool_destroy(&node.pool);
+        return 1;
+    }
+    snprintf(node.socket_path, sizeof node.socket_path, "%s", server.path);
+
+    uv_signal_init(loop, &sigterm);
+    uv_signal_init(loop, &sigint);
+    uv_signal_start(&sigterm, on_signal, SIGTERM);
+    uv_signal_start(&sigint, on_signal, SIGINT);
+
+    const beam_res_entry_t *gpu = beam_pool_find(&node.pool, "GPU");
+    const beam_res_entry_t *cpu = beam_pool_find(&node.pool, "CPU");
+    beam_log(BEAM_LOG_INFO, "node %s ip %s listening on %s (%.4g CPUs, %d GPUs)", node.node_hex, node.node_ip,
+             node.socket_path, cpu ? (double)cpu->total / BEAM_RES_UNIT : 0.0, gpu ? node.pool.ngpus : 0);
+    char status[256];
+    snprintf(status, sizeof status, "serving %s", node.socket_path);
+    beam_notify_ready(status);
+    if (o.ready_fd >= 0) {
+        ssize_t w = write(o.ready_fd, "ready\n", 6);
+        (void)w;
+        close(o.ready_fd);
+    }
+
+    uv_run(loop, UV_RUN_DEFAULT);
+
+    beam_objects_destroy(&node);
+    beam_actors_destroy(&node);
+    beam_pool_destroy(&node.pool);
+    int rc = uv_loop_close(loop);
+    if (rc != 0)
+        beam_log(BEAM_LOG_WARN, "loop closed with handles open: %s", uv_strerror(rc));
+    beam_log(BEAM_LOG_INFO, "stopped");
+    return 0;
+}

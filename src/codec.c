@@ -1,0 +1,510 @@
+/* codec.c — the wire format of docs/PROTOCOL.md with no I/O: a bounded msgpack
+ * walker, the frame decoder, the envelope parser, field accessors, the encoder. */
+#include "beam/codec.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void beam_limits_default(beam_limits_t *lim)
+{
+    lim->max_frame = 256u << 20;
+    lim->max_depth = 32;
+    lim->max_items = 4u << 20;
+    lim->max_str = 1u << 20;
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static uint64_t read_be(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/* The walker keeps, per open container, how many values it still expects.
+ * A value that is not a container closes slots; a container pushes one. The
+ * walk ends when the stack is empty, which must be exactly at the end. */
+int beam_msgpack_check(const char *buf, size_t len, const beam_limits_t *lim,
+                       char *err, size_t errlen)
+{
+    const unsigned char *p = (const unsigned char *)buf;
+    uint64_t stack[64];
+    uint32_t depth = 0, max_depth = lim->max_depth < 64 ? lim->max_depth : 64;
+    uint64_t items = 0;
+    size_t i = 0;
+
+    if (len == 0)
+        return fail(err, errlen, "empty frame");
+    for (;;) {
+        if (i >= len)
+            return fail(err, errlen, "truncated msgpack value at byte %zu", i);
+        unsigned char c = p[i++];
+        uint64_t skip = 0, count = 0;
+        int container = 0, is_str = 0; /* container: 1 array, 2 map */
+        int hdr = 0;
+        if (c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3) {
+            /* fixint, nil, bool */
+        } else if (c >= 0x80 && c <= 0x8f) {
+            container = 2, count = c & 0x0f;
+        } else if (c >= 0x90 && c <= 0x9f) {
+            container = 1, count = c & 0x0f;
+        } else if (c >= 0xa0 && c <= 0xbf) {
+            is_str = 1, skip = c & 0x1f;
+        } else {
+            switch (c) {
+            case 0xc4: hdr = 1; break;                      /* bin 8/16/32 */
+            case 0xc5: hdr = 2; break;
+            case 0xc6: hdr = 4; break;
+            case 0xca: skip = 4; break;                     /* float32 */
+            case 0xcb: skip = 8; break;                     /* float64 */
+            case 0xcc: case 0xd0: skip = 1; break;
+            case 0xcd: case 0xd1: skip = 2; break;
+            case 0xce: case 0xd2: skip = 4; break;
+            case 0xcf: case 0xd3: skip = 8; break;
+            case 0xd9: hdr = 1, is_str = 1; break;          /* str 8/16/32 */
+            case 0xda: hdr = 2, is_str = 1; break;
+            case 0xdb: hdr = 4, is_str = 1; break;
+            case 0xdc: hdr = 2, container = 1; break;       /* array 16/32 */
+            case 0xdd: hdr = 4, container = 1; break;
+            case 0xde: hdr = 2, container = 2; break;       /* map 16/32 */
+            case 0xdf: hdr = 4, container = 2; break;
+            case 0xc1:
+                return fail(err, errlen, "byte 0xc1 is never used in msgpack (at %zu)", i - 1);
+            default:
+                return fail(err, errlen, "msgpack ext types are not accepted (at %zu)", i - 1);
+            }
+            if (hdr) {
+                if (len - i < (size_t)hdr)
+                    return fail(err, errlen, "truncated msgpack header at byte %zu", i);
+                uint64_t n = read_be(p + i, hdr);
+                i += hdr;
+                if (container)
+                    count = n;
+                else
+                    skip = n;
+            }
+        }
+        if (is_str && skip > lim->max_str)
+            return fail(err, errlen, "str of %llu bytes is over the limit of %u",
+                        (unsigned long long)skip, lim->max_str);
+        if (skip > len - i)
+            return fail(err, errlen, "truncated msgpack value at byte %zu", i);
+        i += skip;
+        if (container) {
+            uint64_t values = container == 2 ? count * 2 : count;
+            /* every value takes at least one byte */
+            if (values > len - i)
+                return fail(err, errlen, "container of %llu elements cannot fit in the %zu bytes left",
+                            (unsigned long long)count, len - i);
+            items += count;
+            if (items > lim->max_items)
+                return fail(err, errlen, "more than %u elements in one frame", lim->max_items);
+            if (values > 0) {
+                if (depth >= max_depth)
+                    return fail(err, errlen, "nesting deeper than %u", max_depth);
+                stack[depth++] = values;
+                continue;
+            }
+        }
+        /* a complete value: close the containers it completes */
+        while (depth > 0 && --stack[depth - 1] == 0)
+            depth--;
+        if (depth == 0)
+            break;
+    }
+    if (i != len)
+        return fail(err, errlen, "%zu stray bytes after the msgpack value", len - i);
+    return 0;
+}
+
+void beam_decoder_init(beam_decoder_t *dec, const beam_limits_t *lim)
+{
+    memset(dec, 0, sizeof *dec);
+    dec->lim = *lim;
+}
+
+void beam_decoder_destroy(beam_decoder_t *dec)
+{
+    free(dec->buf);
+    dec->buf = NULL;
+    dec->len = dec->pos = dec->cap = 0;
+}
+
+int beam_decoder_feed(beam_decoder_t *dec, const char *data, size_t n)
+{
+    if (dec->failed)
+        return -1;
+    if (dec->pos > 0 && dec->pos == dec->len) {
+        dec->pos = dec->len = 0;
+    } else if (dec->pos > 0 && dec->len + n > dec->cap) {
+        memmove(dec->buf, dec->buf + dec->pos, dec->len - dec->pos);
+        dec->len -= dec->pos;
+        dec->pos = 0;
+    }
+    if (dec->len + n > dec->cap) {
+        size_t cap = dec->cap ? dec->cap : 4096;
+        while (cap < dec->len + n)
+            cap *= 2;
+        char *nb = realloc(dec->buf, cap);
+        if (!nb) {
+            dec->failed = 1;
+            snprintf(dec->err, sizeof dec->err, "out of memory buffering input");
+            return -1;
+        }
+        dec->buf = nb;
+        dec->cap = cap;
+    }
+    memcpy(dec->buf + dec->len, data, n);
+    dec->len += n;
+    return 0;
+}
+
+int beam_decoder_next(beam_decoder_t *dec, const char **frame, size_t *len)
+{
+    if (dec->failed)
+        return -1;
+    size_t have = dec->len - dec->pos;
+    if (have < BEAM_FRAME_HEADER)
+        return 0;
+    uint64_t n = read_be((const unsigned char *)dec->buf + dec->pos, BEAM_FRAME_HEADER);
+    if (n == 0 || n > dec->lim.max_frame) {
+        dec->failed = 1;
+        snprintf(dec->err, sizeof dec->err, "frame length %llu is outside 1..%u",
+                 (unsigned long long)n, dec->lim.max_frame);
+        return -1;
+    }
+    if (have - BEAM_FRAME_HEADER < n)
+        return 0;
+    *frame = dec->buf + dec->pos + BEAM_FRAME_HEADER;
+    *len = (size_t)n;
+    dec->pos += BEAM_FRAME_HEADER + (size_t)n;
+    return 1;
+}
+
+static int obj_uint(const msgpack_object *o, uint64_t *v)
+{
+    if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return -1;
+    *v = o->via.u64;
+    return 0;
+}
+
+int beam_msg_parse(const char *frame, size_t len, const beam_limits_t *lim,
+                   beam_msg_t *msg, char *err, size_t errlen)
+{
+    memset(msg, 0, sizeof *msg);
+    if (beam_msgpack_check(frame, len, lim, err, errlen) < 0)
+        return -1;
+    msgpack_object root;
+    size_t off = 0;
+    if (!msgpack_zone_init(&msg->zone, 2048))
+        return fail(err, errlen, "out of memory");
+    msg->has_zone = 1;
+    if (msgpack_unpack(frame, len, &off, &msg->zone, &root) != MSGPACK_UNPACK_SUCCESS) {
+        beam_msg_destroy(msg);
+        return fail(err, errlen, "msgpack could not be unpacked");
+    }
+    uint64_t type;
+    if (root.type != MSGPACK_OBJECT_ARRAY || root.via.array.size < 1 ||
+        obj_uint(&root.via.array.ptr[0], &type) < 0) {
+        beam_msg_destroy(msg);
+        return fail(err, errlen, "a message is an array starting with its kind (0, 1 or 2)");
+    }
+    const msgpack_object *a = root.via.array.ptr;
+    uint32_t n = root.via.array.size;
+    msg->type = (int)type;
+    switch (type) {
+    case BEAM_MSG_REQUEST:
+        if (n != 4 || obj_uint(&a[1], &msg->msgid) < 0 || a[2].type != MSGPACK_OBJECT_STR ||
+            a[3].type != MSGPACK_OBJECT_MAP) {
+            beam_msg_destroy(msg);
+            return fail(err, errlen, "a request is [0, msgid uint, op str, params map]");
+        }
+        msg->op = a[2].via.str.ptr;
+        msg->op_len = a[2].via.str.size;
+        msg->params = a[3];
+        return 0;
+    case BEAM_MSG_REPLY:
+        if (n != 4 || obj_uint(&a[1], &msg->msgid) < 0 ||
+            (a[2].type != MSGPACK_OBJECT_NIL && a[2].type != MSGPACK_OBJECT_MAP)) {
+            beam_msg_destroy(msg);
+            return fail(err, errlen, "a reply is [1, msgid uint, error nil|map, result]");
+        }
+        msg->error = a[2];
+        msg->params = a[3];
+        return 0;
+    case BEAM_MSG_PUSH:
+        if (n != 3 || a[1].type != MSGPACK_OBJECT_STR || a[2].type != MSGPACK_OBJECT_MAP) {
+            beam_msg_destroy(msg);
+            return fail(err, errlen, "a push is [2, op str, params map]");
+        }
+        msg->op = a[1].via.str.ptr;
+        msg->op_len = a[1].via.str.size;
+        msg->params = a[2];
+        return 0;
+    default:
+        beam_msg_destroy(msg);
+        return fail(err, errlen, "unknown message kind %llu", (unsigned long long)type);
+    }
+}
+
+void beam_msg_destroy(beam_msg_t *msg)
+{
+    if (msg->has_zone)
+        msgpack_zone_destroy(&msg->zone);
+    msg->has_zone = 0;
+}
+
+int beam_str_eq(const char *s, uint32_t len, const char *cstr)
+{
+    size_t n = strlen(cstr);
+    return n == len && memcmp(s, cstr, n) == 0;
+}
+
+const msgpack_object *beam_map_get(const msgpack_object *map, const char *key)
+{
+    if (!map || map->type != MSGPACK_OBJECT_MAP)
+        return NULL;
+    for (uint32_t i = 0; i < map->via.map.size; i++) {
+        const msgpack_object *k = &map->via.map.ptr[i].key;
+        if (k->type == MSGPACK_OBJECT_STR && beam_str_eq(k->via.str.ptr, k->via.str.size, key))
+            return &map->via.map.ptr[i].val;
+    }
+    return NULL;
+}
+
+static const msgpack_object *field(const msgpack_object *map, const char *key)
+{
+    const msgpack_object *o = beam_map_get(map, key);
+    return (o && o->type != MSGPACK_OBJECT_NIL) ? o : NULL;
+}
+
+int beam_field_str(const msgpack_object *map, const char *key, const char **s, uint32_t *len)
+{
+    const msgpack_object *o = field(map, key);
+    if (!o)
+        return -ENOENT;
+    if (o->type != MSGPACK_OBJECT_STR)
+        return -EINVAL;
+    *s = o->via.str.ptr;
+    *len = o->via.str.size;
+    return 0;
+}
+
+int beam_field_bin(const msgpack_object *map, const char *key, const char **s, uint32_t *len)
+{
+    const msgpack_object *o = field(map, key);
+    if (!o)
+        return -ENOENT;
+    if (o->type != MSGPACK_OBJECT_BIN)
+        return -EINVAL;
+    *s = o->via.bin.ptr;
+    *len = o->via.bin.size;
+    return 0;
+}
+
+int beam_field_id(const msgpack_object *map, const char *key, size_t n, const char **id)
+{
+    uint32_t len;
+    int rc = beam_field_bin(map, key, id, &len);
+    if (rc == 0 && len != n)
+        return -EINVAL;
+    return rc;
+}
+
+int beam_field_int(const msgpack_object *map, const char *key, int64_t *v)
+{
+    const msgpack_object *o = field(map, key);
+    if (!o)
+        return -ENOENT;
+    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= INT64_MAX)
+        *v = (int64_t)o->via.u64;
+    else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
+        *v = o->via.i64;
+    else
+        return -EINVAL;
+    return 0;
+}
+
+int beam_field_float(const msgpack_object *map, const char *key, double *v)
+{
+    const msgpack_object *o = field(map, key);
+    if (!o)
+        return -ENOENT;
+    switch (o->type) {
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64: *v = o->via.f64; return 0;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER: *v = (double)o->via.u64; return 0;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER: *v = (double)o->via.i64; return 0;
+    default: return -EINVAL;
+    }
+}
+
+int beam_field_bool(const msgpack_object *map, const char *key, int *v)
+{
+    const msgpack_object *o = field(map, key);
+    if (!o)
+        return -ENOENT;
+    if (o->type != MSGPACK_OBJECT_BOOLEAN)
+        return -EINVAL;
+    *v = o->via.boolean;
+    return 0;
+}
+
+int beam_field_array(const msgpack_object *map, const char *key, const msgpack_object_array **a)
+{
+    const msgpack_object *o = field(map, key);
+    if (!o)
+        return -ENOENT;
+    if (o->type != MSGPACK_OBJECT_ARRAY)
+        return -EINVAL;
+    *a = &o->via.array;
+    return 0;
+}
+
+int beam_field_map(const msgpack_object *map, const char *key, const msgpack_object_map **m)
+{
+    const msgpack_object *o = field(map, key);
+    if (!o)
+        return -ENOENT;
+    if (o->type != MSGPACK_OBJECT_MAP)
+        return -EINVAL;
+    *m = &o->via.map;
+    return 0;
+}
+
+/* The packer's write callback: sbuffer's own, but a failure is remembered. */
+static int enc_write(void *data, const char *buf, size_t len)
+{
+    beam_enc_t *enc = data;
+    if (enc->failed)
+        return -1;
+    if (msgpack_sbuffer_write(&enc->sbuf, buf, len) != 0) {
+        enc->failed = 1;
+        return -1;
+    }
+    return 0;
+}
+
+void beam_enc_init(beam_enc_t *enc)
+{
+    memset(enc, 0, sizeof *enc);
+    msgpack_sbuffer_init(&enc->sbuf);
+    msgpack_packer_init(&enc->pk, enc, enc_write);
+}
+
+void beam_enc_destroy(beam_enc_t *enc)
+{
+    msgpack_sbuffer_destroy(&enc->sbuf);
+    memset(&enc->sbuf, 0, sizeof enc->sbuf);
+}
+
+void beam_enc_begin(beam_enc_t *enc)
+{
+    static const char zero[BEAM_FRAME_HEADER] = {0};
+    enc->frame_start = enc->sbuf.size;
+    enc_write(enc, zero, sizeof zero);
+}
+
+void beam_enc_request(beam_enc_t *enc, uint64_t msgid, const char *op, uint32_t nparams)
+{
+    beam_enc_begin(enc);
+    msgpack_pack_array(&enc->pk, 4);
+    msgpack_pack_uint8(&enc->pk, BEAM_MSG_REQUEST);
+    msgpack_pack_uint64(&enc->pk, msgid);
+    beam_pack_str(&enc->pk, op);
+    msgpack_pack_map(&enc->pk, nparams);
+}
+
+void beam_enc_reply_ok(beam_enc_t *enc, uint64_t msgid)
+{
+    beam_enc_begin(enc);
+    msgpack_pack_array(&enc->pk, 4);
+    msgpack_pack_uint8(&enc->pk, BEAM_MSG_REPLY);
+    msgpack_pack_uint64(&enc->pk, msgid);
+    msgpack_pack_nil(&enc->pk);
+}
+
+void beam_enc_reply_error(beam_enc_t *enc, uint64_t msgid, const char *code, const char *message)
+{
+    beam_enc_begin(enc);
+    msgpack_pack_array(&enc->pk, 4);
+    msgpack_pack_uint8(&enc->pk, BEAM_MSG_REPLY);
+    msgpack_pack_uint64(&enc->pk, msgid);
+    msgpack_pack_map(&enc->pk, 2);
+    beam_pack_key(&enc->pk, "code");
+    beam_pack_str(&enc->pk, code);
+    beam_pack_key(&enc->pk, "message");
+    beam_pack_str(&enc->pk, message);
+    msgpack_pack_nil(&enc->pk);
+}
+
+void beam_enc_push(beam_enc_t *enc, const char *op, uint32_t nparams)
+{
+    beam_enc_begin(enc);
+    msgpack_pack_array(&enc->pk, 3);
+    msgpack_pack_uint8(&enc->pk, BEAM_MSG_PUSH);
+    beam_pack_str(&enc->pk, op);
+    msgpack_pack_map(&enc->pk, nparams);
+}
+
+int beam_enc_end(beam_enc_t *enc, uint32_t max_frame)
+{
+    if (enc->failed)
+        return -1;
+    size_t n = enc->sbuf.size - enc->frame_start - BEAM_FRAME_HEADER;
+    if (n > UINT32_MAX || (max_frame && n > max_frame)) {
+        enc->sbuf.size = enc->frame_start; /* drop the oversized frame */
+        return -1;
+    }
+    unsigned char *h = (unsigned char *)enc->sbuf.data + enc->frame_start;
+    h[0] = (unsigned char)(n >> 24);
+    h[1] = (unsigned char)(n >> 16);
+    h[2] = (unsigned char)(n >> 8);
+    h[3] = (unsigned char)n;
+    return 0;
+}
+
+char *beam_enc_take(beam_enc_t *enc, size_t *len)
+{
+    *len = enc->sbuf.size;
+    char *p = msgpack_sbuffer_release(&enc->sbuf);
+    enc->failed = 0;
+    return p;
+}
+
+void beam_pack_strn(msgpack_packer *pk, const char *s, size_t n)
+{
+    msgpack_pack_str(pk, n);
+    msgpack_pack_str_body(pk, s, n);
+}
+
+void beam_pack_str(msgpack_packer *pk, const char *s)
+{
+    beam_pack_strn(pk, s, strlen(s));
+}
+
+void beam_pack_key(msgpack_packer *pk, const char *key)
+{
+    beam_pack_str(pk, key);
+}
+
+void beam_pack_bin(msgpack_packer *pk, const void *p, size_t n)
+{
+    msgpack_pack_bin(pk, n);
+    msgpack_pack_bin_body(pk, p, n);
+}

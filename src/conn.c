@@ -1,0 +1,278 @@
+/* conn.c — client connections: accept with a peer-credential check, the
+ * bounded read path, the write queue, and closing. */
+#define _GNU_SOURCE
+#include "conn.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <utlist.h>
+
+#include "actors.h"
+#include "dispatch.h"
+#include "log.h"
+#include "objects.h"
+
+typedef struct write_req_s {
+    uv_write_t req;
+    beam_conn_t *conn;
+    char *buf;
+    size_t len;
+} write_req_t;
+
+static void on_close(uv_handle_t *h)
+{
+    beam_conn_t *c = h->data;
+    beam_decoder_destroy(&c->dec);
+    free(c);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    buf->base = malloc(suggested);
+    buf->len = buf->base ? suggested : 0;
+}
+
+static void send_error_push(beam_conn_t *c, const char *message)
+{
+    beam_enc_t enc;
+    beam_enc_init(&enc);
+    beam_enc_push(&enc, "error", 1);
+    beam_pack_key(&enc.pk, "message");
+    beam_pack_str(&enc.pk, message);
+    beam_enc_end(&enc, 0);
+    beam_conn_send_enc(c, &enc);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    beam_conn_t *c = s->data;
+    if (nread < 0) {
+        free(buf->base);
+        beam_conn_close(c, nread == UV_EOF ? "disconnected" : uv_strerror((int)nread));
+        return;
+    }
+    if (nread == 0 || c->closing) {
+        free(buf->base);
+        return;
+    }
+    int rc = beam_decoder_feed(&c->dec, buf->base, (size_t)nread);
+    free(buf->base);
+    const char *frame;
+    size_t len;
+    while (rc == 0 && !c->closing && (rc = beam_decoder_next(&c->dec, &frame, &len)) == 1) {
+        beam_dispatch(c, frame, len);
+        rc = 0;
+    }
+    if (rc < 0 && !c->closing) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "protocol error: %s", c->dec.err);
+        send_error_push(c, msg);
+        beam_conn_close(c, msg);
+    }
+}
+
+static int peer_allowed(beam_conn_t *c)
+{
+    uv_os_fd_t fd;
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+        return 0;
+    c->uid = cred.uid;
+    c->pid = cred.pid;
+    return cred.uid == getuid() || cred.uid == 0;
+}
+
+void beam_conn_accept(beam_node_t *node, uv_stream_t *server)
+{
+    beam_conn_t *c = calloc(1, sizeof *c);
+    if (!c) {
+        beam_log(BEAM_LOG_ERROR, "out of memory accepting a connection");
+        return;
+    }
+    c->node = node;
+    c->id = ++node->next_conn;
+    beam_decoder_init(&c->dec, &node->limits);
+    uv_pipe_init(node->loop, &c->pipe, 0);
+    c->pipe.data = c;
+    if (uv_accept(server, (uv_stream_t *)&c->pipe) != 0) {
+        uv_close((uv_handle_t *)&c->pipe, on_close);
+        return;
+    }
+    if (!peer_allowed(c)) {
+        beam_log(BEAM_LOG_WARN, "refused a connection from uid %u (pid %ld): not this daemon's owner",
+                 (unsigned)c->uid, c->pid);
+        uv_close((uv_handle_t *)&c->pipe, on_close);
+        return;
+    }
+    DL_APPEND(node->conns, c);
+    c->reading = 1;
+    uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+}
+
+static void on_write(uv_write_t *req, int status)
+{
+    write_req_t *w = (write_req_t *)req;
+    beam_conn_t *c = w->conn;
+    c->outq -= w->len;
+    free(w->buf);
+    free(w);
+    if (status < 0) {
+        if (status != UV_ECANCELED)
+            beam_conn_close(c, uv_strerror(status));
+        return;
+    }
+    if (!c->closing && !c->reading && c->outq <= c->node->soft_outq / 2) {
+        c->reading = 1;
+        uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+    }
+}
+
+int beam_conn_send(beam_conn_t *c, char *buf, size_t len)
+{
+    if (c->closing || !buf) {
+        free(buf);
+        return -1;
+    }
+    write_req_t *w = malloc(sizeof *w);
+    if (!w) {
+        free(buf);
+        beam_conn_close(c, "out of memory queueing a reply");
+        return -1;
+    }
+    w->conn = c;
+    w->buf = buf;
+    w->len = len;
+    uv_buf_t b = uv_buf_init(buf, (unsigned)len);
+    int rc = uv_write(&w->req, (uv_stream_t *)&c->pipe, &b, 1, on_write);
+    if (rc < 0) {
+        free(buf);
+        free(w);
+        beam_conn_close(c, uv_strerror(rc));
+        return -1;
+    }
+    c->outq += len;
+    if (c->outq > c->node->max_outq) {
+        beam_log(BEAM_LOG_WARN, "client %u (pid %ld) is not reading: %zu bytes queued", c->id, c->pid, c->outq);
+        beam_conn_close(c, "too many unread bytes queued");
+        return -1;
+    }
+    if (c->reading && c->outq > c->node->soft_outq) {
+        /* backpressure: read nothing more from a client that does not read */
+        c->reading = 0;
+        uv_read_stop((uv_stream_t *)&c->pipe);
+    }
+    return 0;
+}
+
+int beam_conn_send_enc(beam_conn_t *c, beam_enc_t *enc)
+{
+    size_t len;
+    if (enc->failed) {
+        beam_enc_destroy(enc);
+        beam_conn_close(c, "out of memory encoding a message");
+        return -1;
+    }
+    char *buf = beam_enc_take(enc, &len);
+    beam_enc_destroy(enc);
+    return beam_conn_send(c, buf, len);
+}
+
+void beam_conn_reply_error(beam_conn_t *c, uint64_t msgid, const char *code, const char *fmt, ...)
+{
+    char message[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    if (msgid == 0) {
+        char text[600];
+        snprintf(text, sizeof text, "%s: %s", code, message);
+        send_error_push(c, text);
+        return;
+    }
+    beam_enc_t enc;
+    beam_enc_init(&enc);
+    beam_enc_reply_error(&enc, msgid, code, message);
+    beam_enc_end(&enc, 0);
+    beam_conn_send_enc(c, &enc);
+}
+
+void beam_conn_reply_empty(beam_conn_t *c, uint64_t msgid)
+{
+    if (msgid == 0)
+        return;
+    beam_enc_t enc;
+    beam_enc_init(&enc);
+    beam_enc_reply_ok(&enc, msgid);
+    msgpack_pack_map(&enc.pk, 0);
+    beam_enc_end(&enc, 0);
+    beam_conn_send_enc(c, &enc);
+}
+
+int beam_conn_hold(beam_held_t **set, const char *id, size_t len)
+{
+    beam_held_t *h = NULL;
+    HASH_FIND(hh, *set, id, len, h);
+    if (h)
+        return 0;
+    h = calloc(1, sizeof *h);
+    if (!h)
+        return -ENOMEM;
+    memcpy(h->id, id, len);
+    HASH_ADD(hh, *set, id, len, h);
+    return 1;
+}
+
+int beam_conn_unhold(beam_held_t **set, const char *id, size_t len)
+{
+    beam_held_t *h = NULL;
+    HASH_FIND(hh, *set, id, len, h);
+    if (!h)
+        return 0;
+    HASH_DEL(*set, h);
+    free(h);
+    return 1;
+}
+
+static void release_all(beam_conn_t *c)
+{
+    beam_node_t *node = c->node;
+    beam_held_t *h, *tmp;
+    HASH_ITER(hh, c->held_objects, h, tmp) {
+        HASH_DEL(c->held_objects, h);
+        beam_object_t *o = beam_object_find(node, h->id);
+        free(h);
+        if (o)
+            beam_object_unhold(node, o);
+    }
+    HASH_ITER(hh, c->held_actors, h, tmp) {
+        HASH_DEL(c->held_actors, h);
+        beam_actor_t *a = beam_actor_find(node, h->id);
+        free(h);
+        if (a)
+            beam_actor_unhold(node, a);
+    }
+}
+
+void beam_conn_close(beam_conn_t *c, const char *why)
+{
+    if (c->closing)
+        return;
+    c->closing = 1;
+    beam_log(c->role == BEAM_ROLE_CTL ? BEAM_LOG_DEBUG : BEAM_LOG_INFO,
+             "client %u (pid %ld) closed: %s", c->id, c->pid, why);
+    beam_node_t *node = c->node;
+    beam_waiters_cancel(node, c);
+    /* the actor module first: an owner's actors die with it, a worker's actor too */
+    beam_actors_conn_gone(node, c);
+    release_all(c);
+    DL_DELETE(node->conns, c);
+    uv_close((uv_handle_t *)&c->pipe, on_close);
+}

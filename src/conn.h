@@ -1,0 +1,61 @@
+/* conn.h — one client connection: its uv pipe, bounded input decoding, the
+ * write queue with backpressure, what it holds, and closing as a state. */
+#ifndef BEAM_CONN_H
+#define BEAM_CONN_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <uthash.h>
+#include <uv.h>
+
+#include "beam/codec.h"
+#include "node.h"
+
+enum { BEAM_ROLE_NONE = 0, BEAM_ROLE_DRIVER, BEAM_ROLE_WORKER, BEAM_ROLE_CTL };
+
+/* One id a connection holds (an object or an actor handle). */
+typedef struct beam_held_s {
+    char id[BEAM_OBJECT_ID_SIZE];
+    UT_hash_handle hh;
+} beam_held_t;
+
+typedef struct beam_conn_s {
+    uv_pipe_t pipe; /* first: the handle's data points back here */
+    beam_node_t *node;
+    uint32_t id;
+    uint32_t job;
+    int role;
+    long pid;
+    uid_t uid;
+    beam_decoder_t dec;
+    size_t outq;  /* bytes written but not yet flushed */
+    int closing;
+    int reading;
+    beam_held_t *held_objects;
+    beam_held_t *held_actors;
+    struct beam_waiter_s *waiters;
+    struct beam_actor_s *actor; /* the actor a worker connection serves */
+    struct beam_conn_s *prev, *next;
+} beam_conn_t;
+
+/* Accepts a pending connection on server; refuses peers of another uid. */
+void beam_conn_accept(beam_node_t *node, uv_stream_t *server);
+/* Queues buf (malloc'd; ownership passes here) for writing. Past max_outq the
+ * connection is closed. Returns 0 or -1 if the connection is closing. */
+int beam_conn_send(beam_conn_t *conn, char *buf, size_t len);
+/* Sends what enc holds and leaves enc destroyed. */
+int beam_conn_send_enc(beam_conn_t *conn, beam_enc_t *enc);
+/* Replies with an error; for msgid 0, sends an `error` push instead. */
+void beam_conn_reply_error(beam_conn_t *conn, uint64_t msgid, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Replies {} to msgid (nothing for msgid 0). */
+void beam_conn_reply_empty(beam_conn_t *conn, uint64_t msgid);
+/* Releases everything the connection holds, then closes it. Idempotent. */
+void beam_conn_close(beam_conn_t *conn, const char *why);
+
+/* Hold sets: 1 when newly added, 0 if already held, -ENOMEM. */
+int beam_conn_hold(beam_held_t **set, const char *id, size_t len);
+/* 1 when it was held and is now dropped, else 0. */
+int beam_conn_unhold(beam_held_t **set, const char *id, size_t len);
+
+#endif

@@ -1,0 +1,744 @@
+/* dispatch.c — request handlers: field checks, then the owning module. */
+#include "dispatch.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "actors.h"
+#include "conn.h"
+#include "log.h"
+#include "objects.h"
+
+#define BEAM_VERSION "0.1.0"
+
+typedef struct req_s {
+    beam_conn_t *conn;
+    beam_node_t *node;
+    uint64_t msgid;
+    const msgpack_object *params;
+} req_t;
+
+static void bad(req_t *r, const char *field, const char *what)
+{
+    beam_conn_reply_error(r->conn, r->msgid, "bad_request", "field '%s' %s", field, what);
+}
+
+/* Reports a field error from a beam_field_* code and returns -1, else 0. */
+static int check(req_t *r, int rc, const char *field, const char *what, int required)
+{
+    if (rc == 0 || (rc == -ENOENT && !required))
+        return 0;
+    bad(r, field, rc == -ENOENT ? "is required" : what);
+    return -1;
+}
+
+static char *dup_str(const char *s, uint32_t n)
+{
+    char *d = malloc((size_t)n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+static char *dup_bin(const char *s, uint32_t n)
+{
+    char *d = malloc(n ? n : 1);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+static int has_nul(const char *s, uint32_t n)
+{
+    return memchr(s, '\0', n) != NULL;
+}
+
+/* --- hello --- */
+
+static void op_hello(req_t *r)
+{
+    beam_conn_t *c = r->conn;
+    const char *role, *token;
+    uint32_t role_len, token_len;
+    int64_t pid = 0;
+    if (c->role != BEAM_ROLE_NONE) {
+        beam_conn_reply_error(c, r->msgid, "bad_request", "hello was already said on this connection");
+        return;
+    }
+    if (check(r, beam_field_str(r->params, "role", &role, &role_len), "role", "must be a str", 1) ||
+        check(r, beam_field_int(r->params, "pid", &pid), "pid", "must be an int", 0))
+        return;
+    int kind = beam_str_eq(role, role_len, "driver") ? BEAM_ROLE_DRIVER
+             : beam_str_eq(role, role_len, "worker") ? BEAM_ROLE_WORKER
+             : beam_str_eq(role, role_len, "ctl")    ? BEAM_ROLE_CTL
+                                                     : BEAM_ROLE_NONE;
+    if (kind == BEAM_ROLE_NONE) {
+        bad(r, "role", "must be driver, worker or ctl");
+        return;
+    }
+    beam_actor_t *a = NULL;
+    if (kind == BEAM_ROLE_WORKER) {
+        const char *actor;
+        if (check(r, beam_field_id(r->params, "actor", BEAM_ACTOR_ID_SIZE, &actor), "actor",
+                  "must be a 16-byte bin", 1) ||
+            check(r, beam_field_str(r->params, "token", &token, &token_len), "token", "must be a str", 1))
+            return;
+        char tok[64];
+        snprintf(tok, sizeof tok, "%.*s", (int)(token_len < 63 ? token_len : 63), token);
+        a = beam_actor_find(r->node, actor);
+        if (!a || beam_actor_attach_worker(r->node, a, c, tok) < 0) {
+            beam_conn_reply_error(c, r->msgid, "denied", "no actor is waiting for this worker");
+            beam_conn_close(c, "a worker hello that matched no starting actor");
+            return;
+        }
+    }
+    c->role = kind;
+    if (kind != BEAM_ROLE_WORKER)
+        c->job = c->id;
+    beam_enc_t enc;
+    beam_enc_init(&enc);
+    beam_enc_reply_ok(&enc, r->msgid);
+    msgpack_pack_map(&enc.pk, 8);
+    beam_pack_key(&enc.pk, "node_id");
+    beam_pack_bin(&enc.pk, r->node->node_id, BEAM_NODE_ID_SIZE);
+    beam_pack_key(&enc.pk, "node_index");
+    msgpack_pack_uint32(&enc.pk, r->node->node_index);
+    beam_pack_key(&enc.pk, "conn");
+    msgpack_pack_uint32(&enc.pk, c->id);
+    beam_pack_key(&enc.pk, "job");
+    msgpack_pack_uint32(&enc.pk, c->job);
+    beam_pack_key(&enc.pk, "node_ip");
+    beam_pack_str(&enc.pk, r->node->node_ip);
+    beam_pack_key(&enc.pk, "version");
+    beam_pack_str(&enc.pk, BEAM_VERSION);
+    beam_pack_key(&enc.pk, "socket");
+    beam_pack_str(&enc.pk, r->node->socket_path);
+    beam_pack_key(&enc.pk, "pid");
+    msgpack_pack_int64(&enc.pk, (int64_t)getpid());
+    beam_enc_end(&enc, 0);
+    beam_conn_send_enc(c, &enc);
+    (void)pid;
+    /* a worker's first push (init) follows the reply */
+    if (a)
+        beam_actor_send_init(r->node, a);
+}
+
+/* --- objects --- */
+
+static int refs(req_t *r, beam_refs_t *out)
+{
+    char err[160];
+    if (beam_refs_parse(r->params, out, err, sizeof err) < 0) {
+        beam_conn_reply_error(r->conn, r->msgid, "bad_request", "%s", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Makes a new object held by the requesting connection. */
+static beam_object_t *new_object(req_t *r, const char *id)
+{
+    beam_object_t *o = beam_object_create(r->node, id);
+    if (!o) {
+        beam_conn_reply_error(r->conn, r->msgid, "exists", "object id is already in use");
+        return NULL;
+    }
+    if (beam_conn_hold(&r->conn->held_objects, id, BEAM_OBJECT_ID_SIZE) == 1)
+        beam_object_hold(r->node, o);
+    return o;
+}
+
+static void op_put(req_t *r)
+{
+    const char *id, *data;
+    uint32_t len;
+    beam_refs_t rf;
+    if (check(r, beam_field_id(r->params, "obj", BEAM_OBJECT_ID_SIZE, &id), "obj", "must be a 28-byte bin", 1) ||
+        check(r, beam_field_bin(r->params, "data", &data, &len), "data", "must be a bin", 1) ||
+        refs(r, &rf) < 0)
+        return;
+    char *copy = dup_bin(data, len);
+    beam_object_t *o = copy ? new_object(r, id) : NULL;
+    if (!o) {
+        free(copy);
+        beam_refs_free(&rf);
+        return;
+    }
+    beam_object_complete(r->node, o, BEAM_OBJ_OK, copy, len, &rf);
+    beam_conn_reply_empty(r->conn, r->msgid);
+}
+
+static int id_list(req_t *r, const char *field, const msgpack_object_array **ids)
+{
+    if (check(r, beam_field_array(r->params, field, ids), field, "must be an array of ids", 1))
+        return -1;
+    for (uint32_t i = 0; i < (*ids)->size; i++) {
+        const msgpack_object *o = &(*ids)->ptr[i];
+        if (o->type != MSGPACK_OBJECT_BIN || o->via.bin.size != BEAM_OBJECT_ID_SIZE) {
+            bad(r, field, "must hold 28-byte bin object ids");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int timeout_field(req_t *r, int64_t *ms)
+{
+    *ms = -1;
+    if (check(r, beam_field_int(r->params, "timeout_ms", ms), "timeout_ms", "must be an int", 0))
+        return -1;
+    if (*ms < -1) {
+        bad(r, "timeout_ms", "must be -1 (forever) or >= 0");
+        return -1;
+    }
+    return 0;
+}
+
+static void op_get(req_t *r)
+{
+    const msgpack_object_array *ids;
+    int64_t ms;
+    if (id_list(r, "objs", &ids) < 0 || timeout_field(r, &ms) < 0)
+        return;
+    if (r->msgid == 0) {
+        bad(r, "msgid", "must not be 0 for get");
+        return;
+    }
+    if (beam_waiter_start(r->node, r->conn, r->msgid, BEAM_WAIT_GET, ids, 0, ms) < 0)
+        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+}
+
+static void op_wait(req_t *r)
+{
+    const msgpack_object_array *ids;
+    int64_t ms, num = 1;
+    if (id_list(r, "objs", &ids) < 0 || timeout_field(r, &ms) < 0 ||
+        check(r, beam_field_int(r->params, "num_returns", &num), "num_returns", "must be an int", 0))
+        return;
+    if (num < 1 || num > ids->size) {
+        bad(r, "num_returns", "must be between 1 and the number of objects");
+        return;
+    }
+    for (uint32_t i = 0; i < ids->size; i++)
+        for (uint32_t j = i + 1; j < ids->size; j++)
+            if (memcmp(ids->ptr[i].via.bin.ptr, ids->ptr[j].via.bin.ptr, BEAM_OBJECT_ID_SIZE) == 0) {
+                bad(r, "objs", "must not repeat an id (wait requires unique refs)");
+                return;
+            }
+    if (r->msgid == 0) {
+        bad(r, "msgid", "must not be 0 for wait");
+        return;
+    }
+    if (beam_waiter_start(r->node, r->conn, r->msgid, BEAM_WAIT_WAIT, ids, (uint32_t)num, ms) < 0)
+        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+}
+
+/* hold and release share their shape: arrays of object and actor ids. */
+static void hold_or_release(req_t *r, int hold)
+{
+    beam_refs_t rf;
+    if (refs(r, &rf) < 0)
+        return;
+    beam_conn_t *c = r->conn;
+    for (uint32_t i = 0; i < rf.nobjs; i++) {
+        const char *id = rf.objs + (size_t)i * BEAM_OBJECT_ID_SIZE;
+        beam_object_t *o = beam_object_find(r->node, id);
+        if (hold) {
+            if (o && beam_conn_hold(&c->held_objects, id, BEAM_OBJECT_ID_SIZE) == 1)
+                beam_object_hold(r->node, o);
+        } else if (beam_conn_unhold(&c->held_objects, id, BEAM_OBJECT_ID_SIZE) && o) {
+            beam_object_unhold(r->node, o);
+        }
+    }
+    for (uint32_t i = 0; i < rf.nactors; i++) {
+        const char *id = rf.actors + (size_t)i * BEAM_ACTOR_ID_SIZE;
+        beam_actor_t *a = beam_actor_find(r->node, id);
+        if (hold) {
+            if (a && beam_conn_hold(&c->held_actors, id, BEAM_ACTOR_ID_SIZE) == 1)
+                beam_actor_hold(r->node, a);
+        } else if (beam_conn_unhold(&c->held_actors, id, BEAM_ACTOR_ID_SIZE) && a) {
+            beam_actor_unhold(r->node, a);
+        }
+    }
+    beam_refs_free(&rf);
+    beam_conn_reply_empty(c, r->msgid);
+}
+
+static void op_hold(req_t *r) { hold_or_release(r, 1); }
+static void op_release(req_t *r) { hold_or_release(r, 0); }
+
+/* --- actors --- */
+
+static char **str_array(req_t *r, const char *field)
+{
+    const msgpack_object_array *a;
+    int rc = beam_field_array(r->params, field, &a);
+    if (check(r, rc, field, "must be an array of str", 0))
+        return NULL;
+    uint32_t n = rc == 0 ? a->size : 0;
+    char **v = calloc((size_t)n + 1, sizeof *v);
+    if (!v) {
+        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        return NULL;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const msgpack_object *o = &a->ptr[i];
+        if (o->type != MSGPACK_OBJECT_STR || has_nul(o->via.str.ptr, o->via.str.size) ||
+            !(v[i] = dup_str(o->via.str.ptr, o->via.str.size))) {
+            for (uint32_t j = 0; j < i; j++)
+                free(v[j]);
+            free(v);
+            bad(r, field, "must be an array of str without NUL");
+            return NULL;
+        }
+    }
+    return v;
+}
+
+/* runtime_env's env_vars as "K=V" strings. */
+static char **env_map(req_t *r)
+{
+    const msgpack_object_map *m;
+    int rc = beam_field_map(r->params, "env", &m);
+    if (check(r, rc, "env", "must be a map of str to str", 0))
+        return NULL;
+    uint32_t n = rc == 0 ? m->size : 0;
+    char **v = calloc((size_t)n + 1, sizeof *v);
+    if (!v)
+        return NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        const msgpack_object *k = &m->ptr[i].key, *val = &m->ptr[i].val;
+        if (k->type != MSGPACK_OBJECT_STR || val->type != MSGPACK_OBJECT_STR || k->via.str.size == 0 ||
+            has_nul(k->via.str.ptr, k->via.str.size) || memchr(k->via.str.ptr, '=', k->via.str.size) ||
+            has_nul(val->via.str.ptr, val->via.str.size)) {
+            for (uint32_t j = 0; j < i; j++)
+                free(v[j]);
+            free(v);
+            bad(r, "env", "must map variable names (no '=' or NUL) to str values");
+            return NULL;
+        }
+        size_t len = (size_t)k->via.str.size + val->via.str.size + 2;
+        v[i] = malloc(len);
+        if (v[i])
+            snprintf(v[i], len, "%.*s=%.*s", (int)k->via.str.size, k->via.str.ptr, (int)val->via.str.size,
+                     val->via.str.ptr);
+    }
+    return v;
+}
+
+static int demand_field(req_t *r, beam_demand_t *d)
+{
+    double cpus = 0, gpus = 0, memory = 0;
+    const msgpack_object_map *m;
+    memset(d, 0, sizeof *d);
+    if (check(r, beam_field_float(r->params, "num_cpus", &cpus), "num_cpus", "must be a number", 0) ||
+        check(r, beam_field_float(r->params, "num_gpus", &gpus), "num_gpus", "must be a number", 0) ||
+        check(r, beam_field_float(r->params, "memory", &memory), "memory", "must be a number", 0))
+        return -1;
+    int rc = beam_field_map(r->params, "resources", &m);
+    if (check(r, rc, "resources", "must be a map of str to number", 0))
+        return -1;
+    if (cpus < 0 || gpus < 0 || memory < 0 || beam_demand_add(d, "CPU", beam_res_units(cpus)) < 0 ||
+        beam_demand_add(d, "GPU", beam_res_units(gpus)) < 0 ||
+        beam_demand_add(d, "memory", beam_res_units(memory)) < 0) {
+        bad(r, "num_cpus", "and num_gpus and memory must be >= 0");
+        return -1;
+    }
+    for (uint32_t i = 0; rc == 0 && i < m->size; i++) {
+        const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
+        double amount;
+        if (k->type != MSGPACK_OBJECT_STR || k->via.str.size == 0 || k->via.str.size >= BEAM_RES_NAME_LEN)
+            return bad(r, "resources", "keys must be non-empty str shorter than 128 bytes"), -1;
+        if (v->type == MSGPACK_OBJECT_FLOAT64 || v->type == MSGPACK_OBJECT_FLOAT32)
+            amount = v->via.f64;
+        else if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+            amount = (double)v->via.u64;
+        else
+            return bad(r, "resources", "values must be numbers >= 0"), -1;
+        char name[BEAM_RES_NAME_LEN];
+        snprintf(name, sizeof name, "%.*s", (int)k->via.str.size, k->via.str.ptr);
+        if (beam_demand_add(d, name, beam_res_units(amount)) < 0)
+            return bad(r, "resources", "has too many entries or a negative amount"), -1;
+    }
+    return 0;
+}
+
+static void op_create_actor(req_t *r)
+{
+    const char *id, *cls, *cdata, *args, *python, *cwd = "", *name = "";
+    uint32_t cls_len, cdata_len, args_len, python_len, cwd_len = 0, name_len = 0;
+    int noset = 0;
+    beam_demand_t demand;
+    beam_actor_spec_t spec;
+    memset(&spec, 0, sizeof spec);
+    if (check(r, beam_field_id(r->params, "actor", BEAM_ACTOR_ID_SIZE, &id), "actor", "must be a 16-byte bin", 1) ||
+        check(r, beam_field_str(r->params, "class_name", &cls, &cls_len), "class_name", "must be a str", 1) ||
+        check(r, beam_field_bin(r->params, "class_data", &cdata, &cdata_len), "class_data", "must be a bin", 1) ||
+        check(r, beam_field_bin(r->params, "args", &args, &args_len), "args", "must be a bin", 1) ||
+        check(r, beam_field_str(r->params, "python", &python, &python_len), "python", "must be a str", 1) ||
+        check(r, beam_field_str(r->params, "cwd", &cwd, &cwd_len), "cwd", "must be a str", 0) ||
+        check(r, beam_field_str(r->params, "name", &name, &name_len), "name", "must be a str", 0) ||
+        check(r, beam_field_bool(r->params, "noset_cuda", &noset), "noset_cuda", "must be a bool", 0) ||
+        demand_field(r, &demand) < 0)
+        return;
+    if (cls_len == 0 || cls_len > 256 || has_nul(cls, cls_len) || python_len == 0 || has_nul(python, python_len) ||
+        has_nul(cwd, cwd_len) || has_nul(name, name_len) || name_len > 1024) {
+        bad(r, "class_name", "python, cwd and name must be str without NUL (class_name 1..256 bytes)");
+        return;
+    }
+    if (beam_actor_find(r->node, id)) {
+        beam_conn_reply_error(r->conn, r->msgid, "exists", "actor id is already in use");
+        return;
+    }
+    char nm[1025];
+    snprintf(nm, sizeof nm, "%.*s", (int)name_len, name);
+    if (name_len && beam_actor_find_name(r->node, nm)) {
+        beam_conn_reply_error(r->conn, r->msgid, "exists", "The name %s (namespace=None) is already taken.", nm);
+        return;
+    }
+    if (!(spec.sys_path = str_array(r, "sys_path")))
+        return;
+    if (!(spec.env = env_map(r))) {
+        char **p = spec.sys_path;
+        while (*p)
+            free(*p++);
+        free(spec.sys_path);
+        return;
+    }
+    if (refs(r, &spec.refs) < 0) {
+        spec.refs = (beam_refs_t){0};
+        goto fail_quiet;
+    }
+    spec.class_data = dup_bin(cdata, cdata_len);
+    spec.class_len = cdata_len;
+    spec.args = dup_bin(args, args_len);
+    spec.args_len = args_len;
+    spec.python = dup_str(python, python_len);
+    spec.cwd = dup_str(cwd, cwd_len);
+    spec.noset_cuda = noset;
+    char *class_name = dup_str(cls, cls_len);
+    char *actor_name = dup_str(name, name_len);
+    if (!spec.class_data || !spec.args || !spec.python || !spec.cwd || !class_name || !actor_name) {
+        free(class_name);
+        free(actor_name);
+        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        goto fail_quiet;
+    }
+    int rc = beam_actor_create(r->node, r->conn, id, class_name, actor_name, &spec, &demand);
+    if (rc < 0) {
+        free(class_name);
+        free(actor_name);
+        beam_conn_reply_error(r->conn, r->msgid, rc == -EEXIST ? "exists" : "internal",
+                              "the actor could not be created: %s", strerror(-rc));
+        goto fail_quiet;
+    }
+    beam_conn_reply_empty(r->conn, r->msgid);
+    return;
+fail_quiet:
+    free(spec.class_data);
+    free(spec.args);
+    free(spec.python);
+    free(spec.cwd);
+    beam_refs_free(&spec.refs);
+    for (char **p = spec.sys_path; p && *p; p++)
+        free(*p);
+    free(spec.sys_path);
+    for (char **p = spec.env; p && *p; p++)
+        free(*p);
+    free(spec.env);
+}
+
+static void op_submit(req_t *r)
+{
+    const char *actor, *obj, *method, *args;
+    uint32_t method_len, args_len;
+    beam_refs_t rf;
+    if (check(r, beam_field_id(r->params, "actor", BEAM_ACTOR_ID_SIZE, &actor), "actor", "must be a 16-byte bin", 1) ||
+        check(r, beam_field_id(r->params, "obj", BEAM_OBJECT_ID_SIZE, &obj), "obj", "must be a 28-byte bin", 1) ||
+        check(r, beam_field_str(r->params, "method", &method, &method_len), "method", "must be a str", 1) ||
+        check(r, beam_field_bin(r->params, "args", &args, &args_len), "args", "must be a bin", 1))
+        return;
+    if (method_len == 0 || method_len > 1024 || has_nul(method, method_len)) {
+        bad(r, "method", "must be a name of 1..1024 bytes");
+        return;
+    }
+    if (refs(r, &rf) < 0)
+        return;
+    beam_object_t *o = new_object(r, obj);
+    if (!o) {
+        beam_refs_free(&rf);
+        return;
+    }
+    beam_actor_t *a = beam_actor_find(r->node, actor);
+    if (!a) {
+        beam_refs_free(&rf);
+        beam_object_fail(r->node, o, BEAM_OBJ_ACTOR_DIED,
+                         "The actor died unexpectedly before finishing this task: beamd knows no such actor "
+                         "(it ended and was forgotten, or never existed).");
+        beam_conn_reply_empty(r->conn, r->msgid);
+        return;
+    }
+    char *m = dup_str(method, method_len), *copy = dup_bin(args, args_len);
+    if (!m || !copy) {
+        free(m);
+        free(copy);
+        beam_refs_free(&rf);
+        beam_object_fail(r->node, o, BEAM_OBJ_LOST, "beamd ran out of memory queueing the call");
+        return;
+    }
+    beam_actor_submit(r->node, a, obj, m, copy, args_len, &rf);
+    beam_conn_reply_empty(r->conn, r->msgid);
+}
+
+static void op_kill(req_t *r)
+{
+    const char *actor;
+    int no_restart = 1;
+    if (check(r, beam_field_id(r->params, "actor", BEAM_ACTOR_ID_SIZE, &actor), "actor", "must be a 16-byte bin", 1) ||
+        check(r, beam_field_bool(r->params, "no_restart", &no_restart), "no_restart", "must be a bool", 0))
+        return;
+    beam_actor_t *a = beam_actor_find(r->node, actor);
+    if (a)
+        beam_actor_kill(r->node, a, "The actor is dead because it was killed by `ray.kill`.");
+    beam_conn_reply_empty(r->conn, r->msgid);
+}
+
+static void op_get_actor(req_t *r)
+{
+    const char *name;
+    uint32_t len;
+    if (check(r, beam_field_str(r->params, "name", &name, &len), "name", "must be a str", 1))
+        return;
+    char nm[1025];
+    snprintf(nm, sizeof nm, "%.*s", (int)(len < 1024 ? len : 1024), name);
+    beam_actor_t *a = beam_actor_find_name(r->node, nm);
+    if (!a) {
+        beam_conn_reply_error(r->conn, r->msgid, "not_found", "Failed to look up actor with name '%s'.", nm);
+        return;
+    }
+    if (beam_conn_hold(&r->conn->held_actors, a->id, BEAM_ACTOR_ID_SIZE) == 1)
+        beam_actor_hold(r->node, a);
+    beam_enc_t enc;
+    beam_enc_init(&enc);
+    beam_enc_reply_ok(&enc, r->msgid);
+    msgpack_pack_map(&enc.pk, 2);
+    beam_pack_key(&enc.pk, "actor");
+    beam_pack_bin(&enc.pk, a->id, BEAM_ACTOR_ID_SIZE);
+    beam_pack_key(&enc.pk, "class_name");
+    beam_pack_str(&enc.pk, a->class_name);
+    beam_enc_end(&enc, 0);
+    beam_conn_send_enc(r->conn, &enc);
+}
+
+/* --- worker ops --- */
+
+static beam_actor_t *worker_actor(req_t *r)
+{
+    if (r->conn->role != BEAM_ROLE_WORKER || !r->conn->actor) {
+        beam_conn_reply_error(r->conn, r->msgid, "denied", "only an actor's worker may send this");
+        return NULL;
+    }
+    return r->conn->actor;
+}
+
+static void op_actor_ready(req_t *r)
+{
+    beam_actor_t *a = worker_actor(r);
+    const char *error = "";
+    uint32_t len = 0;
+    int ok;
+    if (!a || check(r, beam_field_bool(r->params, "ok", &ok), "ok", "must be a bool", 1) ||
+        check(r, beam_field_str(r->params, "error", &error, &len), "error", "must be a str", 0))
+        return;
+    beam_actor_ready(r->node, a, ok, error, len);
+}
+
+static void op_task_done(req_t *r)
+{
+    beam_actor_t *a = worker_actor(r);
+    const char *obj, *data;
+    uint32_t len;
+    int64_t status;
+    beam_refs_t rf;
+    if (!a || check(r, beam_field_id(r->params, "obj", BEAM_OBJECT_ID_SIZE, &obj), "obj", "must be a 28-byte bin", 1) ||
+        check(r, beam_field_int(r->params, "status", &status), "status", "must be an int", 1) ||
+        check(r, beam_field_bin(r->params, "data", &data, &len), "data", "must be a bin", 1))
+        return;
+    if (status != BEAM_OBJ_OK && status != BEAM_OBJ_TASK_ERROR) {
+        bad(r, "status", "must be 0 (ok) or 1 (task error)");
+        return;
+    }
+    if (refs(r, &rf) < 0)
+        return;
+    char *copy = dup_bin(data, len);
+    if (!copy) {
+        beam_refs_free(&rf);
+        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        return;
+    }
+    if (beam_actor_task_done(r->node, a, obj, (int)status, copy, len, &rf) < 0) {
+        beam_conn_reply_error(r->conn, r->msgid, "not_found", "this worker was given no call with that id");
+        return;
+    }
+}
+
+/* --- status --- */
+
+static void pack_resources(msgpack_packer *pk, const beam_pool_t *pool, int avail)
+{
+    msgpack_pack_map(pk, pool->nres);
+    for (size_t i = 0; i < pool->nres; i++) {
+        beam_pack_key(pk, pool->res[i].name);
+        msgpack_pack_double(pk, (double)(avail ? pool->res[i].avail : pool->res[i].total) / BEAM_RES_UNIT);
+    }
+}
+
+static uint32_t count_calls(const beam_call_t *c)
+{
+    uint32_t n = 0;
+    for (; c; c = c->next)
+        n++;
+    return n;
+}
+
+static void pack_actor(msgpack_packer *pk, const beam_node_t *node, const beam_actor_t *a)
+{
+    msgpack_pack_map(pk, 10);
+    beam_pack_key(pk, "actor_id");
+    beam_pack_str(pk, a->hex);
+    beam_pack_key(pk, "class_name");
+    beam_pack_str(pk, a->class_name);
+    beam_pack_key(pk, "name");
+    beam_pack_str(pk, a->name ? a->name : "");
+    beam_pack_key(pk, "state");
+    beam_pack_str(pk, beam_actor_state_name(a->state));
+    beam_pack_key(pk, "pid");
+    msgpack_pack_int64(pk, a->running ? a->pid : 0);
+    beam_pack_key(pk, "node_id");
+    beam_pack_str(pk, node->node_hex);
+    beam_pack_key(pk, "gpu_ids");
+    int ngpus = a->has_grant ? a->grant.ngpus : 0;
+    msgpack_pack_array(pk, ngpus);
+    for (int i = 0; i < ngpus; i++)
+        beam_pack_str(pk, node->pool.gpu_ids[a->grant.gpu_index[i]]);
+    beam_pack_key(pk, "queued");
+    msgpack_pack_uint32(pk, count_calls(a->queue));
+    beam_pack_key(pk, "running");
+    msgpack_pack_uint32(pk, count_calls(a->sent));
+    beam_pack_key(pk, "death");
+    beam_pack_str(pk, a->death ? a->death : "");
+}
+
+static void op_status(req_t *r)
+{
+    beam_node_t *node = r->node;
+    uint32_t drivers = 0, workers = 0, ctls = 0;
+    for (beam_conn_t *c = node->conns; c; c = c->next) {
+        drivers += c->role == BEAM_ROLE_DRIVER;
+        workers += c->role == BEAM_ROLE_WORKER;
+        ctls += c->role == BEAM_ROLE_CTL;
+    }
+    beam_enc_t enc;
+    beam_enc_init(&enc);
+    beam_enc_reply_ok(&enc, r->msgid);
+    msgpack_packer *pk = &enc.pk;
+    msgpack_pack_map(pk, 14);
+    beam_pack_key(pk, "node_id");
+    beam_pack_str(pk, node->node_hex);
+    beam_pack_key(pk, "node_ip");
+    beam_pack_str(pk, node->node_ip);
+    beam_pack_key(pk, "hostname");
+    beam_pack_str(pk, node->hostname);
+    beam_pack_key(pk, "is_head");
+    msgpack_pack_int(pk, node->is_head);
+    beam_pack_key(pk, "socket");
+    beam_pack_str(pk, node->socket_path);
+    beam_pack_key(pk, "pid");
+    msgpack_pack_int64(pk, (int64_t)getpid());
+    beam_pack_key(pk, "uptime_ms");
+    msgpack_pack_uint64(pk, uv_now(node->loop) - node->start_ms);
+    beam_pack_key(pk, "resources_total");
+    pack_resources(pk, &node->pool, 0);
+    beam_pack_key(pk, "resources_available");
+    pack_resources(pk, &node->pool, 1);
+    beam_pack_key(pk, "gpus");
+    msgpack_pack_array(pk, node->pool.ngpus);
+    for (int i = 0; i < node->pool.ngpus; i++) {
+        msgpack_pack_map(pk, 2);
+        beam_pack_key(pk, "id");
+        beam_pack_str(pk, node->pool.gpu_ids[i]);
+        beam_pack_key(pk, "available");
+        msgpack_pack_double(pk, (double)node->pool.gpu_avail[i] / BEAM_RES_UNIT);
+    }
+    beam_pack_key(pk, "actors");
+    msgpack_pack_array(pk, HASH_COUNT(node->actors));
+    for (beam_actor_t *a = node->actors; a; a = a->hh.next)
+        pack_actor(pk, node, a);
+    beam_pack_key(pk, "objects");
+    msgpack_pack_map(pk, 2);
+    beam_pack_key(pk, "count");
+    msgpack_pack_uint64(pk, beam_object_count(node));
+    beam_pack_key(pk, "bytes");
+    msgpack_pack_uint64(pk, node->object_bytes);
+    beam_pack_key(pk, "clients");
+    msgpack_pack_map(pk, 3);
+    beam_pack_key(pk, "drivers");
+    msgpack_pack_uint32(pk, drivers);
+    beam_pack_key(pk, "workers");
+    msgpack_pack_uint32(pk, workers);
+    beam_pack_key(pk, "ctl");
+    msgpack_pack_uint32(pk, ctls);
+    beam_pack_key(pk, "version");
+    beam_pack_str(pk, BEAM_VERSION);
+    beam_enc_end(&enc, 0);
+    beam_conn_send_enc(r->conn, &enc);
+}
+
+/* --- the table --- */
+
+typedef struct op_s {
+    const char *name;
+    void (*fn)(req_t *r);
+} op_t;
+
+static const op_t ops[] = {
+    {"hello", op_hello},         {"put", op_put},           {"get", op_get},
+    {"wait", op_wait},           {"submit", op_submit},     {"create_actor", op_create_actor},
+    {"kill", op_kill},           {"hold", op_hold},         {"release", op_release},
+    {"status", op_status},       {"get_actor", op_get_actor}, {"actor_ready", op_actor_ready},
+    {"task_done", op_task_done}, {NULL, NULL},
+};
+
+void beam_dispatch(beam_conn_t *c, const char *frame, size_t len)
+{
+    beam_msg_t msg;
+    char err[200];
+    if (beam_msg_parse(frame, len, &c->node->limits, &msg, err, sizeof err) < 0) {
+        beam_conn_reply_error(c, 0, "bad_request", "protocol error: %s", err);
+        beam_conn_close(c, err);
+        return;
+    }
+    if (msg.type != BEAM_MSG_REQUEST) {
+        beam_conn_reply_error(c, 0, "bad_request", "protocol error: clients send requests only");
+        beam_conn_close(c, "a client sent a reply or push");
+        beam_msg_destroy(&msg);
+        return;
+    }
+    req_t r = {.conn = c, .node = c->node, .msgid = msg.msgid, .params = &msg.params};
+    const op_t *op = ops;
+    while (op->name && !beam_str_eq(msg.op, msg.op_len, op->name))
+        op++;
+    if (!op->name)
+        beam_conn_reply_error(c, msg.msgid, "unknown_op", "unknown op '%.*s'", (int)(msg.op_len < 64 ? msg.op_len : 64),
+                              msg.op);
+    else if (c->role == BEAM_ROLE_NONE && op->fn != op_hello)
+        beam_conn_reply_error(c, msg.msgid, "denied", "say hello first");
+    else
+        op->fn(&r);
+    beam_msg_destroy(&msg);
+}

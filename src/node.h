@@ -1,0 +1,45 @@
+/* node.h — the daemon's state for its node: configuration, identity, the
+ * resource pool and the heads of every table. One per beamd; each module
+ * reaches its tables through it (no globals). */
+#ifndef BEAM_NODE_H
+#define BEAM_NODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "beam/codec.h"
+#include "ids.h"
+#include "resources.h"
+
+struct beam_object_s;
+struct beam_actor_s;
+struct beam_conn_s;
+
+typedef struct beam_node_s {
+    uv_loop_t *loop;
+    beam_limits_t limits;
+    size_t soft_outq; /* stop reading a client whose unsent bytes pass this */
+    size_t max_outq;  /* drop a client whose unsent bytes pass this */
+
+    char node_id[BEAM_NODE_ID_SIZE];
+    char node_hex[2 * BEAM_NODE_ID_SIZE + 1];
+    uint32_t node_index;
+    char node_ip[64];
+    char hostname[256];
+    char socket_path[108];
+    int is_head;
+
+    beam_pool_t pool;
+
+    struct beam_object_s *objects; /* uthash by id */
+    size_t object_bytes;
+    struct beam_actor_s *actors;   /* uthash by id */
+    struct beam_actor_s *pending;  /* actors waiting for resources, FIFO */
+    struct beam_conn_s *conns;     /* live connections (utlist) */
+    uint32_t next_conn;
+    uint64_t start_ms;
+    int stopping;
+} beam_node_t;
+
+#endif

@@ -1,0 +1,86 @@
+/* objects.h — the inline object table: each object's state, bytes, holders
+ * and pins, the refs it contains, and the get/wait waiters parked on it. */
+#ifndef BEAM_OBJECTS_H
+#define BEAM_OBJECTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uthash.h>
+#include <uv.h>
+
+#include "node.h"
+
+enum { BEAM_OBJ_OK = 0, BEAM_OBJ_TASK_ERROR = 1, BEAM_OBJ_ACTOR_DIED = 2, BEAM_OBJ_LOST = 3 };
+enum { BEAM_WAIT_GET = 0, BEAM_WAIT_WAIT = 1 };
+
+struct beam_conn_s;
+struct beam_waiter_s;
+
+/* Ids of objects and actors carried inside a value or a call's args. While
+ * the carrier lives they are pinned, so they outlive every handle in transit. */
+typedef struct beam_refs_s {
+    uint32_t nobjs, nactors;
+    char *objs;   /* nobjs * BEAM_OBJECT_ID_SIZE */
+    char *actors; /* nactors * BEAM_ACTOR_ID_SIZE */
+} beam_refs_t;
+
+typedef struct beam_object_s {
+    char id[BEAM_OBJECT_ID_SIZE];
+    int ready;
+    int status;
+    char *data;
+    size_t len;
+    uint32_t holders; /* connections holding it */
+    uint32_t pins;    /* carriers and pending calls pinning it */
+    beam_refs_t refs; /* what this object's value carries */
+    struct beam_waiter_s **waiters;
+    size_t nwaiters, capwaiters;
+    UT_hash_handle hh;
+} beam_object_t;
+
+typedef struct beam_waiter_s {
+    beam_node_t *node;
+    struct beam_conn_s *conn;
+    uint64_t msgid;
+    int mode;
+    uint32_t n, num_returns;
+    beam_object_t **objs; /* NULL where the id is unknown */
+    uv_timer_t timer;
+    int has_timer;
+    struct beam_waiter_s *prev, *next; /* the connection's waiters */
+} beam_waiter_t;
+
+/* Parses the optional "objects" and "actors" id arrays of params into refs
+ * (copies). Returns 0 or -1 with a message in err. */
+int beam_refs_parse(const msgpack_object *params, beam_refs_t *refs, char *err, size_t errlen);
+void beam_refs_free(beam_refs_t *refs);
+/* Pins/unpins every id refs names (unknown ids are skipped). unpin frees refs. */
+void beam_refs_pin(beam_node_t *node, const beam_refs_t *refs);
+void beam_refs_unpin(beam_node_t *node, beam_refs_t *refs);
+
+beam_object_t *beam_object_find(beam_node_t *node, const char *id);
+/* Adds a pending object. Returns it, or NULL if the id exists or memory ran out. */
+beam_object_t *beam_object_create(beam_node_t *node, const char *id);
+/* Makes obj ready. Takes ownership of data (malloc'd) and of refs (pinned
+ * here), wakes the waiters, and frees obj if no one wants it. */
+void beam_object_complete(beam_node_t *node, beam_object_t *obj, int status, char *data,
+                          size_t len, beam_refs_t *refs);
+/* Completes a pending object with a text status (ACTOR_DIED, LOST). */
+void beam_object_fail(beam_node_t *node, beam_object_t *obj, int status, const char *message);
+void beam_object_pin(beam_node_t *node, beam_object_t *obj);
+void beam_object_unpin(beam_node_t *node, beam_object_t *obj);
+/* A connection took or dropped its hold. unhold may free obj. */
+void beam_object_hold(beam_node_t *node, beam_object_t *obj);
+void beam_object_unhold(beam_node_t *node, beam_object_t *obj);
+size_t beam_object_count(const beam_node_t *node);
+
+/* Answers a get or wait now if it can, else parks a waiter on every pending
+ * object (and a timer when timeout_ms >= 0). ids is the request's array. */
+int beam_waiter_start(beam_node_t *node, struct beam_conn_s *conn, uint64_t msgid, int mode,
+                      const msgpack_object_array *ids, uint32_t num_returns, int64_t timeout_ms);
+/* Drops every waiter of conn without answering (the connection is closing). */
+void beam_waiters_cancel(beam_node_t *node, struct beam_conn_s *conn);
+/* Frees every object (daemon exit). */
+void beam_objects_destroy(beam_node_t *node);
+
+#endif

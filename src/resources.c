@@ -1,0 +1,173 @@
+/* resources.c — resource pools, demands and grants. */
+#include "resources.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void beam_pool_init(beam_pool_t *pool)
+{
+    memset(pool, 0, sizeof *pool);
+}
+
+void beam_pool_destroy(beam_pool_t *pool)
+{
+    free(pool->res);
+    memset(pool, 0, sizeof *pool);
+}
+
+static beam_res_entry_t *entry(beam_pool_t *pool, const char *name)
+{
+    for (size_t i = 0; i < pool->nres; i++)
+        if (strcmp(pool->res[i].name, name) == 0)
+            return &pool->res[i];
+    return NULL;
+}
+
+const beam_res_entry_t *beam_pool_find(const beam_pool_t *pool, const char *name)
+{
+    return entry((beam_pool_t *)pool, name);
+}
+
+static beam_res_entry_t *entry_add(beam_pool_t *pool, const char *name)
+{
+    beam_res_entry_t *e = entry(pool, name);
+    if (e)
+        return e;
+    if (strlen(name) >= BEAM_RES_NAME_LEN)
+        return NULL;
+    if (pool->nres == pool->cap) {
+        size_t cap = pool->cap ? pool->cap * 2 : 8;
+        beam_res_entry_t *nr = realloc(pool->res, cap * sizeof *nr);
+        if (!nr)
+            return NULL;
+        pool->res = nr;
+        pool->cap = cap;
+    }
+    e = &pool->res[pool->nres++];
+    memset(e, 0, sizeof *e);
+    snprintf(e->name, sizeof e->name, "%s", name);
+    return e;
+}
+
+int beam_pool_add(beam_pool_t *pool, const char *name, int64_t amount)
+{
+    if (strcmp(name, "GPU") == 0 || amount < 0)
+        return -EINVAL;
+    beam_res_entry_t *e = entry_add(pool, name);
+    if (!e)
+        return -ENOMEM;
+    e->total += amount;
+    e->avail += amount;
+    return 0;
+}
+
+int beam_pool_add_gpu(beam_pool_t *pool, const char *id)
+{
+    if (pool->ngpus >= BEAM_MAX_GPUS)
+        return -ENOSPC;
+    beam_res_entry_t *e = entry_add(pool, "GPU");
+    if (!e)
+        return -ENOMEM;
+    snprintf(pool->gpu_ids[pool->ngpus], BEAM_GPU_ID_LEN, "%s", id);
+    pool->gpu_avail[pool->ngpus++] = BEAM_RES_UNIT;
+    e->total += BEAM_RES_UNIT;
+    e->avail += BEAM_RES_UNIT;
+    return 0;
+}
+
+int64_t beam_res_units(double amount)
+{
+    return (int64_t)llround(amount * BEAM_RES_UNIT);
+}
+
+int beam_demand_add(beam_demand_t *d, const char *name, int64_t amount)
+{
+    if (amount < 0)
+        return -EINVAL;
+    if (amount == 0)
+        return 0;
+    if (strlen(name) >= BEAM_RES_NAME_LEN)
+        return -EINVAL;
+    for (size_t i = 0; i < d->n; i++)
+        if (strcmp(d->name[i], name) == 0) {
+            d->amount[i] += amount;
+            return 0;
+        }
+    if (d->n == BEAM_MAX_DEMAND)
+        return -ENOSPC;
+    snprintf(d->name[d->n], BEAM_RES_NAME_LEN, "%s", name);
+    d->amount[d->n++] = amount;
+    return 0;
+}
+
+int beam_pool_feasible(const beam_pool_t *pool, const beam_demand_t *d)
+{
+    for (size_t i = 0; i < d->n; i++) {
+        const beam_res_entry_t *e = beam_pool_find(pool, d->name[i]);
+        if (!e || e->total < d->amount[i])
+            return -ENOSPC;
+        if (strcmp(d->name[i], "GPU") == 0 && d->amount[i] > BEAM_RES_UNIT &&
+            d->amount[i] % BEAM_RES_UNIT != 0)
+            return -ENOSPC; /* more than one GPU must be a whole number */
+    }
+    return 0;
+}
+
+/* Picks devices for a GPU amount without changing the pool. */
+static int pick_gpus(const beam_pool_t *pool, int64_t amount, beam_grant_t *g)
+{
+    g->ngpus = 0;
+    if (amount >= BEAM_RES_UNIT) {
+        int want = (int)(amount / BEAM_RES_UNIT);
+        for (int i = 0; i < pool->ngpus && g->ngpus < want; i++)
+            if (pool->gpu_avail[i] == BEAM_RES_UNIT) {
+                g->gpu_index[g->ngpus] = i;
+                g->gpu_units[g->ngpus++] = BEAM_RES_UNIT;
+            }
+        return g->ngpus == want ? 0 : -EAGAIN;
+    }
+    int best = -1;
+    for (int i = 0; i < pool->ngpus; i++)
+        if (pool->gpu_avail[i] >= amount && (best < 0 || pool->gpu_avail[i] < pool->gpu_avail[best]))
+            best = i;
+    if (best < 0)
+        return -EAGAIN;
+    g->gpu_index[0] = best;
+    g->gpu_units[0] = amount;
+    g->ngpus = 1;
+    return 0;
+}
+
+int beam_pool_take(beam_pool_t *pool, const beam_demand_t *d, beam_grant_t *grant)
+{
+    memset(grant, 0, sizeof *grant);
+    if (beam_pool_feasible(pool, d) < 0)
+        return -ENOSPC;
+    for (size_t i = 0; i < d->n; i++) {
+        const beam_res_entry_t *e = beam_pool_find(pool, d->name[i]);
+        if (e->avail < d->amount[i])
+            return -EAGAIN;
+        if (strcmp(d->name[i], "GPU") == 0 && pick_gpus(pool, d->amount[i], grant) < 0)
+            return -EAGAIN;
+    }
+    for (size_t i = 0; i < d->n; i++)
+        entry(pool, d->name[i])->avail -= d->amount[i];
+    for (int i = 0; i < grant->ngpus; i++)
+        pool->gpu_avail[grant->gpu_index[i]] -= grant->gpu_units[i];
+    grant->taken = *d;
+    return 0;
+}
+
+void beam_pool_give(beam_pool_t *pool, const beam_grant_t *grant)
+{
+    for (size_t i = 0; i < grant->taken.n; i++) {
+        beam_res_entry_t *e = entry(pool, grant->taken.name[i]);
+        if (e)
+            e->avail += grant->taken.amount[i];
+    }
+    for (int i = 0; i < grant->ngpus; i++)
+        pool->gpu_avail[grant->gpu_index[i]] += grant->gpu_units[i];
+}
