@@ -365,6 +365,8 @@ static char **worker_env(beam_node_t *node, beam_actor_t *a, const char *gpus)
     fail |= !(env[k++] = kv("BEAM_NODE_IP", node->node_ip));
     fail |= !(env[k++] = kv("BEAM_GPU_IDS", gpus));
     fail |= !(env[k++] = kv("BEAM_DRIVER_PID", pid));
+    snprintf(pid, sizeof pid, "%ld", (long)getpid());
+    fail |= !(env[k++] = kv("BEAM_PARENT_PID", pid));
     if (!a->spec.noset_cuda)
         fail |= !(env[k++] = kv("CUDA_VISIBLE_DEVICES", gpus));
     else if (getenv("CUDA_VISIBLE_DEVICES"))

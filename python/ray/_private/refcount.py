@@ -1,0 +1,102 @@
+# SPDX-License-Identifier: Apache-2.0
+"""This process's reference counts for objects (kind 0) and actors (kind 1).
+
+A process is one holder of an id while it has at least one live ObjectRef or
+ActorHandle for it. The first ref of an id made here by ``.remote()`` or
+``put`` is already held (the daemon counted the request that made it); the
+first ref unpickled from elsewhere sends ``hold``. The last ref to die queues
+a ``release``. Pickling a ref inside a value records it, so the value pins it
+while it travels (``collect``).
+"""
+
+import threading
+
+_lock = threading.RLock()  # RLock: a __del__ may run during a locked section
+_counts = ({}, {})
+_client = None
+_epoch = 0
+_tls = threading.local()
+
+
+def attach(client):
+    """Starts counting for a new connection; refs from an older one go quiet."""
+    global _client, _epoch
+    with _lock:
+        _client = client
+        _epoch += 1
+        _counts[0].clear()
+        _counts[1].clear()
+        return _epoch
+
+
+def detach():
+    global _client, _epoch
+    with _lock:
+        _client = None
+        _epoch += 1
+        _counts[0].clear()
+        _counts[1].clear()
+
+
+def acquire(kind, id_bytes, owned=False):
+    """Counts one more live ref; returns the epoch it belongs to (0 if no
+    runtime). A borrowed first ref tells the daemon this process holds it."""
+    with _lock:
+        client = _client
+        if client is None:
+            return 0
+        counts = _counts[kind]
+        n = counts.get(id_bytes, 0)
+        counts[id_bytes] = n + 1
+        epoch = _epoch
+        if n == 0 and not owned:
+            # a release still queued would cancel this hold: send it first
+            try:
+                client.flush()
+                key = "objects" if kind == 0 else "actors"
+                client.send("hold", {key: [id_bytes]})
+            except Exception:
+                pass
+        return epoch
+
+
+def release(kind, id_bytes, epoch):
+    with _lock:
+        client = _client
+        if client is None or epoch != _epoch:
+            return
+        counts = _counts[kind]
+        n = counts.get(id_bytes, 0)
+        if n <= 1:
+            counts.pop(id_bytes, None)
+            try:
+                client.release(kind, id_bytes)
+            except Exception:
+                pass
+        else:
+            counts[id_bytes] = n - 1
+
+
+def live_count(kind):
+    with _lock:
+        return len(_counts[kind])
+
+
+class collect:
+    """Context manager: records the ids pickled inside it (per thread)."""
+
+    def __enter__(self):
+        self.prev = getattr(_tls, "found", None)
+        self.found = ([], [])
+        _tls.found = self.found
+        return self.found
+
+    def __exit__(self, *exc):
+        _tls.found = self.prev
+        return False
+
+
+def note_contained(kind, id_bytes):
+    found = getattr(_tls, "found", None)
+    if found is not None:
+        found[kind].append(id_bytes)

@@ -1,0 +1,399 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The process's runtime: its one connection to beamd, ray.init/shutdown,
+and get/wait/put/kill.
+
+A driver gets its runtime from ``ray.init()``; a worker from ``ray._worker``
+before any user code runs. Everything here is safe to call from several
+threads at once: _beam serialises sends and files replies by message id.
+"""
+
+import atexit
+import os
+import sys
+import threading
+
+from ray import exceptions as _exc
+from ray._private import ids as _ids
+from ray._private import refcount as _refcount
+from ray._private import serialization as _ser
+from ray._private.object_ref import ObjectRef
+
+STATUS_OK, STATUS_TASK_ERROR, STATUS_ACTOR_DIED, STATUS_LOST = 0, 1, 2, 3
+
+_runtime = None
+_init_lock = threading.RLock()
+
+_INIT_KWARGS = {
+    "resources", "labels", "object_store_memory", "local_mode", "include_dashboard",
+    "dashboard_host", "dashboard_port", "job_config", "configure_logging", "logging_level",
+    "logging_format", "logging_config", "log_to_driver", "namespace", "storage",
+    "enable_resource_isolation", "system_reserved_cpu", "system_reserved_memory",
+    "cgroup_path",
+}
+
+
+class Runtime:
+    """One connection to beamd and what hello told us about it."""
+
+    def __init__(self, client, hello, mode, private=None, runtime_env=None, namespace=None):
+        self.client = client
+        self.mode = mode  # "driver" or "worker"
+        self.private = private
+        self.node_id = hello["node_id"]
+        self.node_index = hello["node_index"]
+        self.conn = hello["conn"]
+        self.job = hello["job"]
+        self.node_ip = hello["node_ip"]
+        self.socket = hello["socket"]
+        self.ids = _ids.IdMaker(self.node_index, self.conn, self.job)
+        self.runtime_env = runtime_env or {}
+        self.namespace = namespace
+        self.actor_id = None  # set in a worker
+        self.actor_handle = None
+        self.gpu_ids = []
+        self.placement_group_id = None
+        self.epoch = _refcount.attach(client)
+
+    @property
+    def job_id_bytes(self):
+        return self.job.to_bytes(4, "big")
+
+
+def _connect(path, role, extra=None, logs=True):
+    import _beam
+
+    try:
+        client = _beam.Client(path)
+    except OSError as e:
+        raise ConnectionError(f"beam: could not connect to beamd at {path}: {e.strerror or e}") from None
+    params = {"role": role, "pid": os.getpid(), "logs": bool(logs)}
+    params.update(extra or {})
+    try:
+        hello = client.request("hello", params)
+    except Exception as e:
+        client.close()
+        raise ConnectionError(f"beam: beamd at {path} refused hello: {e}") from None
+    return client, hello
+
+
+def is_initialized():
+    return _runtime is not None
+
+
+def runtime():
+    """The runtime, initialising a driver's with defaults as Ray does on first use."""
+    rt = _runtime
+    if rt is None:
+        init()
+        rt = _runtime
+    return rt
+
+
+def _resolve_address(address):
+    """Returns (socket path or None, may_start_private)."""
+    if address in (None, ""):
+        address = os.environ.get("RAY_ADDRESS") or None
+    if address == "local":
+        return None, True
+    if address is None:
+        path = os.environ.get("BEAM_SOCKET")
+        if path:
+            return path, False
+        import _beam
+
+        return _beam.default_socket_path(), True
+    if address == "auto":
+        path = os.environ.get("BEAM_SOCKET")
+        if not path:
+            import _beam
+
+            path = _beam.default_socket_path()
+        return path, False
+    if address.startswith("unix:"):
+        address = address[5:]
+    if address.startswith("beam://"):
+        address = address[7:]
+    if "/" in address:
+        return address, False
+    # "ip:port" (a Ray address): on beam the local daemon's socket serves it
+    import _beam
+
+    return _beam.default_socket_path(), False
+
+
+def init(address=None, *, num_cpus=None, num_gpus=None, ignore_reinit_error=False, runtime_env=None,
+         _node_ip_address=None, **kwargs):
+    """ray.init: connect to this node's beamd, or start a private one."""
+    global _runtime
+    unknown = [k for k in kwargs if k not in _INIT_KWARGS and not k.startswith("_")]
+    if unknown:
+        raise RuntimeError(f"Unknown keyword argument(s): {', '.join(unknown)}")
+    with _init_lock:
+        if _runtime is not None:
+            if ignore_reinit_error:
+                return _context(_runtime)
+            raise RuntimeError(
+                "Maybe you called ray.init twice by accident? This error can be suppressed by passing "
+                "in 'ignore_reinit_error=True' or by calling 'ray.shutdown()' prior to 'ray.init()'."
+            )
+        from ray._private import node as _node
+
+        explicit = address not in (None, "") or bool(os.environ.get("RAY_ADDRESS"))
+        path, may_start = _resolve_address(address)
+        private = None
+        logs = kwargs.get("log_to_driver", True)
+        if path and _node.socket_answers(path):
+            if explicit and (num_cpus is not None or num_gpus is not None or kwargs.get("resources")):
+                raise ValueError(
+                    "When connecting to an existing cluster, num_cpus and num_gpus must not be provided."
+                )
+        elif may_start:
+            private = _node.PrivateDaemon(num_cpus=num_cpus, num_gpus=num_gpus, resources=kwargs.get("resources"))
+            path = private.socket
+        else:
+            raise ConnectionError(
+                f"Could not find any running Ray instance. Please specify the one to connect to by "
+                f"setting `--address` flag or `RAY_ADDRESS` environment variable. (beam looked for "
+                f"beamd at {path})"
+            )
+        try:
+            client, hello = _connect(path, "driver", logs=logs)
+        except Exception:
+            if private:
+                private.stop()
+            raise
+        env = _runtime_env_dict(runtime_env)
+        _runtime = Runtime(client, hello, "driver", private=private, runtime_env=env,
+                           namespace=kwargs.get("namespace"))
+        return _context(_runtime)
+
+
+def connect_worker(path, actor_id, token):
+    """Called by ray._worker before any user code: the worker's runtime."""
+    global _runtime
+    client, hello = _connect(path, "worker", {"actor": actor_id, "token": token})
+    _runtime = Runtime(client, hello, "worker")
+    _runtime.actor_id = actor_id
+    return _runtime
+
+
+def shutdown(_exiting_interpreter=False):
+    """ray.shutdown: close the connection (the daemon stops this driver's
+    actors) and stop a private daemon. Twice is fine."""
+    global _runtime
+    with _init_lock:
+        rt = _runtime
+        if rt is None:
+            return
+        _runtime = None
+        _refcount.detach()
+        try:
+            rt.client.close()
+        finally:
+            if rt.private:
+                rt.private.stop()
+
+
+atexit.register(shutdown, True)
+
+
+def _runtime_env_dict(runtime_env):
+    if runtime_env is None:
+        return {}
+    if hasattr(runtime_env, "to_dict"):
+        return dict(runtime_env.to_dict())
+    if isinstance(runtime_env, dict):
+        return dict(runtime_env)
+    raise TypeError(f"runtime_env must be a dict or RuntimeEnv, got {type(runtime_env).__name__}")
+
+
+class RayContext(dict):
+    """What ray.init returns: Ray's address_info keys, usable as a dict or
+    with attribute access, and as a context manager that shuts down."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        shutdown()
+
+    def disconnect(self):
+        shutdown()
+
+
+def _context(rt):
+    return RayContext(
+        node_ip_address=rt.node_ip,
+        raylet_ip_address=rt.node_ip,
+        redis_address=None,
+        object_store_address=rt.socket,
+        raylet_socket_name=rt.socket,
+        webui_url=None,
+        session_dir=os.path.dirname(rt.socket),
+        metrics_export_port=None,
+        gcs_address=rt.socket,
+        address=rt.socket,
+        dashboard_url="",
+        node_id=rt.node_id.hex(),
+    )
+
+
+# ---------- objects ----------
+
+
+def _remote_error(e):
+    """Turns a _beam.RemoteError into the exception a Ray user expects."""
+    code, message = (e.args + ("", ""))[:2]
+    if code == "timeout":
+        return _exc.GetTimeoutError(message)
+    if code == "not_found":
+        return ValueError(message)
+    return _exc.RaySystemError(f"beamd refused the request ({code}): {message}")
+
+
+def _request(op, params):
+    import _beam
+
+    rt = runtime()
+    try:
+        return rt.client.request(op, params)
+    except _beam.RemoteError as e:
+        raise _remote_error(e) from None
+    except ConnectionError as e:
+        raise _exc.RaySystemError(f"beam: lost the connection to beamd: {e}") from None
+
+
+def _value(status, data, ref):
+    """Decodes one [status, data] entry; errors are returned, not raised."""
+    if status == STATUS_OK:
+        return _ser.loads(data), None
+    if status == STATUS_TASK_ERROR:
+        err = _ser.loads(data)
+        if isinstance(err, _exc.RayTaskError):
+            return None, err.as_instanceof_cause()
+        return None, err
+    message = data.decode("utf-8", "replace")
+    if status == STATUS_ACTOR_DIED:
+        init_failed = "error raised in its creation task" in message
+        return None, _exc.ActorDiedError(error_msg=message, actor_init_failed=init_failed)
+    return None, _exc.ObjectLostError(ref.hex(), call_site=message)
+
+
+def _timeout_ms(timeout):
+    if timeout is None:
+        return -1
+    if timeout < 0:
+        return -1
+    return int(timeout * 1000)
+
+
+def get(object_refs, *, timeout=None):
+    """ray.get: one ref or a list of refs; order kept, duplicates allowed."""
+    single = isinstance(object_refs, ObjectRef)
+    if single:
+        refs = [object_refs]
+    elif isinstance(object_refs, list):
+        refs = object_refs
+        for r in refs:
+            if not isinstance(r, ObjectRef):
+                raise TypeError(
+                    f"Attempting to call `get` on the value {r!r:.100}, which is not an ray.ObjectRef."
+                )
+    else:
+        raise ValueError(
+            f"Invalid type of object refs, {type(object_refs)}, is given. 'object_refs' must either be an "
+            f"ObjectRef or a list of ObjectRefs."
+        )
+    if not refs:
+        return []
+    reply = _request("get", {"objs": [r._id for r in refs], "timeout_ms": _timeout_ms(timeout)})
+    values = reply["values"]
+    out = []
+    cache = {}
+    for ref, entry in zip(refs, values):
+        if entry is None:  # a failed ref ended the wait early; report that one
+            out.append(None)
+            continue
+        if ref._id not in cache:
+            cache[ref._id] = _value(entry[0], entry[1], ref)
+        out.append(cache[ref._id])
+    for item in out:
+        if item is not None and item[1] is not None:
+            raise item[1]
+    if any(item is None for item in out):
+        raise _exc.GetTimeoutError("Get timed out: some object(s) not ready.")
+    results = [item[0] for item in out]
+    return results[0] if single else results
+
+
+def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
+    """ray.wait: (ready, not_ready), both in input order."""
+    if isinstance(ray_waitables, ObjectRef):
+        raise TypeError(
+            "wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, got a single ray.ObjectRef"
+        )
+    if not isinstance(ray_waitables, list):
+        raise TypeError(
+            f"wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, got {type(ray_waitables)}"
+        )
+    if timeout is not None and timeout < 0:
+        raise ValueError(f"The 'timeout' argument must be nonnegative. Received {timeout}")
+    for r in ray_waitables:
+        if not isinstance(r, ObjectRef):
+            raise TypeError(
+                f"wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, got list containing {type(r)}"
+            )
+    if not ray_waitables:
+        return [], []
+    if len(set(ray_waitables)) != len(ray_waitables):
+        raise ValueError("Wait requires a list of unique ray_waitables.")
+    if num_returns <= 0:
+        raise ValueError("Invalid number of objects to return %d." % num_returns)
+    if num_returns > len(ray_waitables):
+        raise ValueError(
+            "num_returns cannot be greater than the number of ray_waitables provided: %d > %d"
+            % (num_returns, len(ray_waitables))
+        )
+    reply = _request("wait", {"objs": [r._id for r in ray_waitables], "num_returns": num_returns,
+                              "timeout_ms": _timeout_ms(timeout)})
+    picked = set(reply["ready"])
+    ready = [r for i, r in enumerate(ray_waitables) if i in picked]
+    rest = [r for i, r in enumerate(ray_waitables) if i not in picked]
+    return ready, rest
+
+
+def put(value, *, _owner=None):
+    """ray.put: stores value inline in the daemon; returns its ObjectRef."""
+    if isinstance(value, ObjectRef):
+        raise TypeError(
+            "Calling 'put' on an ray.ObjectRef is not allowed. If you really want to do this, you can wrap "
+            "the ray.ObjectRef in a list and call 'put' on it."
+        )
+    rt = runtime()
+    try:
+        data, objs, actors = _ser.dumps(value)
+    except Exception as e:
+        raise TypeError(f"Could not serialize the put value {value!r:.100}: {e}") from e
+    oid = rt.ids.object_id(_ids.KIND_PUT)
+    params = {"obj": oid, "data": data}
+    if objs:
+        params["objects"] = objs
+    if actors:
+        params["actors"] = actors
+    ref = ObjectRef(oid, _owned=True)
+    try:
+        rt.client.send("put", params)
+    except ConnectionError as e:
+        raise _exc.RaySystemError(f"beam: lost the connection to beamd: {e}") from None
+    return ref
+
+
+def status():
+    """The local daemon's status table."""
+    return _request("status", {})

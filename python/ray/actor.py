@@ -1,0 +1,332 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Actors: ActorClass (what ray.remote makes of a class), ActorHandle and
+ActorMethod, and remote functions run as one-call actors.
+
+Creating an actor sends ``create_actor``; calling a method sends ``submit``
+with a return ObjectRef made here, so ``.remote()`` never waits for beamd.
+"""
+
+import inspect
+import os
+import sys
+
+from ray._private import ids as _ids
+from ray._private import refcount as _refcount
+from ray._private import serialization as _ser
+from ray._private import worker as _worker
+from ray._private.object_ref import ObjectRef
+
+# Method names every actor answers, handled by the worker itself.
+BUILTIN_METHODS = ("__ray_ready__", "__ray_terminate__", "__ray_call__")
+
+_ACTOR_OPTIONS = {
+    "num_cpus", "num_gpus", "resources", "memory", "object_store_memory", "accelerator_type",
+    "name", "namespace", "lifetime", "max_restarts", "max_task_retries", "max_pending_calls",
+    "max_concurrency", "concurrency_groups", "scheduling_strategy", "runtime_env",
+    "get_if_exists", "_metadata", "enable_task_events", "label_selector", "_labels",
+    "allow_out_of_order_execution", "num_returns", "retry_exceptions", "max_retries",
+    "_generator_backpressure_num_objects", "max_calls", "fallback_strategy",
+}
+
+
+def _check_options(options):
+    for key in options:
+        if key not in _ACTOR_OPTIONS:
+            raise ValueError(f"Invalid option keyword {key} for actors. Valid ones are {sorted(_ACTOR_OPTIONS)}.")
+    for key in ("num_cpus", "num_gpus", "memory"):
+        value = options.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"The resource {key} must be a non-negative number, got {value!r}.")
+    gpus = options.get("num_gpus") or 0
+    if gpus > 1 and gpus != int(gpus):
+        raise ValueError("Resource quantities >1 must be whole numbers.")
+    res = options.get("resources") or {}
+    if not isinstance(res, dict):
+        raise TypeError("resources must be a dict of resource name to amount")
+    for name, amount in res.items():
+        if name in ("CPU", "GPU"):
+            raise ValueError(f"Use the '{name.lower().replace('cpu', 'num_cpus').replace('gpu', 'num_gpus')}' "
+                             f"argument to request {name}, not 'resources'.")
+        if not isinstance(amount, (int, float)) or amount < 0:
+            raise ValueError(f"Resource {name} must be a non-negative number, got {amount!r}.")
+        if amount > 1 and amount != int(amount):
+            raise ValueError("Resource quantities >1 must be whole numbers.")
+
+
+def _method_names(cls):
+    names = set(BUILTIN_METHODS)
+    for name, member in inspect.getmembers(cls):
+        if callable(member) and (not name.startswith("__") or name in ("__call__",)):
+            names.add(name)
+    return frozenset(names)
+
+
+def _sys_path():
+    """The driver's import path for its workers: '' becomes the cwd, and the
+    main script's folder comes first, as it does for the driver."""
+    cwd = os.getcwd()
+    paths = []
+    main = sys.modules.get("__main__")
+    main_file = getattr(main, "__file__", None)
+    if main_file:
+        paths.append(os.path.dirname(os.path.abspath(main_file)))
+    for p in sys.path:
+        paths.append(os.path.abspath(p) if p else cwd)
+    return list(dict.fromkeys(paths))
+
+
+def _env_vars(job_env, actor_env):
+    env = {}
+    for source in (job_env or {}, actor_env or {}):
+        if hasattr(source, "to_dict"):
+            source = source.to_dict()
+        for k, v in (source.get("env_vars") or {}).items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise TypeError("runtime_env['env_vars'] must map str to str")
+            env[k] = v
+    return env
+
+
+class ActorClass:
+    """What ``ray.remote`` makes of a class: ``.remote(...)`` creates an actor,
+    ``.options(...)`` overrides its options."""
+
+    def __init__(self, cls, options=None):
+        _check_options(options or {})
+        self.__ray_metadata__ = None
+        self._cls = cls
+        self._options = dict(options or {})
+        self._pickled = None
+        self.__name__ = cls.__name__
+        self.__qualname__ = getattr(cls, "__qualname__", cls.__name__)
+        self.__module__ = cls.__module__
+        self.__doc__ = cls.__doc__
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(
+            f"Actors cannot be instantiated directly. Instead of '{self.__name__}()', use "
+            f"'{self.__name__}.remote()'."
+        )
+
+    def options(self, **options):
+        merged = dict(self._options)
+        merged.update(options)
+        clone = ActorClass(self._cls, merged)
+        clone._pickled = self._pickled
+        return clone
+
+    def remote(self, *args, **kwargs):
+        return _create_actor(self, args, kwargs)
+
+    def bind(self, *args, **kwargs):
+        from ray import dag
+
+        dag.unsupported("ActorClass.bind()")
+
+    def _class_data(self):
+        if self._pickled is None:
+            self._pickled = _ser.dumps(self._cls)[0]
+        return self._pickled
+
+
+def _create_actor(actor_class, args, kwargs):
+    from ray.util import scheduling_strategies as _ss
+
+    rt = _worker.runtime()
+    opts = actor_class._options
+    if opts.get("get_if_exists") and opts.get("name"):
+        try:
+            return get_actor(opts["name"])
+        except ValueError:
+            pass
+    actor_id = rt.ids.actor_id()
+    data, objs, actors = _ser.dumps((args, kwargs))
+    env = _env_vars(rt.runtime_env, opts.get("runtime_env"))
+    noset = bool(env.get("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES") or
+                 os.environ.get("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"))
+    params = {
+        "actor": actor_id,
+        "class_name": actor_class._cls.__name__,
+        "class_data": actor_class._class_data(),
+        "args": data,
+        "num_cpus": float(opts.get("num_cpus") or 0),
+        "num_gpus": float(opts.get("num_gpus") or 0),
+        "memory": float(opts.get("memory") or 0),
+        "resources": {k: float(v) for k, v in (opts.get("resources") or {}).items()},
+        "env": env,
+        "noset_cuda": noset,
+        "python": sys.executable,
+        "sys_path": _sys_path(),
+        "cwd": os.getcwd(),
+        "name": opts.get("name") or "",
+        "objects": objs,
+        "actors": actors,
+    }
+    strategy = opts.get("scheduling_strategy")
+    if isinstance(strategy, _ss.PlacementGroupSchedulingStrategy) and strategy.placement_group is not None:
+        params["placement_group"] = strategy.placement_group.id.binary()
+        params["bundle_index"] = int(strategy.placement_group_bundle_index)
+    import _beam
+
+    handle = ActorHandle(actor_id, actor_class._cls.__name__, _method_names(actor_class._cls), _owned=True)
+    try:
+        rt.client.request("create_actor", params)
+    except _beam.RemoteError as e:
+        handle._forget()
+        code, message = (e.args + ("", ""))[:2]
+        if code == "exists":
+            raise ValueError(message) from None
+        raise ValueError(f"beam could not create the actor: {message}") from None
+    return handle
+
+
+def get_actor(name, namespace=None):
+    """ray.get_actor: a handle to a live named actor; ValueError if none."""
+    import _beam
+
+    rt = _worker.runtime()
+    try:
+        reply = rt.client.request("get_actor", {"name": name})
+    except _beam.RemoteError as e:
+        raise ValueError((e.args + ("", ""))[1]) from None
+    # the daemon counted this connection as a holder when it answered
+    return ActorHandle(reply["actor"], reply["class_name"], None, _owned=True)
+
+
+class ActorHandle:
+    """A handle to an actor: ``handle.method.remote(...)`` calls it. Handles
+    pickle, so they can be passed to other actors and processes."""
+
+    def __init__(self, actor_id, class_name, methods, _owned=False):
+        object.__setattr__(self, "_ray_actor_id_bytes", bytes(actor_id))
+        object.__setattr__(self, "_ray_class_name", class_name)
+        object.__setattr__(self, "_ray_methods", methods)
+        object.__setattr__(self, "_ray_epoch", _refcount.acquire(1, bytes(actor_id), owned=_owned))
+
+    def _forget(self):
+        """Undo the local count of a handle whose actor was never created."""
+        epoch = object.__getattribute__(self, "_ray_epoch")
+        object.__setattr__(self, "_ray_epoch", -1)
+        _refcount.release(1, self._ray_actor_id_bytes, epoch)
+
+    def __del__(self):
+        try:
+            epoch = object.__getattribute__(self, "_ray_epoch")
+            if epoch >= 0:
+                _refcount.release(1, self._ray_actor_id_bytes, epoch)
+        except Exception:
+            pass
+
+    @property
+    def _actor_id(self):
+        return _ids.ActorID(self._ray_actor_id_bytes)
+
+    def __getattr__(self, name):
+        if name.startswith("_ray_") or (name.startswith("__") and name not in BUILTIN_METHODS):
+            raise AttributeError(name)
+        methods = object.__getattribute__(self, "_ray_methods")
+        if methods is not None and name not in methods:
+            raise AttributeError(f"'ActorHandle' object has no attribute '{name}'")
+        return ActorMethod(self, name)
+
+    def __eq__(self, other):
+        return isinstance(other, ActorHandle) and other._ray_actor_id_bytes == self._ray_actor_id_bytes
+
+    def __hash__(self):
+        return hash(self._ray_actor_id_bytes)
+
+    def __repr__(self):
+        return f"Actor({self._ray_class_name}, {self._ray_actor_id_bytes.hex()})"
+
+    def __reduce__(self):
+        _refcount.note_contained(1, self._ray_actor_id_bytes)
+        return (_deserialize_actor_handle, (self._ray_actor_id_bytes, self._ray_class_name, self._ray_methods))
+
+
+def _deserialize_actor_handle(actor_id, class_name, methods):
+    return ActorHandle(actor_id, class_name, methods)
+
+
+class ActorMethod:
+    """``handle.method``: ``.remote(*args, **kwargs)`` returns an ObjectRef."""
+
+    def __init__(self, handle, name, num_returns=1):
+        self._handle = handle
+        self._name = name
+        self._num_returns = num_returns
+
+    def options(self, **options):
+        n = options.get("num_returns", 1)
+        return ActorMethod(self._handle, self._name, n)
+
+    def remote(self, *args, **kwargs):
+        rt = _worker.runtime()
+        data, objs, actors = _ser.dumps((args, kwargs))
+        oid = rt.ids.object_id()
+        params = {"actor": self._handle._ray_actor_id_bytes, "obj": oid, "method": self._name, "args": data}
+        if objs:
+            params["objects"] = objs
+        if actors:
+            params["actors"] = actors
+        ref = ObjectRef(oid, _owned=True)
+        try:
+            rt.client.send("submit", params)
+        except ConnectionError as e:
+            from ray import exceptions
+
+            raise exceptions.RaySystemError(f"beam: lost the connection to beamd: {e}") from None
+        return ref
+
+    def bind(self, *args, **kwargs):
+        from ray import dag
+
+        dag.unsupported("ActorMethod.bind()")
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(
+            f"Actor methods cannot be called directly. Instead of running 'object.{self._name}()', try "
+            f"'object.{self._name}.remote()'."
+        )
+
+
+class _TaskRunner:
+    """The one-call actor a remote function runs in."""
+
+    def run(self, fn, args, kwargs):
+        return fn(*args, **kwargs)
+
+
+class RemoteFunction:
+    """What ``ray.remote`` makes of a function: each ``.remote()`` runs it in
+    a fresh worker process (an actor that ends after its one call)."""
+
+    def __init__(self, fn, options=None):
+        _check_options({k: v for k, v in (options or {}).items() if k not in ("num_returns", "max_retries",
+                                                                               "retry_exceptions")})
+        self._function = fn
+        self._options = dict(options or {})
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(
+            f"Remote functions cannot be called directly. Instead of running '{self.__name__}()', try "
+            f"'{self.__name__}.remote()'."
+        )
+
+    def options(self, **options):
+        merged = dict(self._options)
+        merged.update(options)
+        return RemoteFunction(self._function, merged)
+
+    def remote(self, *args, **kwargs):
+        opts = {k: v for k, v in self._options.items() if k in _ACTOR_OPTIONS and k not in (
+            "num_returns", "max_retries", "retry_exceptions", "max_calls")}
+        opts.setdefault("num_cpus", 1)
+        runner = ActorClass(_TaskRunner, opts)
+        handle = runner.remote()
+        ref = handle.run.remote(self._function, args, kwargs)
+        del handle  # the worker ends once its call is done
+        return ref

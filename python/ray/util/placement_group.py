@@ -1,0 +1,156 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Placement groups: gang reservations of resource bundles, placed by
+strategy, atomically (all bundles or none). Ops: ``pg_create``,
+``pg_remove``, ``pg_table``; ``ready()`` is an object the daemon completes
+when the group is placed."""
+
+from ray._private import ids as _ids
+from ray._private import worker as _worker
+
+VALID_PLACEMENT_GROUP_STRATEGIES = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"}
+
+
+class PlacementGroup:
+    """A handle to a placement group; picklable, usable from any process."""
+
+    def __init__(self, id, bundle_cache=None):
+        if isinstance(id, (bytes, bytearray)):
+            id = _ids.PlacementGroupID(bytes(id))
+        self.id = id
+        self.bundle_cache = bundle_cache
+
+    @staticmethod
+    def empty():
+        return PlacementGroup(_ids.PlacementGroupID.nil())
+
+    def is_empty(self):
+        return self.id.is_nil()
+
+    @property
+    def bundle_specs(self):
+        if self.bundle_cache is None:
+            table = placement_group_table(self)
+            self.bundle_cache = [table["bundles"][i] for i in sorted(table["bundles"])]
+        return self.bundle_cache
+
+    @property
+    def bundle_count(self):
+        return len(self.bundle_specs)
+
+    def ready(self):
+        """An ObjectRef that resolves (to this group) once it is placed."""
+        from ray._private.object_ref import ObjectRef
+
+        rt = _worker.runtime()
+        oid = rt.ids.object_id()
+        ref = ObjectRef(oid, _owned=True)
+        _worker._request("pg_ready", {"pg": self.id.binary(), "obj": oid})
+        return ref
+
+    def wait(self, timeout_seconds=30):
+        """True once placed, False if timeout_seconds pass first."""
+        from ray import exceptions
+
+        try:
+            _worker.get(self.ready(), timeout=timeout_seconds)
+            return True
+        except exceptions.GetTimeoutError:
+            return False
+
+    def __eq__(self, other):
+        return isinstance(other, PlacementGroup) and other.id == self.id
+
+    def __hash__(self):
+        return hash(self.id)
+
+    def __repr__(self):
+        return f"PlacementGroup(id={self.id.hex()})"
+
+    def __reduce__(self):
+        return (PlacementGroup, (self.id, self.bundle_cache))
+
+
+def _check_bundles(bundles):
+    if not isinstance(bundles, list) or not bundles:
+        raise ValueError("The placement group `bundles` argument must be a list of dictionaries that is not "
+                         f"empty. Got {bundles}.")
+    for b in bundles:
+        if not isinstance(b, dict) or not b:
+            raise ValueError(f"Bundles cannot be an empty dictionary or resources with only 0 values. "
+                             f"Bundles: {bundles}")
+        for name, amount in b.items():
+            if not isinstance(name, str) or not isinstance(amount, (int, float)) or amount < 0:
+                raise ValueError(f"Bundle resources must map names to non-negative numbers: {b}")
+        if all(v == 0 for v in b.values()):
+            raise ValueError(f"Bundles cannot be an empty dictionary or resources with only 0 values. "
+                             f"Bundles: {bundles}")
+
+
+def placement_group(bundles, strategy="PACK", name="", lifetime=None, _soft_target_node_id=None,
+                    bundle_label_selector=None):
+    """Reserve bundles asynchronously; returns the handle at once."""
+    _check_bundles(bundles)
+    if strategy not in VALID_PLACEMENT_GROUP_STRATEGIES:
+        raise ValueError(f"Invalid placement group strategy {strategy}. Supported strategies are: "
+                         f"{sorted(VALID_PLACEMENT_GROUP_STRATEGIES)}.")
+    if lifetime not in (None, "detached"):
+        raise ValueError(f"Placement group `lifetime` argument must be either `None` or 'detached'. "
+                         f"Got {lifetime}.")
+    rt = _worker.runtime()
+    pg_id = rt.ids.placement_group_id()
+    specs = [{k: float(v) for k, v in b.items()} for b in bundles]
+    _worker._request("pg_create", {"pg": pg_id, "bundles": specs, "strategy": strategy, "name": name or ""})
+    return PlacementGroup(_ids.PlacementGroupID(pg_id), [dict(b) for b in specs])
+
+
+def remove_placement_group(placement_group):
+    """Frees the group's bundles and kills the actors placed in them."""
+    if not isinstance(placement_group, PlacementGroup):
+        raise TypeError("remove_placement_group takes a PlacementGroup")
+    _worker._request("pg_remove", {"pg": placement_group.id.binary()})
+
+
+def _entry(t):
+    return {
+        "placement_group_id": t["placement_group_id"],
+        "name": t["name"],
+        "bundles": {i: dict(b) for i, b in enumerate(t["bundles"])},
+        "bundles_to_node_id": {i: n for i, n in enumerate(t["bundles_to_node_id"]) if n},
+        "strategy": t["strategy"],
+        "state": t["state"],
+        "stats": {
+            "end_to_end_creation_latency_ms": t.get("creation_latency_ms", 0.0),
+            "scheduling_latency_ms": t.get("creation_latency_ms", 0.0),
+            "scheduling_attempt": t.get("attempts", 1),
+            "highest_retry_delay_ms": 0.0,
+            "scheduling_state": "FINISHED" if t["state"] == "CREATED" else (
+                "REMOVED" if t["state"] == "REMOVED" else "QUEUED"),
+        },
+    }
+
+
+def placement_group_table(placement_group=None):
+    """One group's table entry, or every group's keyed by id hex."""
+    params = {"pg": placement_group.id.binary()} if placement_group is not None else {}
+    reply = _worker._request("pg_table", params)
+    groups = [_entry(t) for t in reply["groups"]]
+    if placement_group is not None:
+        if not groups:
+            return {}
+        return groups[0]
+    return {g["placement_group_id"]: g for g in groups}
+
+
+def get_placement_group(placement_group_name):
+    for entry in placement_group_table().values():
+        if entry["name"] == placement_group_name and entry["state"] != "REMOVED":
+            return PlacementGroup(_ids.PlacementGroupID.from_hex(entry["placement_group_id"]))
+    raise ValueError(f"Failed to look up placement group with name: {placement_group_name}")
+
+
+def get_current_placement_group():
+    """The group the current actor was placed in; None in a driver."""
+    if not _worker.is_initialized():
+        return None
+    pg = _worker.runtime().placement_group_id
+    return PlacementGroup(_ids.PlacementGroupID(pg)) if pg else None
