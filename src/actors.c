@@ -12,6 +12,7 @@
 
 #include "conn.h"
 #include "log.h"
+#include "placement.h"
 
 extern char **environ;
 
@@ -177,6 +178,18 @@ void beam_actor_unhold(beam_node_t *node, beam_actor_t *a)
     maybe_free(node, a);
 }
 
+/* Gives the actor's resources back where they came from. */
+static void release_grant(beam_node_t *node, beam_actor_t *a)
+{
+    if (!a->has_grant)
+        return;
+    beam_pool_give(a->pool, &a->grant);
+    a->has_grant = 0;
+    a->gpus[0] = '\0';
+    if (a->pg)
+        beam_pg_user_gone(node, a->pg);
+}
+
 /* --- the worker process and its output --- */
 
 static void emit_line(beam_actor_t *a, int stream, const char *line, size_t n)
@@ -184,7 +197,7 @@ static void emit_line(beam_actor_t *a, int stream, const char *line, size_t n)
     char prefix[160];
     int plen = snprintf(prefix, sizeof prefix, "(%s pid=%ld) ", a->class_name, a->pid);
     beam_log(BEAM_LOG_INFO, "%s%.*s", prefix, (int)n, line);
-    if (!a->owner || a->owner->closing)
+    if (!a->owner || a->owner->closing || a->owner->no_logs)
         return;
     beam_enc_t enc;
     beam_enc_init(&enc);
@@ -281,10 +294,7 @@ static void on_worker_exit(uv_process_t *p, int64_t status, int term_signal)
     /* the processes the worker started go with it */
     if (a->pid > 0)
         kill(-(pid_t)a->pid, SIGKILL);
-    if (a->has_grant) {
-        beam_pool_give(&node->pool, &a->grant);
-        a->has_grant = 0;
-    }
+    release_grant(node, a);
     beam_log(BEAM_LOG_DEBUG, "worker %ld of actor %s exited (status %lld, signal %d)", a->pid, a->hex,
              (long long)status, term_signal);
     close_handle((uv_handle_t *)p);
@@ -312,15 +322,6 @@ static char *kv(const char *key, const char *value)
     if (s)
         snprintf(s, n, "%s=%s", key, value);
     return s;
-}
-
-static void gpu_list(beam_node_t *node, const beam_actor_t *a, char *out, size_t cap)
-{
-    out[0] = '\0';
-    for (int i = 0; i < a->grant.ngpus; i++) {
-        size_t len = strlen(out);
-        snprintf(out + len, cap - len, "%s%s", i ? "," : "", node->pool.gpu_ids[a->grant.gpu_index[i]]);
-    }
 }
 
 /* The worker's environment: the daemon's, less what beam sets, plus the
@@ -380,8 +381,7 @@ static char **worker_env(beam_node_t *node, beam_actor_t *a, const char *gpus)
 
 static int spawn_worker(beam_node_t *node, beam_actor_t *a)
 {
-    char gpus[BEAM_MAX_GPUS * (BEAM_GPU_ID_LEN + 1)];
-    gpu_list(node, a, gpus, sizeof gpus);
+    const char *gpus = a->gpus;
     char **env = worker_env(node, a, gpus);
     if (!env)
         return -ENOMEM;
@@ -439,33 +439,68 @@ static void pending_remove(beam_node_t *node, beam_actor_t *a)
         }
 }
 
+/* Takes the actor's demand from its pool: the node's, or its placement
+ * group's bundle (any bundle with room when the index is -1). Returns 0,
+ * -EAGAIN (not now), or -ECANCELED (its group is gone). */
+static int take_resources(beam_node_t *node, beam_actor_t *a)
+{
+    if (!a->pg) {
+        a->pool = &node->pool;
+        return beam_pool_take(a->pool, &a->demand, &a->grant) == 0 ? 0 : -EAGAIN;
+    }
+    if (a->pg->state == BEAM_PG_REMOVED)
+        return -ECANCELED;
+    if (a->pg->state != BEAM_PG_CREATED)
+        return -EAGAIN;
+    for (uint32_t i = 0; i < a->pg->nbundles; i++) {
+        if (a->bundle_index >= 0 && (uint32_t)a->bundle_index != i)
+            continue;
+        beam_pool_t *pool = &a->pg->bundles[i].pool;
+        if (beam_pool_take(pool, &a->demand, &a->grant) == 0) {
+            a->pool = pool;
+            a->bundle = (int)i;
+            a->pg->users++;
+            return 0;
+        }
+    }
+    return -EAGAIN;
+}
+
 void beam_actors_schedule(beam_node_t *node)
 {
+    beam_pgs_schedule(node);
     beam_actor_t **p = &node->pending;
     while (*p) {
         beam_actor_t *a = *p;
-        int rc = beam_pool_take(&node->pool, &a->demand, &a->grant);
-        if (rc < 0) {
+        int rc = take_resources(node, a);
+        if (rc == -EAGAIN) {
             p = &a->pending_next;
             continue;
         }
         *p = a->pending_next;
         a->pending_next = NULL;
+        if (rc == -ECANCELED) {
+            actor_die(node, a, "The actor is dead because its placement group was removed.");
+            p = &node->pending; /* the death may have changed the list */
+            continue;
+        }
         a->has_grant = 1;
+        beam_grant_gpu_list(a->pool, &a->grant, a->gpus, sizeof a->gpus);
         rc = spawn_worker(node, a);
         if (rc < 0) {
             char msg[300];
             snprintf(msg, sizeof msg, "The actor died because its worker could not be started: %s",
                      uv_strerror(rc));
-            beam_pool_give(&node->pool, &a->grant);
-            a->has_grant = 0;
+            release_grant(node, a);
             actor_die(node, a, msg);
+            p = &node->pending;
         }
     }
 }
 
 int beam_actor_create(beam_node_t *node, beam_conn_t *owner, const char *id, char *class_name,
-                      char *name, beam_actor_spec_t *spec, const beam_demand_t *demand)
+                      char *name, beam_actor_spec_t *spec, const beam_demand_t *demand, beam_pg_t *pg,
+                      int bundle_index, int capture_child_tasks)
 {
     if (beam_actor_find(node, id) || (name && *name && beam_actor_find_name(node, name)))
         return -EEXIST;
@@ -485,6 +520,10 @@ int beam_actor_create(beam_node_t *node, beam_conn_t *owner, const char *id, cha
     a->spec = *spec;
     memset(spec, 0, sizeof *spec);
     a->demand = *demand;
+    a->pg = pg;
+    a->bundle_index = bundle_index;
+    a->bundle = -1;
+    a->capture_child_tasks = capture_child_tasks;
     a->owner = owner;
     a->owner_pid = (uint32_t)owner->pid;
     a->state = BEAM_ACTOR_PENDING;
@@ -492,7 +531,7 @@ int beam_actor_create(beam_node_t *node, beam_conn_t *owner, const char *id, cha
     beam_refs_pin(node, &a->spec.refs);
     if (beam_conn_hold(&owner->held_actors, id, BEAM_ACTOR_ID_SIZE) == 1)
         a->holders++;
-    if (beam_pool_feasible(&node->pool, demand) < 0)
+    if (!pg && beam_pool_feasible(&node->pool, demand) < 0)
         beam_log(BEAM_LOG_WARN, "actor %s (%s) asks for more than this node has; it stays pending",
                  a->hex, a->class_name);
     beam_actor_t **tail = &node->pending;
@@ -566,13 +605,12 @@ int beam_actor_task_done(beam_node_t *node, beam_actor_t *a, const char *obj, in
 
 void beam_actor_send_init(beam_node_t *node, beam_actor_t *a)
 {
-    char gpus[BEAM_MAX_GPUS * (BEAM_GPU_ID_LEN + 1)];
     beam_enc_t enc;
     size_t npath = 0;
     for (char **p = a->spec.sys_path; p && *p; p++)
         npath++;
     beam_enc_init(&enc);
-    beam_enc_push(&enc, "init", 8);
+    beam_enc_push(&enc, "init", 11);
     beam_pack_key(&enc.pk, "actor");
     beam_pack_bin(&enc.pk, a->id, BEAM_ACTOR_ID_SIZE);
     beam_pack_key(&enc.pk, "class_name");
@@ -590,12 +628,23 @@ void beam_actor_send_init(beam_node_t *node, beam_actor_t *a)
     beam_pack_key(&enc.pk, "gpu_ids");
     msgpack_pack_array(&enc.pk, a->grant.ngpus);
     for (int i = 0; i < a->grant.ngpus; i++)
-        beam_pack_str(&enc.pk, node->pool.gpu_ids[a->grant.gpu_index[i]]);
+        beam_pack_str(&enc.pk, a->pool->gpu_ids[a->grant.gpu_index[i]]);
     beam_pack_key(&enc.pk, "name");
     beam_pack_str(&enc.pk, a->name ? a->name : "");
+    beam_pack_key(&enc.pk, "placement_group");
+    if (a->pg)
+        beam_pack_bin(&enc.pk, a->pg->id, BEAM_PG_ID_SIZE);
+    else
+        msgpack_pack_nil(&enc.pk);
+    beam_pack_key(&enc.pk, "bundle_index");
+    msgpack_pack_int(&enc.pk, a->bundle);
+    beam_pack_key(&enc.pk, "capture_child_tasks");
+    if (a->capture_child_tasks)
+        msgpack_pack_true(&enc.pk);
+    else
+        msgpack_pack_false(&enc.pk);
     beam_enc_end(&enc, 0);
     beam_conn_send_enc(a->worker, &enc);
-    (void)gpus;
 }
 
 int beam_actor_attach_worker(beam_node_t *node, beam_actor_t *a, beam_conn_t *c, const char *token)
@@ -660,8 +709,7 @@ static void actor_die(beam_node_t *node, beam_actor_t *a, const char *message)
         kill((pid_t)a->pid, SIGKILL);
     }
     if (!a->running && a->has_grant) {
-        beam_pool_give(&node->pool, &a->grant);
-        a->has_grant = 0;
+        release_grant(node, a);
         beam_actors_schedule(node);
     }
     maybe_free(node, a);
@@ -723,6 +771,15 @@ void beam_actors_conn_gone(beam_node_t *node, beam_conn_t *c)
         }
     kill_doomed(node, "The actor is dead because its owner has died (the driver or actor that "
                       "created it disconnected).");
+}
+
+void beam_actors_pg_removed(beam_node_t *node, beam_pg_t *pg)
+{
+    beam_actor_t *a, *tmp;
+    HASH_ITER(hh, node->actors, a, tmp)
+        if (a->pg == pg)
+            a->doomed = a->state != BEAM_ACTOR_DEAD;
+    kill_doomed(node, "The actor is dead because its placement group was removed.");
 }
 
 void beam_actors_stop_all(beam_node_t *node)

@@ -59,6 +59,12 @@ typedef struct beam_actor_s {
     beam_demand_t demand;
     beam_grant_t grant;
     int has_grant;
+    beam_pool_t *pool;        /* where the grant came from: the node's or a bundle's */
+    struct beam_pg_s *pg;     /* the placement group it must run in, or NULL */
+    int bundle_index;         /* the bundle asked for; -1 any */
+    int bundle;               /* the bundle it got */
+    int capture_child_tasks;
+    char gpus[BEAM_MAX_GPUS * (BEAM_GPU_ID_LEN + 1)]; /* its GPU ids, comma-separated */
     char token[33];
 
     uv_process_t proc;
@@ -87,7 +93,10 @@ beam_actor_t *beam_actor_find(beam_node_t *node, const char *id);
  * schedules it. Returns 0, -EEXIST for a taken id or name, -ENOMEM. */
 int beam_actor_create(beam_node_t *node, struct beam_conn_s *owner, const char *id,
                       char *class_name, char *name, beam_actor_spec_t *spec,
-                      const beam_demand_t *demand);
+                      const beam_demand_t *demand, struct beam_pg_s *pg, int bundle_index,
+                      int capture_child_tasks);
+/* Its placement group was removed: kills every actor placed in it. */
+void beam_actors_pg_removed(beam_node_t *node, struct beam_pg_s *pg);
 beam_actor_t *beam_actor_find_name(beam_node_t *node, const char *name);
 /* Queues a call. Takes ownership of method, args and refs. The return object
  * must exist; on a dead actor it completes at once with the death. */

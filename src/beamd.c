@@ -23,6 +23,7 @@
 #include "node.h"
 #include "notify.h"
 #include "objects.h"
+#include "placement.h"
 #include "server.h"
 
 typedef struct options_s {
@@ -300,6 +301,7 @@ int main(int argc, char **argv)
 
     beam_objects_destroy(&node);
     beam_actors_destroy(&node);
+    beam_pgs_destroy(&node);
     beam_pool_destroy(&node.pool);
     int rc = uv_loop_close(loop);
     if (rc != 0)

@@ -16,6 +16,7 @@
 #include "dispatch.h"
 #include "log.h"
 #include "objects.h"
+#include "placement.h"
 
 typedef struct write_req_s {
     uv_write_t req;
@@ -272,6 +273,7 @@ void beam_conn_close(beam_conn_t *c, const char *why)
     beam_waiters_cancel(node, c);
     /* the actor module first: an owner's actors die with it, a worker's actor too */
     beam_actors_conn_gone(node, c);
+    beam_pgs_conn_gone(node, c);
     release_all(c);
     DL_DELETE(node->conns, c);
     uv_close((uv_handle_t *)&c->pipe, on_close);

@@ -31,6 +31,7 @@ typedef struct beam_conn_s {
     size_t outq;  /* bytes written but not yet flushed */
     int closing;
     int reading;
+    int no_logs; /* log_to_driver=False */
     beam_held_t *held_objects;
     beam_held_t *held_actors;
     struct beam_waiter_s *waiters;

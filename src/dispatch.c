@@ -11,6 +11,7 @@
 #include "conn.h"
 #include "log.h"
 #include "objects.h"
+#include "placement.h"
 
 #define BEAM_VERSION "0.1.0"
 
@@ -70,9 +71,12 @@ static void op_hello(req_t *r)
         beam_conn_reply_error(c, r->msgid, "bad_request", "hello was already said on this connection");
         return;
     }
+    int logs = 1;
     if (check(r, beam_field_str(r->params, "role", &role, &role_len), "role", "must be a str", 1) ||
-        check(r, beam_field_int(r->params, "pid", &pid), "pid", "must be an int", 0))
+        check(r, beam_field_int(r->params, "pid", &pid), "pid", "must be an int", 0) ||
+        check(r, beam_field_bool(r->params, "logs", &logs), "logs", "must be a bool", 0))
         return;
+    c->no_logs = !logs;
     int kind = beam_str_eq(role, role_len, "driver") ? BEAM_ROLE_DRIVER
              : beam_str_eq(role, role_len, "worker") ? BEAM_ROLE_WORKER
              : beam_str_eq(role, role_len, "ctl")    ? BEAM_ROLE_CTL
@@ -372,7 +376,10 @@ static void op_create_actor(req_t *r)
 {
     const char *id, *cls, *cdata, *args, *python, *cwd = "", *name = "";
     uint32_t cls_len, cdata_len, args_len, python_len, cwd_len = 0, name_len = 0;
-    int noset = 0;
+    int noset = 0, capture = 0;
+    int64_t bundle_index = -1;
+    const char *pg_id = NULL;
+    beam_pg_t *pg = NULL;
     beam_demand_t demand;
     beam_actor_spec_t spec;
     memset(&spec, 0, sizeof spec);
@@ -384,8 +391,24 @@ static void op_create_actor(req_t *r)
         check(r, beam_field_str(r->params, "cwd", &cwd, &cwd_len), "cwd", "must be a str", 0) ||
         check(r, beam_field_str(r->params, "name", &name, &name_len), "name", "must be a str", 0) ||
         check(r, beam_field_bool(r->params, "noset_cuda", &noset), "noset_cuda", "must be a bool", 0) ||
+        check(r, beam_field_id(r->params, "placement_group", BEAM_PG_ID_SIZE, &pg_id), "placement_group",
+              "must be an 18-byte bin", 0) ||
+        check(r, beam_field_int(r->params, "bundle_index", &bundle_index), "bundle_index", "must be an int", 0) ||
+        check(r, beam_field_bool(r->params, "capture_child_tasks", &capture), "capture_child_tasks",
+              "must be a bool", 0) ||
         demand_field(r, &demand) < 0)
         return;
+    if (pg_id) {
+        pg = beam_pg_find(r->node, pg_id);
+        if (!pg) {
+            beam_conn_reply_error(r->conn, r->msgid, "not_found", "no such placement group");
+            return;
+        }
+        if (bundle_index < -1 || bundle_index >= (int64_t)pg->nbundles) {
+            bad(r, "bundle_index", "is outside the placement group's bundles");
+            return;
+        }
+    }
     if (cls_len == 0 || cls_len > 256 || has_nul(cls, cls_len) || python_len == 0 || has_nul(python, python_len) ||
         has_nul(cwd, cwd_len) || has_nul(name, name_len) || name_len > 1024) {
         bad(r, "class_name", "python, cwd and name must be str without NUL (class_name 1..256 bytes)");
@@ -429,7 +452,8 @@ static void op_create_actor(req_t *r)
         beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
         goto fail_quiet;
     }
-    int rc = beam_actor_create(r->node, r->conn, id, class_name, actor_name, &spec, &demand);
+    int rc = beam_actor_create(r->node, r->conn, id, class_name, actor_name, &spec, &demand, pg,
+                               (int)bundle_index, capture);
     if (rc < 0) {
         free(class_name);
         free(actor_name);
@@ -535,6 +559,188 @@ static void op_get_actor(req_t *r)
     beam_conn_send_enc(r->conn, &enc);
 }
 
+/* --- placement groups --- */
+
+/* A bundle: a map of resource name to amount (at least one above zero). */
+static int bundle_demand(req_t *r, const msgpack_object *o, beam_demand_t *d)
+{
+    memset(d, 0, sizeof *d);
+    if (o->type != MSGPACK_OBJECT_MAP || o->via.map.size == 0)
+        return bad(r, "bundles", "must hold non-empty maps of resource name to amount"), -1;
+    for (uint32_t i = 0; i < o->via.map.size; i++) {
+        const msgpack_object *k = &o->via.map.ptr[i].key, *v = &o->via.map.ptr[i].val;
+        double amount;
+        if (k->type != MSGPACK_OBJECT_STR || k->via.str.size == 0 || k->via.str.size >= BEAM_RES_NAME_LEN ||
+            has_nul(k->via.str.ptr, k->via.str.size))
+            return bad(r, "bundles", "resource names must be str of 1..127 bytes"), -1;
+        if (v->type == MSGPACK_OBJECT_FLOAT64 || v->type == MSGPACK_OBJECT_FLOAT32)
+            amount = v->via.f64;
+        else if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+            amount = (double)v->via.u64;
+        else
+            return bad(r, "bundles", "amounts must be numbers >= 0"), -1;
+        char name[BEAM_RES_NAME_LEN];
+        snprintf(name, sizeof name, "%.*s", (int)k->via.str.size, k->via.str.ptr);
+        if (amount < 0 || beam_demand_add(d, name, beam_res_units(amount)) < 0)
+            return bad(r, "bundles", "amounts must be numbers >= 0, at most 32 per bundle"), -1;
+    }
+    if (d->n == 0)
+        return bad(r, "bundles", "must not be all zero"), -1;
+    return 0;
+}
+
+static void op_pg_create(req_t *r)
+{
+    const char *id, *strategy, *name = "";
+    uint32_t slen, name_len = 0;
+    int detached = 0;
+    const msgpack_object_array *bundles;
+    if (check(r, beam_field_id(r->params, "pg", BEAM_PG_ID_SIZE, &id), "pg", "must be an 18-byte bin", 1) ||
+        check(r, beam_field_str(r->params, "strategy", &strategy, &slen), "strategy", "must be a str", 1) ||
+        check(r, beam_field_array(r->params, "bundles", &bundles), "bundles", "must be an array of maps", 1) ||
+        check(r, beam_field_str(r->params, "name", &name, &name_len), "name", "must be a str", 0) ||
+        check(r, beam_field_bool(r->params, "detached", &detached), "detached", "must be a bool", 0))
+        return;
+    int strat = beam_pg_strategy(strategy, slen);
+    if (strat < 0)
+        {
+            bad(r, "strategy", "must be PACK, SPREAD, STRICT_PACK or STRICT_SPREAD");
+            return;
+        }
+    if (bundles->size == 0 || bundles->size > BEAM_PG_MAX_BUNDLES)
+        {
+            bad(r, "bundles", "must hold 1..1024 bundles");
+            return;
+        }
+    if (has_nul(name, name_len) || name_len > 1024)
+        {
+            bad(r, "name", "must be a str of at most 1024 bytes without NUL");
+            return;
+        }
+    if (beam_pg_find(r->node, id)) {
+        beam_conn_reply_error(r->conn, r->msgid, "exists", "placement group id is already in use");
+        return;
+    }
+    beam_demand_t *d = calloc(bundles->size, sizeof *d);
+    char *nm = dup_str(name, name_len);
+    if (!d || !nm) {
+        free(d);
+        free(nm);
+        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        return;
+    }
+    for (uint32_t i = 0; i < bundles->size; i++)
+        if (bundle_demand(r, &bundles->ptr[i], &d[i]) < 0) {
+            free(d);
+            free(nm);
+            return;
+        }
+    int rc = beam_pg_create(r->node, r->conn, id, nm, strat, d, bundles->size, detached);
+    free(d);
+    if (rc < 0) {
+        free(nm);
+        beam_conn_reply_error(r->conn, r->msgid, "internal", "the placement group could not be created: %s",
+                              strerror(-rc));
+        return;
+    }
+    beam_conn_reply_empty(r->conn, r->msgid);
+}
+
+static beam_pg_t *pg_field(req_t *r)
+{
+    const char *id;
+    if (check(r, beam_field_id(r->params, "pg", BEAM_PG_ID_SIZE, &id), "pg", "must be an 18-byte bin", 1))
+        return NULL;
+    beam_pg_t *pg = beam_pg_find(r->node, id);
+    if (!pg)
+        beam_conn_reply_error(r->conn, r->msgid, "not_found", "no such placement group");
+    return pg;
+}
+
+static void op_pg_remove(req_t *r)
+{
+    beam_pg_t *pg = pg_field(r);
+    if (!pg)
+        return;
+    beam_pg_remove(r->node, pg);
+    beam_conn_reply_empty(r->conn, r->msgid);
+}
+
+static void op_pg_ready(req_t *r)
+{
+    const char *obj, *value = "";
+    uint32_t len = 0;
+    beam_pg_t *pg = pg_field(r);
+    if (!pg ||
+        check(r, beam_field_id(r->params, "obj", BEAM_OBJECT_ID_SIZE, &obj), "obj", "must be a 28-byte bin", 1) ||
+        check(r, beam_field_bin(r->params, "value", &value, &len), "value", "must be a bin", 1))
+        return;
+    char *copy = dup_bin(value, len);
+    beam_object_t *o = copy ? new_object(r, obj) : NULL;
+    if (!o || beam_pg_ready(r->node, pg, obj, copy, len) < 0) {
+        if (o)
+            beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        free(copy);
+        return;
+    }
+    beam_conn_reply_empty(r->conn, r->msgid);
+}
+
+static void pack_pg(msgpack_packer *pk, const beam_node_t *node, const beam_pg_t *pg)
+{
+    msgpack_pack_map(pk, 8);
+    beam_pack_key(pk, "placement_group_id");
+    beam_pack_str(pk, pg->hex);
+    beam_pack_key(pk, "name");
+    beam_pack_str(pk, pg->name ? pg->name : "");
+    beam_pack_key(pk, "strategy");
+    beam_pack_str(pk, beam_pg_strategy_name(pg->strategy));
+    beam_pack_key(pk, "state");
+    beam_pack_str(pk, beam_pg_state_name(pg->state));
+    beam_pack_key(pk, "bundles");
+    msgpack_pack_array(pk, pg->nbundles);
+    for (uint32_t i = 0; i < pg->nbundles; i++) {
+        const beam_demand_t *d = &pg->bundles[i].demand;
+        msgpack_pack_map(pk, d->n);
+        for (size_t j = 0; j < d->n; j++) {
+            beam_pack_key(pk, d->name[j]);
+            msgpack_pack_double(pk, (double)d->amount[j] / BEAM_RES_UNIT);
+        }
+    }
+    beam_pack_key(pk, "bundles_to_node_id");
+    msgpack_pack_array(pk, pg->nbundles);
+    for (uint32_t i = 0; i < pg->nbundles; i++)
+        beam_pack_str(pk, pg->bundles[i].placed ? node->node_hex : "");
+    beam_pack_key(pk, "creation_latency_ms");
+    msgpack_pack_double(pk, pg->state == BEAM_PG_PENDING ? 0.0 : (double)(pg->placed_ms - pg->created_ms));
+    beam_pack_key(pk, "attempts");
+    msgpack_pack_uint32(pk, pg->attempts);
+}
+
+static void op_pg_table(req_t *r)
+{
+    const char *id = NULL;
+    if (check(r, beam_field_id(r->params, "pg", BEAM_PG_ID_SIZE, &id), "pg", "must be an 18-byte bin", 0))
+        return;
+    beam_pg_t *one = id ? beam_pg_find(r->node, id) : NULL;
+    beam_enc_t enc;
+    beam_enc_init(&enc);
+    beam_enc_reply_ok(&enc, r->msgid);
+    msgpack_pack_map(&enc.pk, 1);
+    beam_pack_key(&enc.pk, "groups");
+    if (id) {
+        msgpack_pack_array(&enc.pk, one ? 1 : 0);
+        if (one)
+            pack_pg(&enc.pk, r->node, one);
+    } else {
+        msgpack_pack_array(&enc.pk, HASH_COUNT(r->node->pgs));
+        for (beam_pg_t *pg = r->node->pgs; pg; pg = pg->hh.next)
+            pack_pg(&enc.pk, r->node, pg);
+    }
+    beam_enc_end(&enc, 0);
+    beam_conn_send_enc(r->conn, &enc);
+}
+
 /* --- worker ops --- */
 
 static beam_actor_t *worker_actor(req_t *r)
@@ -608,7 +814,7 @@ static uint32_t count_calls(const beam_call_t *c)
 
 static void pack_actor(msgpack_packer *pk, const beam_node_t *node, const beam_actor_t *a)
 {
-    msgpack_pack_map(pk, 10);
+    msgpack_pack_map(pk, 11);
     beam_pack_key(pk, "actor_id");
     beam_pack_str(pk, a->hex);
     beam_pack_key(pk, "class_name");
@@ -625,7 +831,9 @@ static void pack_actor(msgpack_packer *pk, const beam_node_t *node, const beam_a
     int ngpus = a->has_grant ? a->grant.ngpus : 0;
     msgpack_pack_array(pk, ngpus);
     for (int i = 0; i < ngpus; i++)
-        beam_pack_str(pk, node->pool.gpu_ids[a->grant.gpu_index[i]]);
+        beam_pack_str(pk, a->pool->gpu_ids[a->grant.gpu_index[i]]);
+    beam_pack_key(pk, "placement_group");
+    beam_pack_str(pk, a->pg ? a->pg->hex : "");
     beam_pack_key(pk, "queued");
     msgpack_pack_uint32(pk, count_calls(a->queue));
     beam_pack_key(pk, "running");
@@ -647,7 +855,7 @@ static void op_status(req_t *r)
     beam_enc_init(&enc);
     beam_enc_reply_ok(&enc, r->msgid);
     msgpack_packer *pk = &enc.pk;
-    msgpack_pack_map(pk, 14);
+    msgpack_pack_map(pk, 15);
     beam_pack_key(pk, "node_id");
     beam_pack_str(pk, node->node_hex);
     beam_pack_key(pk, "node_ip");
@@ -679,6 +887,10 @@ static void op_status(req_t *r)
     msgpack_pack_array(pk, HASH_COUNT(node->actors));
     for (beam_actor_t *a = node->actors; a; a = a->hh.next)
         pack_actor(pk, node, a);
+    beam_pack_key(pk, "placement_groups");
+    msgpack_pack_array(pk, HASH_COUNT(node->pgs));
+    for (beam_pg_t *pg = node->pgs; pg; pg = pg->hh.next)
+        pack_pg(pk, node, pg);
     beam_pack_key(pk, "objects");
     msgpack_pack_map(pk, 2);
     beam_pack_key(pk, "count");
@@ -711,7 +923,8 @@ static const op_t ops[] = {
     {"wait", op_wait},           {"submit", op_submit},     {"create_actor", op_create_actor},
     {"kill", op_kill},           {"hold", op_hold},         {"release", op_release},
     {"status", op_status},       {"get_actor", op_get_actor}, {"actor_ready", op_actor_ready},
-    {"task_done", op_task_done}, {NULL, NULL},
+    {"task_done", op_task_done}, {"pg_create", op_pg_create}, {"pg_remove", op_pg_remove},
+    {"pg_ready", op_pg_ready},   {"pg_table", op_pg_table},   {NULL, NULL},
 };
 
 void beam_dispatch(beam_conn_t *c, const char *frame, size_t len)

@@ -15,6 +15,7 @@
 struct beam_object_s;
 struct beam_actor_s;
 struct beam_conn_s;
+struct beam_pg_s;
 
 typedef struct beam_node_s {
     uv_loop_t *loop;
@@ -36,6 +37,8 @@ typedef struct beam_node_s {
     size_t object_bytes;
     struct beam_actor_s *actors;   /* uthash by id */
     struct beam_actor_s *pending;  /* actors waiting for resources, FIFO */
+    struct beam_pg_s *pgs;         /* placement groups, uthash by id */
+    struct beam_pg_s *pending_pgs; /* groups waiting for resources, FIFO */
     struct beam_conn_s *conns;     /* live connections (utlist) */
     uint32_t next_conn;
     uint64_t start_ms;

@@ -127,7 +127,7 @@ static void object_free(beam_node_t *node, beam_object_t *o)
  * completes, so the completion finds it. */
 static void maybe_free(beam_node_t *node, beam_object_t *o)
 {
-    if (o->holders == 0 && o->pins == 0 && o->nwaiters == 0 && o->ready)
+    if (o->holders == 0 && o->pins == 0 && o->nwaiters == 0 && (o->ready || o->abandonable))
         object_free(node, o);
 }
 

@@ -27,6 +27,7 @@ typedef struct beam_refs_s {
 typedef struct beam_object_s {
     char id[BEAM_OBJECT_ID_SIZE];
     int ready;
+    int abandonable; /* may be freed while pending once no one wants it */
     int status;
     char *data;
     size_t len;

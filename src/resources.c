@@ -78,6 +78,65 @@ int beam_pool_add_gpu(beam_pool_t *pool, const char *id)
     return 0;
 }
 
+int beam_pool_add_gpu_units(beam_pool_t *pool, const char *id, int64_t units)
+{
+    if (units <= 0 || units > BEAM_RES_UNIT)
+        return -EINVAL;
+    for (int i = 0; i < pool->ngpus; i++)
+        if (strcmp(pool->gpu_ids[i], id) == 0)
+            return -EEXIST;
+    if (pool->ngpus >= BEAM_MAX_GPUS)
+        return -ENOSPC;
+    beam_res_entry_t *e = entry_add(pool, "GPU");
+    if (!e)
+        return -ENOMEM;
+    snprintf(pool->gpu_ids[pool->ngpus], BEAM_GPU_ID_LEN, "%s", id);
+    pool->gpu_avail[pool->ngpus++] = units;
+    e->total += units;
+    e->avail += units;
+    return 0;
+}
+
+int beam_pool_clone(beam_pool_t *dst, const beam_pool_t *src)
+{
+    *dst = *src;
+    dst->res = NULL;
+    dst->cap = dst->nres;
+    if (src->nres == 0)
+        return 0;
+    dst->res = malloc(src->nres * sizeof *dst->res);
+    if (!dst->res) {
+        dst->nres = dst->cap = 0;
+        return -ENOMEM;
+    }
+    memcpy(dst->res, src->res, src->nres * sizeof *dst->res);
+    return 0;
+}
+
+int beam_pool_from_grant(beam_pool_t *dst, const beam_pool_t *src, const beam_grant_t *grant)
+{
+    beam_pool_init(dst);
+    for (size_t i = 0; i < grant->taken.n; i++)
+        if (strcmp(grant->taken.name[i], "GPU") != 0 &&
+            beam_pool_add(dst, grant->taken.name[i], grant->taken.amount[i]) < 0)
+            goto fail;
+    for (int i = 0; i < grant->ngpus; i++)
+        if (beam_pool_add_gpu_units(dst, src->gpu_ids[grant->gpu_index[i]], grant->gpu_units[i]) < 0)
+            goto fail;
+    return 0;
+fail:
+    beam_pool_destroy(dst);
+    return -ENOMEM;
+}
+
+void beam_grant_gpu_list(const beam_pool_t *pool, const beam_grant_t *grant, char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (int i = 0; i < grant->ngpus && len < cap; i++)
+        len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? "," : "", pool->gpu_ids[grant->gpu_index[i]]);
+}
+
 int64_t beam_res_units(double amount)
 {
     return (int64_t)llround(amount * BEAM_RES_UNIT);

@@ -47,6 +47,15 @@ void beam_pool_destroy(beam_pool_t *pool);
 int beam_pool_add(beam_pool_t *pool, const char *name, int64_t amount);
 /* Adds one whole GPU device named id. */
 int beam_pool_add_gpu(beam_pool_t *pool, const char *id);
+/* Adds units of capacity (a fraction of one device, or all of it) of the
+ * GPU named id; a bundle's pool is made of the devices its grant took. */
+int beam_pool_add_gpu_units(beam_pool_t *pool, const char *id, int64_t units);
+/* Makes dst a deep copy of src (dst is overwritten, not freed). */
+int beam_pool_clone(beam_pool_t *dst, const beam_pool_t *src);
+/* A new pool holding exactly what grant took from src. */
+int beam_pool_from_grant(beam_pool_t *dst, const beam_pool_t *src, const beam_grant_t *grant);
+/* The GPU ids a grant names, comma-separated, into out. */
+void beam_grant_gpu_list(const beam_pool_t *pool, const beam_grant_t *grant, char *out, size_t cap);
 const beam_res_entry_t *beam_pool_find(const beam_pool_t *pool, const char *name);
 
 /* Converts a float amount to fixed point, rounding to the nearest unit. */

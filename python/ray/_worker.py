@@ -52,6 +52,8 @@ class Worker:
         self.class_name = init["class_name"]
         self.rt.gpu_ids = list(init.get("gpu_ids") or [])
         self.rt.actor_name = init.get("name") or None
+        self.rt.placement_group_id = init.get("placement_group") or None
+        self.rt.capture_child_tasks = bool(init.get("capture_child_tasks"))
         self.rt.actor_handle = ActorHandle(self.rt.actor_id, self.class_name, None)
         try:
             cls = ser.loads(init["class_data"])

@@ -168,6 +168,12 @@ def _create_actor(actor_class, args, kwargs):
     if isinstance(strategy, _ss.PlacementGroupSchedulingStrategy) and strategy.placement_group is not None:
         params["placement_group"] = strategy.placement_group.id.binary()
         params["bundle_index"] = int(strategy.placement_group_bundle_index)
+        params["capture_child_tasks"] = bool(strategy.placement_group_capture_child_tasks)
+    elif strategy is None and rt.capture_child_tasks and rt.placement_group_id:
+        # an actor created inside an actor that captures child tasks joins its group
+        params["placement_group"] = rt.placement_group_id
+        params["bundle_index"] = -1
+        params["capture_child_tasks"] = True
     import _beam
 
     handle = ActorHandle(actor_id, actor_class._cls.__name__, _method_names(actor_class._cls), _owned=True)

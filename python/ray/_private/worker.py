@@ -52,6 +52,7 @@ class Runtime:
         self.actor_handle = None
         self.gpu_ids = []
         self.placement_group_id = None
+        self.capture_child_tasks = False
         self.epoch = _refcount.attach(client)
 
     @property

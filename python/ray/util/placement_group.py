@@ -41,10 +41,13 @@ class PlacementGroup:
         """An ObjectRef that resolves (to this group) once it is placed."""
         from ray._private.object_ref import ObjectRef
 
+        from ray._private import serialization as _ser
+
         rt = _worker.runtime()
         oid = rt.ids.object_id()
         ref = ObjectRef(oid, _owned=True)
-        _worker._request("pg_ready", {"pg": self.id.binary(), "obj": oid})
+        value = _ser.dumps(PlacementGroup(self.id, self.bundle_cache))[0]
+        _worker._request("pg_ready", {"pg": self.id.binary(), "obj": oid, "value": value})
         return ref
 
     def wait(self, timeout_seconds=30):
@@ -99,7 +102,8 @@ def placement_group(bundles, strategy="PACK", name="", lifetime=None, _soft_targ
     rt = _worker.runtime()
     pg_id = rt.ids.placement_group_id()
     specs = [{k: float(v) for k, v in b.items()} for b in bundles]
-    _worker._request("pg_create", {"pg": pg_id, "bundles": specs, "strategy": strategy, "name": name or ""})
+    _worker._request("pg_create", {"pg": pg_id, "bundles": specs, "strategy": strategy, "name": name or "",
+                                   "detached": lifetime == "detached"})
     return PlacementGroup(_ids.PlacementGroupID(pg_id), [dict(b) for b in specs])
 
 

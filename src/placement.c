@@ -1,0 +1,384 @@
+/* placement.c — placing bundles on nodes by strategy, and the group table. */
+#include "placement.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors.h"
+#include "log.h"
+#include "objects.h"
+
+/* ---------- the algorithm ---------- */
+
+static void free_sims(beam_pool_t *sim, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        beam_pool_destroy(&sim[i]);
+    free(sim);
+}
+
+static beam_pool_t *clone_all(beam_pool_t *const *nodes, size_t n, int fresh)
+{
+    beam_pool_t *sim = calloc(n ? n : 1, sizeof *sim);
+    if (!sim)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (beam_pool_clone(&sim[i], nodes[i]) < 0) {
+            free_sims(sim, i);
+            return NULL;
+        }
+        if (fresh) { /* as if nothing were in use: for "can it ever fit" */
+            for (size_t r = 0; r < sim[i].nres; r++)
+                sim[i].res[r].avail = sim[i].res[r].total;
+            for (int g = 0; g < sim[i].ngpus; g++)
+                sim[i].gpu_avail[g] = BEAM_RES_UNIT;
+        }
+    }
+    return sim;
+}
+
+static int take(beam_pool_t *pool, const beam_demand_t *d)
+{
+    beam_grant_t g;
+    return beam_pool_take(pool, d, &g);
+}
+
+/* Tries the strategy on simulated pools (consumed as it goes). */
+static int place_on(beam_pool_t *sim, size_t nnodes, const beam_demand_t *b, size_t nb, int strategy, int *out)
+{
+    int *count = calloc(nnodes ? nnodes : 1, sizeof *count);
+    if (!count)
+        return -ENOMEM;
+    int rc = 0;
+    if (strategy == BEAM_PG_STRICT_PACK) {
+        rc = -EAGAIN;
+        for (size_t n = 0; n < nnodes && rc != 0; n++) {
+            beam_pool_t trial;
+            if (beam_pool_clone(&trial, &sim[n]) < 0) {
+                rc = -ENOMEM;
+                break;
+            }
+            size_t i = 0;
+            while (i < nb && take(&trial, &b[i]) == 0)
+                out[i++] = (int)n;
+            beam_pool_destroy(&trial);
+            if (i == nb)
+                rc = 0;
+        }
+        free(count);
+        return rc;
+    }
+    for (size_t i = 0; i < nb && rc == 0; i++) {
+        int best = -1;
+        for (size_t n = 0; n < nnodes; n++) {
+            if (strategy == BEAM_PG_STRICT_SPREAD && count[n] > 0)
+                continue;
+            beam_pool_t trial;
+            if (beam_pool_clone(&trial, &sim[n]) < 0) {
+                rc = -ENOMEM;
+                break;
+            }
+            int fits = take(&trial, &b[i]) == 0;
+            beam_pool_destroy(&trial);
+            if (!fits)
+                continue;
+            if (best < 0)
+                best = (int)n;
+            else if (strategy == BEAM_PG_PACK && count[n] > count[best])
+                best = (int)n; /* fill the node already in use */
+            else if (strategy == BEAM_PG_SPREAD && count[n] < count[best])
+                best = (int)n; /* the node with fewest of ours */
+        }
+        if (rc == 0 && best < 0)
+            rc = -EAGAIN;
+        if (rc == 0) {
+            take(&sim[best], &b[i]);
+            count[best]++;
+            out[i] = best;
+        }
+    }
+    free(count);
+    return rc;
+}
+
+int beam_place(beam_pool_t *const *nodes, size_t nnodes, const beam_demand_t *bundles, size_t nbundles,
+               int strategy, int *out_node)
+{
+    if (nbundles == 0)
+        return 0;
+    beam_pool_t *sim = clone_all(nodes, nnodes, 0);
+    if (!sim)
+        return -ENOMEM;
+    int rc = place_on(sim, nnodes, bundles, nbundles, strategy, out_node);
+    free_sims(sim, nnodes);
+    if (rc != -EAGAIN)
+        return rc;
+    /* would it fit an idle cluster? if not, it never will */
+    int *scratch = calloc(nbundles, sizeof *scratch);
+    sim = scratch ? clone_all(nodes, nnodes, 1) : NULL;
+    if (!sim) {
+        free(scratch);
+        return -ENOMEM;
+    }
+    int ever = place_on(sim, nnodes, bundles, nbundles, strategy, scratch);
+    free_sims(sim, nnodes);
+    free(scratch);
+    return ever == 0 ? -EAGAIN : -ENOSPC;
+}
+
+static const char *strategies[] = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"};
+
+int beam_pg_strategy(const char *name, size_t len)
+{
+    for (int i = 0; i < 4; i++)
+        if (strlen(strategies[i]) == len && memcmp(strategies[i], name, len) == 0)
+            return i;
+    return -1;
+}
+
+const char *beam_pg_strategy_name(int strategy)
+{
+    return strategy >= 0 && strategy < 4 ? strategies[strategy] : "?";
+}
+
+const char *beam_pg_state_name(int state)
+{
+    switch (state) {
+    case BEAM_PG_PENDING: return "PENDING";
+    case BEAM_PG_CREATED: return "CREATED";
+    default: return "REMOVED";
+    }
+}
+
+/* ---------- the table ---------- */
+
+beam_pg_t *beam_pg_find(beam_node_t *node, const char *id)
+{
+    beam_pg_t *pg = NULL;
+    HASH_FIND(hh, node->pgs, id, BEAM_PG_ID_SIZE, pg);
+    return pg;
+}
+
+static void complete_waiters(beam_node_t *node, beam_pg_t *pg, int ok)
+{
+    while (pg->waiters) {
+        beam_pg_waiter_t *w = pg->waiters;
+        pg->waiters = w->next;
+        beam_object_t *o = beam_object_find(node, w->obj);
+        if (o && ok) {
+            beam_object_complete(node, o, BEAM_OBJ_OK, w->value, w->len, NULL);
+            w->value = NULL;
+        } else if (o) {
+            beam_object_fail(node, o, BEAM_OBJ_LOST, "The placement group was removed before it was placed.");
+        }
+        free(w->value);
+        free(w);
+    }
+}
+
+/* Reserves every bundle on this node (the only node a lone daemon places
+ * on). Returns 0 once placed, or the algorithm's error. */
+static int try_place(beam_node_t *node, beam_pg_t *pg)
+{
+    beam_pool_t *nodes[1] = {&node->pool};
+    int *where = calloc(pg->nbundles, sizeof *where);
+    beam_demand_t *d = calloc(pg->nbundles, sizeof *d);
+    if (!where || !d) {
+        free(where);
+        free(d);
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < pg->nbundles; i++)
+        d[i] = pg->bundles[i].demand;
+    pg->attempts++;
+    int rc = beam_place(nodes, 1, d, pg->nbundles, pg->strategy, where);
+    for (uint32_t i = 0; rc == 0 && i < pg->nbundles; i++) {
+        beam_bundle_t *b = &pg->bundles[i];
+        if (beam_pool_take(nodes[where[i]], &b->demand, &b->grant) != 0 ||
+            beam_pool_from_grant(&b->pool, nodes[where[i]], &b->grant) != 0) {
+            /* cannot happen after a successful simulation; undo to stay atomic */
+            beam_log(BEAM_LOG_ERROR, "placement group %s: reservation failed after planning", pg->hex);
+            for (uint32_t j = 0; j <= i && j < pg->nbundles; j++)
+                if (pg->bundles[j].placed || j < i) {
+                    beam_pool_give(nodes[where[j]], &pg->bundles[j].grant);
+                    beam_pool_destroy(&pg->bundles[j].pool);
+                    pg->bundles[j].placed = 0;
+                }
+            rc = -EAGAIN;
+            break;
+        }
+        b->placed = 1;
+    }
+    free(where);
+    free(d);
+    if (rc == 0) {
+        pg->state = BEAM_PG_CREATED;
+        pg->placed_ms = uv_now(node->loop);
+        beam_log(BEAM_LOG_INFO, "placement group %s (%s, %u bundles) placed", pg->hex,
+                 beam_pg_strategy_name(pg->strategy), pg->nbundles);
+        complete_waiters(node, pg, 1);
+    } else if (rc == -ENOSPC && pg->attempts == 1) {
+        beam_log(BEAM_LOG_WARN, "placement group %s can never be placed on this node; it stays pending",
+                 pg->hex);
+    }
+    return rc;
+}
+
+static void pending_remove(beam_node_t *node, beam_pg_t *pg)
+{
+    for (beam_pg_t **p = &node->pending_pgs; *p; p = &(*p)->pending_next)
+        if (*p == pg) {
+            *p = pg->pending_next;
+            pg->pending_next = NULL;
+            return;
+        }
+}
+
+int beam_pgs_schedule(beam_node_t *node)
+{
+    int placed = 0;
+    beam_pg_t **p = &node->pending_pgs;
+    while (*p) {
+        beam_pg_t *pg = *p;
+        if (try_place(node, pg) == 0) {
+            *p = pg->pending_next;
+            pg->pending_next = NULL;
+            placed++;
+        } else {
+            p = &pg->pending_next;
+        }
+    }
+    return placed;
+}
+
+int beam_pg_create(beam_node_t *node, struct beam_conn_s *owner, const char *id, char *name, int strategy,
+                   const beam_demand_t *bundles, uint32_t n, int detached)
+{
+    if (beam_pg_find(node, id))
+        return -EEXIST;
+    beam_pg_t *pg = calloc(1, sizeof *pg);
+    beam_bundle_t *b = calloc(n, sizeof *b);
+    if (!pg || !b) {
+        free(pg);
+        free(b);
+        return -ENOMEM;
+    }
+    memcpy(pg->id, id, BEAM_PG_ID_SIZE);
+    beam_id_hex(id, BEAM_PG_ID_SIZE, pg->hex);
+    pg->name = name;
+    pg->strategy = strategy;
+    pg->detached = detached;
+    pg->nbundles = n;
+    pg->bundles = b;
+    pg->owner = owner;
+    pg->created_ms = uv_now(node->loop);
+    for (uint32_t i = 0; i < n; i++)
+        b[i].demand = bundles[i];
+    HASH_ADD(hh, node->pgs, id, BEAM_PG_ID_SIZE, pg);
+    beam_pg_t **tail = &node->pending_pgs;
+    while (*tail)
+        tail = &(*tail)->pending_next;
+    *tail = pg;
+    /* groups ahead of it get their turn first, then actors that wait on it */
+    beam_actors_schedule(node);
+    return 0;
+}
+
+int beam_pg_ready(beam_node_t *node, beam_pg_t *pg, const char *obj, char *value, size_t len)
+{
+    beam_object_t *o = beam_object_find(node, obj);
+    if (!o)
+        return -ENOENT;
+    if (pg->state == BEAM_PG_CREATED) {
+        beam_object_complete(node, o, BEAM_OBJ_OK, value, len, NULL);
+        return 0;
+    }
+    if (pg->state == BEAM_PG_REMOVED) {
+        free(value);
+        beam_object_fail(node, o, BEAM_OBJ_LOST, "The placement group was removed before it was placed.");
+        return 0;
+    }
+    beam_pg_waiter_t *w = calloc(1, sizeof *w);
+    if (!w)
+        return -ENOMEM;
+    o->abandonable = 1; /* a ready() nobody waits on may go before the group is placed */
+    memcpy(w->obj, obj, sizeof w->obj);
+    w->value = value;
+    w->len = len;
+    w->next = pg->waiters;
+    pg->waiters = w;
+    return 0;
+}
+
+static void give_back_bundles(beam_node_t *node, beam_pg_t *pg)
+{
+    for (uint32_t i = 0; i < pg->nbundles; i++) {
+        beam_bundle_t *b = &pg->bundles[i];
+        if (!b->placed)
+            continue;
+        beam_pool_give(&node->pool, &b->grant);
+        beam_pool_destroy(&b->pool);
+        b->placed = 0;
+    }
+}
+
+void beam_pg_user_gone(beam_node_t *node, beam_pg_t *pg)
+{
+    if (pg->users > 0)
+        pg->users--;
+    if (pg->state == BEAM_PG_REMOVED && pg->users == 0) {
+        give_back_bundles(node, pg);
+        beam_actors_schedule(node);
+    }
+}
+
+void beam_pg_remove(beam_node_t *node, beam_pg_t *pg)
+{
+    if (pg->state == BEAM_PG_REMOVED)
+        return;
+    int was_pending = pg->state == BEAM_PG_PENDING;
+    pg->state = BEAM_PG_REMOVED;
+    if (was_pending)
+        pending_remove(node, pg);
+    complete_waiters(node, pg, 0);
+    beam_log(BEAM_LOG_INFO, "placement group %s removed", pg->hex);
+    beam_actors_pg_removed(node, pg);
+    if (pg->users == 0) {
+        give_back_bundles(node, pg);
+        beam_actors_schedule(node);
+    }
+}
+
+void beam_pgs_conn_gone(beam_node_t *node, struct beam_conn_s *c)
+{
+    beam_pg_t *pg, *tmp;
+    HASH_ITER(hh, node->pgs, pg, tmp)
+        if (pg->owner == c) {
+            pg->owner = NULL;
+            if (!pg->detached)
+                beam_pg_remove(node, pg);
+        }
+}
+
+void beam_pgs_destroy(beam_node_t *node)
+{
+    beam_pg_t *pg, *tmp;
+    HASH_ITER(hh, node->pgs, pg, tmp) {
+        HASH_DEL(node->pgs, pg);
+        for (uint32_t i = 0; i < pg->nbundles; i++)
+            if (pg->bundles[i].placed)
+                beam_pool_destroy(&pg->bundles[i].pool);
+        while (pg->waiters) {
+            beam_pg_waiter_t *w = pg->waiters;
+            pg->waiters = w->next;
+            free(w->value);
+            free(w);
+        }
+        free(pg->bundles);
+        free(pg->name);
+        free(pg);
+    }
+    node->pending_pgs = NULL;
+}

@@ -1,0 +1,84 @@
+/* placement.h — placement groups: the placement algorithm (pure: bundles onto
+ * node pools by strategy, all or nothing), and the group table (reserving
+ * bundles, their own pools for actors, ready waiters, removal). */
+#ifndef BEAM_PLACEMENT_H
+#define BEAM_PLACEMENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uthash.h>
+
+#include "node.h"
+#include "resources.h"
+
+enum { BEAM_PG_PACK = 0, BEAM_PG_SPREAD, BEAM_PG_STRICT_PACK, BEAM_PG_STRICT_SPREAD };
+enum { BEAM_PG_PENDING = 0, BEAM_PG_CREATED, BEAM_PG_REMOVED };
+
+#define BEAM_PG_MAX_BUNDLES 1024
+
+struct beam_conn_s;
+
+/* Chooses a node (an index into nodes) for every bundle so that all fit at
+ * once, by strategy: PACK fills a node before the next, SPREAD prefers
+ * distinct nodes, STRICT_PACK puts all on one node, STRICT_SPREAD each on a
+ * distinct node. The pools are not changed. Returns 0 with out_node filled,
+ * -EAGAIN when it cannot be placed now, -ENOSPC when it never can be (by the
+ * nodes' totals), -ENOMEM. */
+int beam_place(beam_pool_t *const *nodes, size_t nnodes, const beam_demand_t *bundles, size_t nbundles,
+               int strategy, int *out_node);
+/* Parses "PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"; -1 otherwise. */
+int beam_pg_strategy(const char *name, size_t len);
+const char *beam_pg_strategy_name(int strategy);
+const char *beam_pg_state_name(int state);
+
+typedef struct beam_bundle_s {
+    beam_demand_t demand;
+    int placed;
+    beam_grant_t grant; /* what it took from its node's pool */
+    beam_pool_t pool;   /* what actors placed in it take from */
+} beam_bundle_t;
+
+typedef struct beam_pg_waiter_s {
+    char obj[28];
+    char *value;
+    size_t len;
+    struct beam_pg_waiter_s *next;
+} beam_pg_waiter_t;
+
+typedef struct beam_pg_s {
+    char id[BEAM_PG_ID_SIZE];
+    char hex[2 * BEAM_PG_ID_SIZE + 1];
+    char *name;
+    int strategy;
+    int state;
+    int detached;
+    uint32_t nbundles;
+    beam_bundle_t *bundles;
+    struct beam_conn_s *owner;
+    beam_pg_waiter_t *waiters;
+    uint32_t users; /* actors holding a grant from its bundles */
+    uint64_t created_ms, placed_ms;
+    uint32_t attempts;
+    struct beam_pg_s *pending_next;
+    UT_hash_handle hh;
+} beam_pg_t;
+
+beam_pg_t *beam_pg_find(beam_node_t *node, const char *id);
+/* Adds a group (taking name) and tries to place it. Returns 0, -EEXIST, -ENOMEM. */
+int beam_pg_create(beam_node_t *node, struct beam_conn_s *owner, const char *id, char *name, int strategy,
+                   const beam_demand_t *bundles, uint32_t n, int detached);
+/* Marks it removed, kills the actors placed in it, fails its ready waiters;
+ * the bundles go back to the node once those actors have exited. */
+void beam_pg_remove(beam_node_t *node, beam_pg_t *pg);
+/* Completes obj with value (taken) once the group is placed (now if it is);
+ * with LOST if it is removed first. */
+int beam_pg_ready(beam_node_t *node, beam_pg_t *pg, const char *obj, char *value, size_t len);
+/* Places pending groups in order; returns how many were placed. */
+int beam_pgs_schedule(beam_node_t *node);
+/* An actor placed in pg gave its grant back. */
+void beam_pg_user_gone(beam_node_t *node, beam_pg_t *pg);
+/* A connection closed: its groups (not detached) are removed. */
+void beam_pgs_conn_gone(beam_node_t *node, struct beam_conn_s *c);
+void beam_pgs_destroy(beam_node_t *node);
+
+#endif
