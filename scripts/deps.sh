@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what beam builds and tests with, from Debian's packages (the one
+# list of them). Runs apt-get only when something is missing.
+set -euo pipefail
+packages=(
+  cmake gcc make pkg-config
+  libuv1-dev libmsgpack-dev libcmocka-dev uthash-dev libsystemd-dev
+  python3-dev python3-cloudpickle python3-pytest
+  valgrind iproute2
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+sudo=()
+[ "$(id -u)" -eq 0 ] || sudo=(sudo)
+echo "beam: installing ${missing[*]}" >&2
+"${sudo[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
