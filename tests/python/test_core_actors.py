@@ -1,0 +1,425 @@
+# SPDX-License-Identifier: Apache-2.0
+"""End-to-end tests of actors against a real beamd: the issue's program, GPU
+assignment, runtime_env, import paths and cwd, pending actors, call order,
+worker output on the driver's terminal, and named actors."""
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import Beamd, beam_processes, run_driver, wait_until
+
+
+def _alive(pid):
+    """True while pid exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+# -- the issue's program ------------------------------------------------------
+
+
+def test_issue_program(ray_start, beamd):
+    ray = ray_start
+
+    @ray.remote(num_gpus=1)
+    class Counter:
+        def __init__(self, start):
+            self.n = start
+
+        def add(self, k):
+            self.n += k
+            return self.n
+
+        def slow(self, t):
+            time.sleep(t)
+            return t
+
+    c = Counter.remote(10)
+    assert ray.get(c.add.remote(5)) == 15
+    refs = [c.slow.remote(0.01), c.slow.remote(0.01), c.slow.remote(3), c.slow.remote(3)]
+    t0 = time.monotonic()
+    ready, rest = ray.wait(refs, num_returns=2, timeout=5)
+    assert time.monotonic() - t0 < 2.5
+    assert ready == refs[:2]
+    assert rest == refs[2:]
+    assert ray.get(ready) == [0.01, 0.01]
+    (actor,) = beamd.status()["actors"]
+    assert actor["state"] == "ALIVE"
+    assert actor["class_name"] == "Counter"
+    pid = actor["pid"]
+    assert _alive(pid)
+    ray.kill(c)
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(refs[3], timeout=5)
+    assert wait_until(lambda: not _alive(pid), 5)
+    ray.shutdown()
+    assert not ray.is_initialized()
+
+
+# -- GPUs ---------------------------------------------------------------------
+
+
+def test_gpu_assignment_four_actors(ray_start, beamd):
+    ray = ray_start
+
+    @ray.remote(num_gpus=1)
+    class G:
+        def info(self):
+            ctx = ray.get_runtime_context()
+            return (os.environ.get("CUDA_VISIBLE_DEVICES"), ray.get_gpu_ids(),
+                    ctx.get_accelerator_ids()["GPU"], os.getpid())
+
+    actors = [G.remote() for _ in range(4)]
+    infos = ray.get([a.info.remote() for a in actors])
+    seen = []
+    for cvd, gpu_ids, accel, _ in infos:
+        assert len(accel) == 1
+        assert all(isinstance(x, str) for x in accel)
+        assert cvd == ",".join(accel)
+        # the daemon was started without CUDA_VISIBLE_DEVICES: Ray gives ints then
+        assert gpu_ids == [int(accel[0])]
+        seen.append(accel[0])
+    assert sorted(seen) == ["0", "1", "2", "3"]
+    by_pid = {a["pid"]: a for a in beamd.status()["actors"]}
+    for cvd, _, accel, pid in infos:
+        assert by_pid[pid]["gpu_ids"] == accel
+    assert ray.available_resources().get("GPU", 0) == 0
+    assert ray.cluster_resources()["GPU"] == 4
+
+
+def test_zero_gpu_actor_hides_gpus(ray_start):
+    ray = ray_start
+
+    @ray.remote(num_gpus=0)
+    class NoGpu:
+        def info(self):
+            return (os.environ.get("CUDA_VISIBLE_DEVICES"), ray.get_gpu_ids(),
+                    ray.get_runtime_context().get_accelerator_ids())
+
+    cvd, gpu_ids, accel = ray.get(NoGpu.remote().info.remote())
+    assert cvd == ""
+    assert gpu_ids == []
+    assert accel["GPU"] == []
+    assert set(accel) >= {"GPU", "TPU", "neuron_cores", "HPU", "NPU"}
+
+
+def test_fractional_gpus_share_one_device(ray_start):
+    ray = ray_start
+
+    @ray.remote(num_gpus=0.5)
+    class Half:
+        def ids(self):
+            return ray.get_runtime_context().get_accelerator_ids()["GPU"]
+
+    a, b = Half.remote(), Half.remote()
+    ia, ib = ray.get([a.ids.remote(), b.ids.remote()])
+    assert len(ia) == 1 and ia == ib  # two halves pack onto one device
+    assert ray.available_resources()["GPU"] == 3
+
+
+def test_runtime_env_applied_before_constructor(ray_start):
+    ray = ray_start
+
+    @ray.remote(num_gpus=0)
+    class Env:
+        def __init__(self):
+            self.seen = (os.environ.get("BEAM_T_FOO"), os.environ.get("BEAM_T_BAR"))
+
+        def get(self):
+            return self.seen, os.environ.get("BEAM_T_FOO")
+
+    a = Env.options(runtime_env={"env_vars": {"BEAM_T_FOO": "foo-value", "BEAM_T_BAR": ""}}).remote()
+    assert ray.get(a.get.remote()) == (("foo-value", ""), "foo-value")
+
+
+def test_job_runtime_env_inherited_and_overridden(beamd):
+    import ray
+    from ray.runtime_env import RuntimeEnv
+
+    ray.init(runtime_env=RuntimeEnv(env_vars={"BEAM_T_JOB": "job", "BEAM_T_BOTH": "job"}))
+    try:
+        @ray.remote
+        class Env:
+            def get(self, *names):
+                return [os.environ.get(n) for n in names]
+
+        plain = Env.remote()
+        over = Env.options(runtime_env={"env_vars": {"BEAM_T_BOTH": "actor"}}).remote()
+        names = ("BEAM_T_JOB", "BEAM_T_BOTH")
+        assert ray.get(plain.get.remote(*names)) == ["job", "job"]
+        assert ray.get(over.get.remote(*names)) == ["job", "actor"]
+    finally:
+        ray.shutdown()
+
+
+def test_noset_cuda_visible_devices(monkeypatch):
+    """With RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES the worker keeps the
+    daemon's CUDA_VISIBLE_DEVICES; its accelerator ids are still reported."""
+    import ray
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    d = Beamd()
+    monkeypatch.setenv("BEAM_SOCKET", d.socket)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    # the driver's own environment must not be what the worker reports
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "driver-value")
+    try:
+        ray.init()
+
+        @ray.remote(num_gpus=1)
+        class W:
+            def info(self):
+                return (os.environ.get("CUDA_VISIBLE_DEVICES"),
+                        ray.get_runtime_context().get_accelerator_ids()["GPU"])
+
+        noset = W.options(runtime_env={"env_vars": {"RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}}).remote()
+        plain = W.remote()
+        cvd, accel = ray.get(noset.info.remote())
+        assert cvd == "0,1,2,3"
+        assert len(accel) == 1 and accel[0] in {"0", "1", "2", "3"}
+        cvd2, accel2 = ray.get(plain.info.remote())
+        assert cvd2 == ",".join(accel2) and accel2 != accel
+    finally:
+        ray.shutdown()
+        rc = d.stop()
+        left = beam_processes(d.socket)
+        for pid in left:
+            os.kill(pid, 9)
+    assert rc == 0
+    assert not left
+
+
+# -- import path and cwd --------------------------------------------------------
+
+
+def test_worker_imports_module_from_driver_script_folder(beamd, tmp_path):
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "beam_t_helper.py").write_text(textwrap.dedent("""
+        def where():
+            return "helper:" + __file__
+
+        class Remote:
+            def hello(self):
+                return "hello from helper class"
+    """))
+    (app / "main.py").write_text(textwrap.dedent("""
+        import ray
+        import beam_t_helper
+
+        ray.init()
+
+        @ray.remote
+        class UsesHelper:
+            def run(self):
+                import beam_t_helper as h
+                return h.where()
+
+        a = UsesHelper.remote()
+        print("A", ray.get(a.run.remote()))
+        # a class defined in the module itself is pickled by reference
+        b = ray.remote(beam_t_helper.Remote).remote()
+        print("B", ray.get(b.hello.remote()))
+        ray.shutdown()
+    """))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = subprocess.run([sys.executable, str(app / "main.py")], capture_output=True, text=True, timeout=60,
+                         cwd=str(elsewhere), env=dict(os.environ))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "A helper:" + str(app / "beam_t_helper.py") in lines
+    assert "B hello from helper class" in lines
+
+
+def test_worker_cwd_is_drivers(ray_start, tmp_path, monkeypatch):
+    ray = ray_start
+    monkeypatch.chdir(tmp_path)
+
+    @ray.remote
+    class Cwd:
+        def cwd(self):
+            return os.getcwd()
+
+    assert ray.get(Cwd.remote().cwd.remote()) == str(tmp_path)
+
+
+# -- scheduling -----------------------------------------------------------------
+
+
+def test_fifth_gpu_actor_pends_until_one_is_killed(ray_start, beamd):
+    ray = ray_start
+
+    @ray.remote(num_gpus=1)
+    class G:
+        def ids(self):
+            return ray.get_runtime_context().get_accelerator_ids()["GPU"]
+
+    four = [G.remote() for _ in range(4)]
+    ids = ray.get([a.ids.remote() for a in four])
+    fifth = G.remote()
+    ready_ref = fifth.__ray_ready__.remote()
+    ready, rest = ray.wait([ready_ref], timeout=0.5)
+    assert ready == [] and rest == [ready_ref]
+    states = {a["state"] for a in beamd.status()["actors"]}
+    assert len(beamd.status()["actors"]) == 5
+    assert states - {"ALIVE"}  # the fifth is not alive
+    ray.kill(four[2])
+    ready, rest = ray.wait([ready_ref], timeout=5)
+    assert ready == [ready_ref]
+    assert ray.get(ready_ref) is True
+    assert ray.get(fifth.ids.remote()) == ids[2]
+
+
+def test_calls_run_in_submission_order(ray_start):
+    ray = ray_start
+
+    @ray.remote
+    class Log:
+        def __init__(self):
+            self.seen = []
+
+        def add(self, i):
+            self.seen.append(i)
+            return len(self.seen)
+
+        def get(self):
+            return self.seen
+
+    a = Log.remote()
+    refs = [a.add.remote(i) for i in range(200)]
+    log = a.get.remote()
+    assert ray.get(refs) == list(range(1, 201))
+    assert ray.get(log) == list(range(200))
+
+
+def test_methods_with_kwargs_and_builtins(ray_start):
+    ray = ray_start
+
+    @ray.remote
+    class K:
+        def __init__(self, a, *, b=2):
+            self.base = a * 10 + b
+
+        def f(self, x, y=0, **kw):
+            return self.base, x, y, sorted(kw.items())
+
+    k = K.remote(1, b=3)
+    assert ray.get(k.f.remote(5, y=6, z=7)) == (13, 5, 6, [("z", 7)])
+    assert ray.get(k.__ray_ready__.remote()) is True
+    assert ray.get(k.__ray_call__.remote(lambda self, n: self.base + n, 100)) == 113
+    with pytest.raises(AttributeError):
+        k.no_such_method
+    with pytest.raises(TypeError):
+        k.f(1)
+
+
+# -- worker output ----------------------------------------------------------------
+
+
+def test_worker_output_reaches_driver_prefixed(beamd):
+    out = run_driver(textwrap.dedent("""
+        import os, sys, time
+        import ray
+        ray.init()
+
+        @ray.remote
+        class Printer:
+            def say(self):
+                print("to-stdout-1")
+                print("to-stderr-1", file=sys.stderr)
+                sys.stdout.flush(); sys.stderr.flush()
+                return os.getpid()
+
+        p = Printer.remote()
+        pid = ray.get(p.say.remote())
+        print("PID", pid, flush=True)
+        time.sleep(0.3)  # output travels on its own path; give it a moment
+        ray.shutdown()
+    """))
+    assert out.returncode == 0, out.stderr
+    pid = int(re.search(r"^PID (\d+)$", out.stdout, re.M).group(1))
+    assert f"(Printer pid={pid}) to-stdout-1\n" in out.stdout
+    assert f"(Printer pid={pid}) to-stderr-1\n" in out.stderr
+    assert "to-stderr-1" not in out.stdout
+    assert "to-stdout-1" not in out.stderr
+
+
+def test_log_to_driver_false_silences_workers(beamd):
+    out = run_driver(textwrap.dedent("""
+        import time
+        import ray
+        ray.init(log_to_driver=False)
+
+        @ray.remote
+        class Printer:
+            def say(self):
+                print("should-not-appear", flush=True)
+                return 1
+
+        assert ray.get(Printer.remote().say.remote()) == 1
+        time.sleep(0.3)
+        print("done")
+        ray.shutdown()
+    """))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "done\n"
+    assert "should-not-appear" not in out.stderr
+
+
+# -- named actors -------------------------------------------------------------------
+
+
+def test_named_actors(ray_start, beamd):
+    ray = ray_start
+
+    @ray.remote
+    class Named:
+        def __init__(self, v):
+            self.v = v
+
+        def get(self):
+            return self.v
+
+        def name(self):
+            return ray.get_runtime_context().get_actor_name()
+
+    a = Named.options(name="beam-t-named").remote(1)
+    assert ray.get(a.get.remote()) == 1
+    with pytest.raises(ValueError):
+        Named.options(name="beam-t-named").remote(2)
+    b = ray.get_actor("beam-t-named")
+    assert b == a
+    assert ray.get(b.get.remote()) == 1
+    assert ray.get(b.name.remote()) == "beam-t-named"
+    with pytest.raises(ValueError):
+        ray.get_actor("beam-t-no-such-actor")
+    (entry,) = [x for x in beamd.status()["actors"] if x["state"] == "ALIVE"]
+    assert entry["name"] == "beam-t-named"
+    # get_if_exists returns the live one instead of failing
+    c = Named.options(name="beam-t-named", get_if_exists=True).remote(3)
+    assert ray.get(c.get.remote()) == 1
+    # once it is dead the name is free again
+    ray.kill(a)
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(b.get.remote(), timeout=5)
+    assert wait_until(lambda: _name_free(ray, "beam-t-named"), 5)
+    d = Named.options(name="beam-t-named").remote(4)
+    assert ray.get(d.get.remote()) == 4
+
+
+def _name_free(ray, name):
+    try:
+        ray.get_actor(name)
+    except ValueError:
+        return True
+    return False
