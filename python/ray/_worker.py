@@ -54,7 +54,8 @@ class Worker:
         self.rt.actor_name = init.get("name") or None
         self.rt.placement_group_id = init.get("placement_group") or None
         self.rt.capture_child_tasks = bool(init.get("capture_child_tasks"))
-        self.rt.actor_handle = ActorHandle(self.rt.actor_id, self.class_name, None)
+        # not counted: an actor's handle to itself must not keep it alive
+        self.rt.actor_handle = ActorHandle(self.rt.actor_id, self.class_name, None, _counted=False)
         try:
             cls = ser.loads(init["class_data"])
             args, kwargs = ser.loads(init["args"])

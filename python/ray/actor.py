@@ -205,11 +205,13 @@ class ActorHandle:
     """A handle to an actor: ``handle.method.remote(...)`` calls it. Handles
     pickle, so they can be passed to other actors and processes."""
 
-    def __init__(self, actor_id, class_name, methods, _owned=False):
+    def __init__(self, actor_id, class_name, methods, _owned=False, _counted=True):
         object.__setattr__(self, "_ray_actor_id_bytes", bytes(actor_id))
         object.__setattr__(self, "_ray_class_name", class_name)
         object.__setattr__(self, "_ray_methods", methods)
-        object.__setattr__(self, "_ray_epoch", _refcount.acquire(1, bytes(actor_id), owned=_owned))
+        # an uncounted handle (an actor's handle to itself) holds nothing
+        epoch = _refcount.acquire(1, bytes(actor_id), owned=_owned) if _counted else -1
+        object.__setattr__(self, "_ray_epoch", epoch)
 
     def _forget(self):
         """Undo the local count of a handle whose actor was never created."""
