@@ -70,7 +70,10 @@ def _sys_path():
     paths = []
     main = sys.modules.get("__main__")
     main_file = getattr(main, "__file__", None)
-    if main_file:
+    # only a script's folder: a module run with -m (ray._worker in an actor,
+    # `python -m pkg.app`) has the cwd as sys.path[0], never its own folder,
+    # and ray/ itself on the path would shadow the stdlib's types module
+    if main_file and getattr(main, "__spec__", None) is None:
         paths.append(os.path.dirname(os.path.abspath(main_file)))
     for p in sys.path:
         paths.append(os.path.abspath(p) if p else cwd)
