@@ -1,0 +1,331 @@
+# SPDX-License-Identifier: Apache-2.0
+"""End-to-end tests of actor death against a real beamd: ray.kill during a
+call that never returns, workers that are SIGKILLed, exit or segfault, a
+constructor that raises, the last handle going away, and drivers that exit."""
+
+import gc
+import os
+import re
+import signal
+import textwrap
+import time
+
+import pytest
+
+from conftest import beam_processes, run_driver, wait_until
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _actor(status, pid=None, actor_id=None):
+    for a in status["actors"]:
+        if (pid is not None and a["pid"] == pid) or (actor_id is not None and a["actor_id"] == actor_id):
+            return a
+    return None
+
+
+def _victim_class(ray):
+    @ray.remote
+    class Victim:
+        def pid(self):
+            return os.getpid()
+
+        def ping(self):
+            return "pong"
+
+        def forever(self):
+            while True:
+                time.sleep(1)
+
+        def exit(self, code):
+            os._exit(code)
+
+        def segfault(self):
+            import ctypes
+
+            return ctypes.string_at(0)
+
+    return Victim
+
+
+def test_kill_during_forever_call(ray_start, beamd):
+    ray = ray_start
+    v = _victim_class(ray).remote()
+    pid = ray.get(v.pid.remote())
+    run_ref = v.forever.remote()
+    ready, _ = ray.wait([run_ref], timeout=0.3)
+    assert ready == []
+    queued = v.ping.remote()  # behind the call that never returns
+    ray.kill(v)
+    with pytest.raises(ray.exceptions.ActorDiedError) as e:
+        ray.get(run_ref, timeout=5)
+    assert isinstance(e.value, ray.exceptions.RayActorError)
+    assert "ray.kill" in str(e.value)
+    with pytest.raises(ray.exceptions.ActorDiedError, match="ray.kill"):
+        ray.get(queued, timeout=5)
+    with pytest.raises(ray.exceptions.ActorDiedError, match="ray.kill"):
+        ray.get(v.ping.remote(), timeout=5)
+    assert wait_until(lambda: not _alive(pid), 5)
+    a = _actor(beamd.status(), actor_id=v._actor_id.hex())
+    assert a["state"] == "DEAD"
+    assert "ray.kill" in a["death"]
+    # its resources went back
+    assert ray.available_resources()["CPU"] == ray.cluster_resources()["CPU"]
+
+
+def test_kill_twice_and_kill_refuses_non_actors(ray_start):
+    ray = ray_start
+    v = _victim_class(ray).remote()
+    assert ray.get(v.ping.remote()) == "pong"
+    ray.kill(v)
+    ray.kill(v)  # already dead: no error
+    with pytest.raises(ValueError):
+        ray.kill("not an actor")
+    with pytest.raises(ValueError):
+        ray.kill(ray.put(1))
+
+
+def test_worker_sigkill(ray_start):
+    ray = ray_start
+    v = _victim_class(ray).remote()
+    pid = ray.get(v.pid.remote())
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(ray.exceptions.ActorDiedError) as e:
+        ray.get(v.ping.remote(), timeout=5)
+    assert isinstance(e.value, ray.exceptions.RayActorError)
+    assert not e.value.actor_init_failed
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(v.ping.remote(), timeout=5)
+
+
+def test_os_exit_inside_method(ray_start):
+    ray = ray_start
+    v = _victim_class(ray).remote()
+    pid = ray.get(v.pid.remote())
+    with pytest.raises(ray.exceptions.ActorDiedError) as e:
+        ray.get(v.exit.remote(1), timeout=5)
+    # the socket may close before the exit is seen: either way the worker died
+    assert "worker process has died" in str(e.value)
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(v.ping.remote(), timeout=5)
+    assert wait_until(lambda: not _alive(pid), 5)
+
+
+def test_segfault_inside_method(ray_start):
+    ray = ray_start
+    v = _victim_class(ray).remote()
+    assert ray.get(v.ping.remote()) == "pong"
+    with pytest.raises(ray.exceptions.ActorDiedError) as e:
+        ray.get(v.segfault.remote(), timeout=5)
+    assert "worker process has died" in str(e.value)
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(v.ping.remote(), timeout=5)
+
+
+def test_wait_sees_dead_actor_ref_as_ready(ray_start):
+    ray = ray_start
+    V = _victim_class(ray)
+    a, b = V.remote(), V.remote()
+    pid_a = ray.get(a.pid.remote())
+    refs = [a.forever.remote(), b.forever.remote()]
+    assert ray.wait(refs, num_returns=1, timeout=0.2) == ([], refs)
+    os.kill(pid_a, signal.SIGKILL)
+    ready, rest = ray.wait(refs, num_returns=1, timeout=5)
+    assert ready == [refs[0]] and rest == [refs[1]]
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(ready[0])
+    ray.kill(b)
+
+
+def test_constructor_raises(ray_start, beamd):
+    ray = ray_start
+
+    @ray.remote
+    class Broken:
+        def __init__(self):
+            raise ValueError("ctor-cause-1234")
+
+        def ping(self):
+            return "pong"
+
+    b = Broken.remote()
+    for ref in (b.ping.remote(), b.__ray_ready__.remote(), b.ping.remote()):
+        with pytest.raises(ray.exceptions.ActorDiedError) as e:
+            ray.get(ref, timeout=5)
+        assert e.value.actor_init_failed is True
+        assert "ctor-cause-1234" in str(e.value)
+        assert "ValueError" in str(e.value)
+    assert wait_until(lambda: beamd.status()["actors"][0]["state"] == "DEAD", 5)
+    assert beamd.status()["actors"][0]["pid"] == 0 or not _alive(beamd.status()["actors"][0]["pid"])
+
+
+def test_constructor_args_unpicklable_in_worker(ray_start):
+    """A constructor argument whose unpickling fails in the worker is a
+    creation failure, not a hang."""
+    ray = ray_start
+
+    class Bomb:
+        def __reduce__(self):
+            return (_explode, ())
+
+    @ray.remote
+    class Takes:
+        def __init__(self, x):
+            self.x = x
+
+        def ping(self):
+            return "pong"
+
+    t = Takes.remote(Bomb())
+    with pytest.raises(ray.exceptions.ActorDiedError) as e:
+        ray.get(t.ping.remote(), timeout=5)
+    assert e.value.actor_init_failed is True
+    assert "unpickle-bomb" in str(e.value)
+
+
+def _explode():
+    raise RuntimeError("unpickle-bomb")
+
+
+def test_last_handle_gone_stops_worker(ray_start, beamd):
+    ray = ray_start
+    v = _victim_class(ray).remote()
+    pid = ray.get(v.pid.remote())
+    actor_hex = v._actor_id.hex()
+    del v
+    gc.collect()
+    ray._private.worker.runtime().client.flush()
+
+    def gone():
+        a = _actor(beamd.status(), actor_id=actor_hex)
+        return (a is None or a["state"] == "DEAD") and not _alive(pid)
+
+    assert wait_until(gone, 5)
+
+
+def test_last_handle_gone_after_queued_calls_finish(ray_start, beamd):
+    """A handle dropped with calls queued: the calls finish first (their
+    refs are still good), then the worker stops."""
+    ray = ray_start
+
+    @ray.remote
+    class Slow:
+        def pid(self):
+            return os.getpid()
+
+        def work(self, i):
+            time.sleep(0.05)
+            return i
+
+    s = Slow.remote()
+    pid = ray.get(s.pid.remote())
+    refs = [s.work.remote(i) for i in range(5)]
+    del s
+    gc.collect()
+    ray._private.worker.runtime().client.flush()
+    assert ray.get(refs, timeout=5) == list(range(5))
+    assert wait_until(lambda: not _alive(pid), 5)
+
+
+def test_handle_in_call_result_keeps_actor(ray_start):
+    """An actor created inside another actor and returned to the driver
+    outlives the creating call's local handle."""
+    ray = ray_start
+
+    @ray.remote
+    class Child:
+        def ping(self):
+            return "child-pong"
+
+    @ray.remote
+    class Parent:
+        def make(self):
+            return Child.remote()
+
+    p = Parent.remote()
+    child = ray.get(p.make.remote())
+    gc.collect()
+    time.sleep(0.2)
+    assert ray.get(child.ping.remote(), timeout=5) == "child-pong"
+
+
+@pytest.mark.parametrize("ending", ["return", "shutdown", "os._exit", "sigkill"])
+def test_driver_exit_leaves_no_worker(beamd, ending):
+    code = textwrap.dedent(f"""
+        import os, signal, sys
+        import ray
+        ray.init()
+
+        @ray.remote(num_gpus=1)
+        class Held:
+            def pid(self):
+                return os.getpid()
+
+            def forever(self):
+                import time
+                while True:
+                    time.sleep(1)
+
+        actors = [Held.remote() for _ in range(2)]
+        pids = ray.get([a.pid.remote() for a in actors])
+        refs = [a.forever.remote() for a in actors]
+        print("PIDS", *pids, flush=True)
+        ending = {ending!r}
+        if ending == "shutdown":
+            ray.shutdown()
+        elif ending == "os._exit":
+            os._exit(0)
+        elif ending == "sigkill":
+            os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    out = run_driver(code)
+    assert out.returncode == (-9 if ending == "sigkill" else 0), out.stderr
+    pids = [int(p) for p in re.search(r"^PIDS (.*)$", out.stdout, re.M).group(1).split()]
+    assert len(pids) == 2
+    assert wait_until(lambda: not any(_alive(p) for p in pids), 5)
+    assert wait_until(lambda: beam_processes(beamd.socket) == [], 5)
+    st = beamd.status()
+    assert all(a["state"] == "DEAD" for a in st["actors"])
+    assert st["resources_available"]["GPU"] == 4
+    assert st["clients"]["drivers"] == 0
+
+
+def test_shutdown_stops_drivers_actors(beamd):
+    import ray
+
+    ray.init()
+    V = _victim_class(ray)
+    vs = [V.remote() for _ in range(3)]
+    pids = ray.get([v.pid.remote() for v in vs])
+    assert all(_alive(p) for p in pids)
+    ray.shutdown()
+    assert wait_until(lambda: not any(_alive(p) for p in pids), 5)
+    assert wait_until(lambda: all(a["state"] == "DEAD" for a in beamd.status()["actors"]), 5)
+
+
+def test_other_drivers_actors_survive_a_driver_exit(ray_start, beamd):
+    """A driver exiting takes only its own actors."""
+    ray = ray_start
+    mine = _victim_class(ray).remote()
+    my_pid = ray.get(mine.pid.remote())
+    out = run_driver(textwrap.dedent("""
+        import ray
+        ray.init()
+
+        @ray.remote
+        class Other:
+            def ping(self):
+                return 1
+
+        assert ray.get(Other.remote().ping.remote()) == 1
+    """))
+    assert out.returncode == 0, out.stderr
+    assert wait_until(lambda: sum(a["state"] == "ALIVE" for a in beamd.status()["actors"]) == 1, 5)
+    assert _alive(my_pid)
+    assert ray.get(mine.ping.remote(), timeout=5) == "pong"
