@@ -30,7 +30,11 @@ def _resolve_args(args, kwargs):
 def _task_error(name, exc, actor_repr, actor_id):
     from ray.exceptions import RayTaskError
 
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    # the remote traceback starts at the user's code: this module's frames go
+    tb_top = exc.__traceback__
+    while tb_top is not None and tb_top.tb_frame.f_code.co_filename == __file__:
+        tb_top = tb_top.tb_next
+    tb = "".join(traceback.format_exception(type(exc), exc, tb_top))
     return RayTaskError(name, tb, exc, proctitle=f"ray::{actor_repr}.{name}", pid=os.getpid(),
                         actor_repr=actor_repr, actor_id=actor_id)
 
