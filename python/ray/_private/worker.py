@@ -97,9 +97,10 @@ def _resolve_address(address):
     if address == "local":
         return None, True
     if address is None:
+        # as Ray: attach to the local daemon if one answers, else start one
         path = os.environ.get("BEAM_SOCKET")
         if path:
-            return path, False
+            return path, True
         import _beam
 
         return _beam.default_socket_path(), True
