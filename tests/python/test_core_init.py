@@ -1,0 +1,330 @@
+# SPDX-License-Identifier: Apache-2.0
+"""ray.init / ray.shutdown / is_initialized, private daemons, and the
+runtime context, against real beamd processes."""
+
+import os
+import re
+import textwrap
+
+import pytest
+
+from conftest import beam_processes, run_driver, wait_until
+
+
+def _no_daemon_env(tmp_path):
+    """An environment in which no beamd answers: BEAM_SOCKET names a path
+    in a fresh folder, RAY_ADDRESS is unset."""
+    env = dict(os.environ)
+    env.pop("RAY_ADDRESS", None)
+    env["BEAM_SOCKET"] = str(tmp_path / "nothing-here" / "beamd.sock")
+    return env
+
+
+def _run(code, env, timeout=60):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def _processes_mentioning(needle):
+    """Pids whose command line contains needle (a socket path)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read()
+            with open(f"/proc/{entry}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle.encode() in cmd and state != "Z":
+            pids.append(int(entry))
+    return pids
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+# -- import and is_initialized ----------------------------------------------------
+
+
+def test_import_starts_nothing(tmp_path):
+    env = _no_daemon_env(tmp_path)
+    out = _run("""
+        import os, threading
+        import ray
+        from ray.util import placement_group_table
+        from ray.util.placement_group import PlacementGroup
+        from ray._private.state import available_resources_per_node
+        from ray.actor import ActorHandle
+        from ray.types import ObjectRef
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+        from ray.runtime_env import RuntimeEnv
+        print("INIT", ray.is_initialized())
+        print("THREADS", threading.active_count())
+        me = str(os.getpid())
+        children = []
+        for e in os.listdir("/proc"):
+            if e.isdigit():
+                try:
+                    with open(f"/proc/{e}/stat") as f:
+                        if f.read().rsplit(")", 1)[1].split()[1] == me:
+                            children.append(e)
+                except OSError:
+                    pass
+        print("CHILDREN", len(children))
+        print("INIT", ray.is_initialized())
+    """, env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["INIT False", "THREADS 1", "CHILDREN 0", "INIT False"]
+    assert not os.path.exists(os.path.dirname(env["BEAM_SOCKET"]))
+    assert _processes_mentioning(env["BEAM_SOCKET"]) == []
+
+
+def test_is_initialized_false_after_shutdown(beamd):
+    import ray
+
+    assert not ray.is_initialized()
+    ray.init()
+    assert ray.is_initialized()
+    ray.shutdown()
+    assert not ray.is_initialized()
+    ray.shutdown()  # twice is fine
+    assert not ray.is_initialized()
+
+
+def test_init_twice(beamd):
+    import ray
+
+    ctx = ray.init()
+    try:
+        with pytest.raises(RuntimeError, match="ray.init twice"):
+            ray.init()
+        again = ray.init(ignore_reinit_error=True)
+        assert again["node_id"] == ctx["node_id"]
+        assert ray.is_initialized()
+    finally:
+        ray.shutdown()
+
+
+def test_init_context(beamd):
+    import ray
+
+    ctx = ray.init()
+    try:
+        assert re.fullmatch(r"[0-9a-f]{56}", ctx["node_id"])
+        assert ctx["node_id"] == beamd.status()["node_id"]
+        assert ctx["node_ip_address"] == "127.0.0.1"
+        assert ctx.node_id == ctx["node_id"]
+        assert ray.get_runtime_context().get_node_id() == ctx["node_id"]
+    finally:
+        ray.shutdown()
+
+
+def test_init_again_after_shutdown(beamd):
+    import ray
+
+    ray.init()
+    first = ray.put("first session")
+    assert ray.get(first) == "first session"
+    ray.shutdown()
+    ray.init()
+    try:
+        assert ray.get(ray.put("second session")) == "second session"
+    finally:
+        ray.shutdown()
+
+
+def test_unknown_kwarg_raises_runtime_error(beamd):
+    import ray
+
+    with pytest.raises(RuntimeError, match="Unknown keyword argument"):
+        ray.init(not_a_ray_option=1)
+    assert not ray.is_initialized()
+
+
+def test_connecting_with_resources_to_existing_daemon_raises(beamd):
+    import ray
+
+    with pytest.raises(ValueError):
+        ray.init(address="auto", num_gpus=2)
+    assert not ray.is_initialized()
+
+
+def test_init_known_kwargs_accepted(beamd):
+    import ray
+
+    ray.init(log_to_driver=True, namespace="ns", include_dashboard=False, logging_level="info",
+             runtime_env={"env_vars": {"A": "1"}})
+    try:
+        assert ray.get_runtime_context().namespace == "ns"
+    finally:
+        ray.shutdown()
+
+
+def test_init_auto_connects_to_running_daemon(beamd):
+    import ray
+
+    ctx = ray.init("auto")
+    try:
+        assert ctx["node_id"] == beamd.status()["node_id"]
+    finally:
+        ray.shutdown()
+
+
+# -- no daemon ---------------------------------------------------------------------
+
+
+def test_init_auto_without_daemon_raises_connection_error(tmp_path, monkeypatch):
+    import ray
+
+    env = _no_daemon_env(tmp_path)
+    monkeypatch.setenv("BEAM_SOCKET", env["BEAM_SOCKET"])
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(ConnectionError):
+        ray.init("auto")
+    with pytest.raises(ConnectionError):
+        ray.init(address="auto")
+    assert not ray.is_initialized()
+    assert not os.path.exists(os.path.dirname(env["BEAM_SOCKET"]))
+
+
+def test_ray_address_to_missing_daemon_raises_connection_error(tmp_path, monkeypatch):
+    import ray
+
+    monkeypatch.setenv("RAY_ADDRESS", str(tmp_path / "missing.sock"))
+    monkeypatch.setenv("BEAM_SOCKET", str(tmp_path / "other.sock"))
+    with pytest.raises(ConnectionError):
+        ray.init()
+    assert not ray.is_initialized()
+
+
+PRIVATE_DRIVER = """
+    import os, sys
+    import ray
+    ctx = ray.init(**@KWARGS@)
+    print("SOCKET", ctx["address"])
+    print("GPU", ray.cluster_resources().get("GPU", 0))
+
+    @ray.remote(num_gpus=@GPUS@)
+    class A:
+        def info(self):
+            return os.getpid(), ray.get_runtime_context().get_accelerator_ids()["GPU"]
+
+    actors = [A.remote() for _ in range(@N@)]
+    for pid, gpus in ray.get([a.info.remote() for a in actors]):
+        print("WORKER", pid, ",".join(gpus))
+    @ENDING@
+"""
+
+
+@pytest.mark.parametrize("ending", ["", "ray.shutdown()", "os._exit(0)", "os.kill(os.getpid(), 9)"])
+def test_init_without_daemon_starts_private_one(tmp_path, ending):
+    env = _no_daemon_env(tmp_path)
+    code = (PRIVATE_DRIVER.replace("@KWARGS@", "{}").replace("@GPUS@", "0").replace("@N@", "2")
+            .replace("@ENDING@", ending))
+    out = _run(code, env)
+    assert out.returncode == (-9 if "kill" in ending else 0), out.stderr
+    sock = re.search(r"^SOCKET (.+)$", out.stdout, re.M).group(1)
+    workers = [int(m) for m in re.findall(r"^WORKER (\d+)", out.stdout, re.M)]
+    assert len(workers) == 2
+    # the private daemon and its workers are gone with the driver
+    assert wait_until(lambda: _processes_mentioning(sock) == [], 5)
+    assert wait_until(lambda: beam_processes(sock) == [], 5)
+    assert not any(_alive(p) for p in workers)
+    assert not os.path.exists(sock)
+
+
+def test_init_num_gpus_sizes_private_daemon(tmp_path):
+    env = _no_daemon_env(tmp_path)
+    code = (PRIVATE_DRIVER.replace("@KWARGS@", "{'num_gpus': 2, 'num_cpus': 3}").replace("@GPUS@", "1")
+            .replace("@N@", "2").replace("@ENDING@", "print('CPU', ray.cluster_resources()['CPU'])"))
+    out = _run(code, env)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "GPU 2.0" in lines
+    assert "CPU 3.0" in lines
+    gpus = sorted(line.split()[2] for line in lines if line.startswith("WORKER"))
+    assert gpus == ["0", "1"]
+    sock = re.search(r"^SOCKET (.+)$", out.stdout, re.M).group(1)
+    assert wait_until(lambda: _processes_mentioning(sock) == [], 5)
+
+
+def test_init_local_always_starts_private_daemon(beamd):
+    out = run_driver(textwrap.dedent("""
+        import ray
+        ctx = ray.init("local", num_gpus=1)
+        print("NODE", ctx["node_id"])
+        print("GPU", ray.cluster_resources()["GPU"])
+        print("SOCKET", ctx["address"])
+    """))
+    assert out.returncode == 0, out.stderr
+    assert f"NODE {beamd.status()['node_id']}" not in out.stdout
+    assert "GPU 1.0" in out.stdout.splitlines()
+    sock = re.search(r"^SOCKET (.+)$", out.stdout, re.M).group(1)
+    assert sock != beamd.socket
+    assert wait_until(lambda: _processes_mentioning(sock) == [], 5)
+
+
+# -- runtime context ------------------------------------------------------------------
+
+
+def test_runtime_context_ids(ray_start, beamd):
+    ray = ray_start
+    ctx = ray.get_runtime_context()
+    assert ctx.get_actor_id() is None
+    node = ctx.get_node_id()
+    assert re.fullmatch(r"[0-9a-f]{56}", node)
+    assert node == beamd.status()["node_id"]
+    assert re.fullmatch(r"[0-9a-f]{8}", ctx.get_job_id())
+    assert ray.get_gpu_ids() == []
+    with pytest.raises(RuntimeError):
+        ctx.current_actor
+
+    @ray.remote
+    class Ctx:
+        def ids(self):
+            c = ray.get_runtime_context()
+            return c.get_actor_id(), c.get_node_id(), c.get_job_id(), ray.is_initialized()
+
+    a = Ctx.remote()
+    actor_id, actor_node, job, inited = ray.get(a.ids.remote())
+    assert re.fullmatch(r"[0-9a-f]{32}", actor_id)
+    assert actor_id == a._actor_id.hex()
+    assert actor_node == node
+    assert job == ctx.get_job_id()
+    assert inited is True
+
+
+def test_nodes_and_resources(ray_start, beamd):
+    ray = ray_start
+    (node,) = ray.nodes()
+    assert node["NodeID"] == ray.get_runtime_context().get_node_id()
+    assert node["Alive"] is True
+    assert node["NodeManagerAddress"] == "127.0.0.1"
+    total = ray.cluster_resources()
+    assert total["GPU"] == 4 and total["CPU"] == 8
+    assert total["node:127.0.0.1"] == 1
+    assert ray.available_resources()["GPU"] == 4
+
+    @ray.remote(num_gpus=1, num_cpus=2)
+    class Uses:
+        def ok(self):
+            return True
+
+    u = Uses.remote()
+    assert ray.get(u.ok.remote())
+    avail = ray.available_resources()
+    assert avail["GPU"] == 3 and avail["CPU"] == 6
+    ray.kill(u)
+    assert wait_until(lambda: ray.available_resources()["GPU"] == 4, 5)
+    assert ray.available_resources()["CPU"] == 8
