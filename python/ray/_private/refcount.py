@@ -71,6 +71,10 @@ def release(kind, id_bytes, epoch):
             counts.pop(id_bytes, None)
             try:
                 client.release(kind, id_bytes)
+                if kind == 1:
+                    # an actor's last handle: send now, so an idle process
+                    # does not keep the worker (and its GPUs) alive
+                    client.flush()
             except Exception:
                 pass
         else:
