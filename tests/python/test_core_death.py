@@ -329,3 +329,82 @@ def test_other_drivers_actors_survive_a_driver_exit(ray_start, beamd):
     assert wait_until(lambda: sum(a["state"] == "ALIVE" for a in beamd.status()["actors"]) == 1, 5)
     assert _alive(my_pid)
     assert ray.get(mine.ping.remote(), timeout=5) == "pong"
+
+
+def test_kill_pending_actor(ray_start, beamd):
+    ray = ray_start
+
+    @ray.remote(num_gpus=1)
+    class G:
+        def pid(self):
+            return os.getpid()
+
+    four = [G.remote() for _ in range(4)]
+    ray.get([g.pid.remote() for g in four])
+    pending = G.remote()
+    ref = pending.pid.remote()
+    ray.kill(pending)
+    with pytest.raises(ray.exceptions.ActorDiedError, match="ray.kill"):
+        ray.get(ref, timeout=5)
+    # it never took a GPU, and the four still hold theirs
+    assert ray.available_resources().get("GPU", 0) == 0
+    ray.kill(four[0])
+    assert wait_until(lambda: ray.available_resources().get("GPU", 0) == 1, 5)
+
+
+def test_kill_from_another_actor(ray_start):
+    ray = ray_start
+    V = _victim_class(ray)
+
+    @ray.remote
+    class Killer:
+        def kill(self, h):
+            ray.kill(h)
+            return True
+
+    victim, killer = V.remote(), Killer.remote()
+    pid = ray.get(victim.pid.remote())
+    assert ray.get(killer.kill.remote(victim), timeout=5) is True
+    with pytest.raises(ray.exceptions.ActorDiedError, match="ray.kill"):
+        ray.get(victim.ping.remote(), timeout=5)
+    assert wait_until(lambda: not _alive(pid), 5)
+
+
+def test_ray_terminate(ray_start):
+    ray = ray_start
+    v = _victim_class(ray).remote()
+    pid = ray.get(v.pid.remote())
+    assert ray.get(v.__ray_terminate__.remote(), timeout=5) is None
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(v.ping.remote(), timeout=5)
+    assert wait_until(lambda: not _alive(pid), 5)
+
+
+def test_worker_child_processes_die_with_it(ray_start):
+    """What a worker starts goes with it when it is killed."""
+    ray = ray_start
+
+    @ray.remote
+    class Spawner:
+        def spawn(self):
+            import subprocess
+
+            p = subprocess.Popen(["sleep", "60"])
+            return p.pid
+
+    s = Spawner.remote()
+    child = ray.get(s.spawn.remote())
+    assert _alive(child)
+    ray.kill(s)
+    assert wait_until(lambda: not _alive(child), 5)
+
+
+def test_last_handle_gone_stops_worker_while_driver_idles(ray_start, beamd):
+    """No flush and no later call: dropping the handle is enough."""
+    ray = ray_start
+    v = _victim_class(ray).remote()
+    pid = ray.get(v.pid.remote())
+    del v
+    gc.collect()
+    assert wait_until(lambda: not _alive(pid), 5)
+    assert wait_until(lambda: all(a["state"] == "DEAD" for a in beamd.status()["actors"]), 5)

@@ -488,3 +488,16 @@ def test_handle_to_self_from_current_actor(ray_start):
     me = ray.get(a.me.remote())
     assert me == a
     assert ray.get(me.ping.remote()) == "self-pong"
+
+
+@pytest.mark.xfail(strict=True, reason="_beam bug: queued releases are only sent when the process next "
+                   "sends something (or the batch fills); an idle process never frees what it dropped")
+def test_dropped_objects_freed_while_driver_idles(ray_start, beamd):
+    ray = ray_start
+    refs = [ray.put(b"x" * 1000) for _ in range(10)]
+    _flush(ray)
+    assert wait_until(lambda: beamd.status()["objects"]["count"] == 10, 5)
+    del refs
+    gc.collect()
+    # no flush, no further request from this process
+    assert wait_until(lambda: beamd.status()["objects"]["count"] == 0, 2)
