@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""beam core benchmark: each workload on beam next to the same workload over
+multiprocessing.Pipe to one subprocess, measured in one run, printed as
+ratios (beam time / Pipe time; lower is better, 1.0 is parity).
+
+    source build/env.sh && $BEAM_PYTHON bench/bench_core.py [--quick]
+
+Workloads: sync actor calls (call, wait, repeat); 1000 calls in flight on
+one actor, then wait for all; put + get of a small object; ray.init plus 4
+actors ready (against starting 4 subprocesses and a round trip with each).
+"""
+
+import argparse
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import threading
+import time
+
+import ray
+
+
+def _pipe_server(conn):
+    state = {"n": 0}
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            return
+        op, arg = msg
+        if op == "add":
+            state["n"] += arg
+            conn.send(state["n"])
+        elif op == "put":
+            state["obj"] = arg
+            conn.send(True)
+        elif op == "get":
+            conn.send(state["obj"])
+        else:
+            conn.send(None)
+
+
+class PipeActor:
+    def __init__(self):
+        self.conn, child = mp.Pipe()
+        self.proc = mp.get_context("spawn").Process(target=_pipe_server, args=(child,), daemon=True)
+        self.proc.start()
+
+    def call(self, op, arg):
+        self.conn.send((op, arg))
+        return self.conn.recv()
+
+    def close(self):
+        self.conn.send(None)
+        self.proc.join()
+
+
+@ray.remote
+class Counter:
+    def __init__(self):
+        self.n = 0
+
+    def add(self, k):
+        self.n += k
+        return self.n
+
+
+def timed(fn, repeat):
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="fewer iterations (a smoke run)")
+    args = ap.parse_args()
+    n_sync = 200 if args.quick else 2000
+    repeat = 3 if args.quick else 5
+
+    ray.init(log_to_driver=False, num_gpus=0)
+    actor = Counter.remote()
+    ray.get(actor.add.remote(0))
+    pipe = PipeActor()
+    pipe.call("add", 0)
+    rows = []
+
+    def beam_sync():
+        for _ in range(n_sync):
+            ray.get(actor.add.remote(1))
+
+    def pipe_sync():
+        for _ in range(n_sync):
+            pipe.call("add", 1)
+
+    rows.append(("sync actor call", n_sync, timed(beam_sync, repeat), timed(pipe_sync, repeat)))
+
+    def beam_inflight():
+        ray.get([actor.add.remote(1) for _ in range(1000)])
+
+    def pipe_inflight():
+        # a sender thread, so neither side blocks on a full pipe
+        sender = threading.Thread(target=lambda: [pipe.conn.send(("add", 1)) for _ in range(1000)])
+        sender.start()
+        for _ in range(1000):
+            pipe.conn.recv()
+        sender.join()
+
+    rows.append(("1000 calls in flight", 1000, timed(beam_inflight, repeat), timed(pipe_inflight, repeat)))
+
+    small = {"k": list(range(16)), "s": "x" * 100}
+
+    def beam_putget():
+        for _ in range(n_sync):
+            ray.get(ray.put(small))
+
+    def pipe_putget():
+        for _ in range(n_sync):
+            pipe.call("put", small)
+            pipe.call("get", None)
+
+    rows.append(("put + get small object", n_sync, timed(beam_putget, repeat), timed(pipe_putget, repeat)))
+    pipe.close()
+    ray.shutdown()
+
+    def beam_start():
+        ray.init(log_to_driver=False, num_gpus=0)
+        actors = [Counter.remote() for _ in range(4)]
+        ray.get([a.__ray_ready__.remote() for a in actors])
+        ray.shutdown()
+
+    def pipe_start():
+        ps = [PipeActor() for _ in range(4)]
+        for p in ps:
+            p.call("add", 0)
+        for p in ps:
+            p.close()
+
+    rows.append(("ray.init + 4 actors ready", 1, timed(beam_start, repeat), timed(pipe_start, repeat)))
+
+    print(f"beam core benchmark ({'quick' if args.quick else 'full'}; median of {repeat}; "
+          f"python {sys.version.split()[0]}, {os.cpu_count()} cpus)")
+    print(f"{'workload':28} {'ops':>6} {'beam/op':>11} {'pipe/op':>11} {'beam/pipe':>10}")
+    for name, ops, b, p in rows:
+        print(f"{name:28} {ops:>6} {1e6 * b / ops:>9.1f}us {1e6 * p / ops:>9.1f}us {b / p:>10.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
