@@ -147,6 +147,12 @@ def _create_actor(actor_class, args, kwargs):
     actor_id = rt.ids.actor_id()
     data, objs, actors = _ser.dumps((args, kwargs))
     env = _env_vars(rt.runtime_env, opts.get("runtime_env"))
+    sys_path = _sys_path()
+    if "PYTHONPATH" in env:
+        # beamd builds the worker's PYTHONPATH from sys_path; a PYTHONPATH in
+        # env_vars would replace it (and ray with it): its entries go first
+        extra = [p for p in env.pop("PYTHONPATH").split(os.pathsep) if p]
+        sys_path = list(dict.fromkeys(extra + sys_path))
     noset = bool(env.get("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES") or
                  os.environ.get("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"))
     params = {
@@ -161,7 +167,7 @@ def _create_actor(actor_class, args, kwargs):
         "env": env,
         "noset_cuda": noset,
         "python": sys.executable,
-        "sys_path": _sys_path(),
+        "sys_path": sys_path,
         "cwd": os.getcwd(),
         "name": opts.get("name") or "",
         "objects": objs,
