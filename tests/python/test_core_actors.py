@@ -161,6 +161,41 @@ def test_job_runtime_env_inherited_and_overridden(beamd):
         ray.shutdown()
 
 
+def test_runtime_env_pythonpath_adds_to_import_path(beamd, tmp_path):
+    """vLLM's tests: ray.init(runtime_env={"env_vars": {"PYTHONPATH": dir}}).
+    The worker can import from dir and still imports ray."""
+    import ray
+
+    (tmp_path / "beam_t_pp_mod.py").write_text("VALUE = 'from pythonpath dir'\n")
+    ray.init(runtime_env={"env_vars": {"PYTHONPATH": str(tmp_path)}})
+    try:
+        @ray.remote
+        class Imp:
+            def get(self):
+                import beam_t_pp_mod
+
+                return beam_t_pp_mod.VALUE, os.environ["PYTHONPATH"].split(os.pathsep)[0]
+
+        assert ray.get(Imp.remote().get.remote(), timeout=10) == ("from pythonpath dir", str(tmp_path))
+    finally:
+        ray.shutdown()
+
+
+@pytest.mark.xfail(strict=True, reason="beamd bug: worker_env puts runtime_env env_vars before beam's own "
+                   "variables and keeps both, so a CUDA_VISIBLE_DEVICES in env_vars wins over the assignment")
+def test_runtime_env_cuda_visible_devices_does_not_override_assignment(ray_start):
+    ray = ray_start
+
+    @ray.remote(num_gpus=1)
+    class G:
+        def info(self):
+            return os.environ.get("CUDA_VISIBLE_DEVICES"), ray.get_runtime_context().get_accelerator_ids()["GPU"]
+
+    cvd, accel = ray.get(G.options(runtime_env={"env_vars": {"CUDA_VISIBLE_DEVICES": "7"}}).remote()
+                         .info.remote(), timeout=10)
+    assert cvd == ",".join(accel)
+
+
 def test_noset_cuda_visible_devices(monkeypatch):
     """With RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES the worker keeps the
     daemon's CUDA_VISIBLE_DEVICES; its accelerator ids are still reported."""

@@ -112,7 +112,7 @@ def test_get_timeout(ray_start):
     ray = ray_start
     s = _slow_class(ray).remote()
     assert ray.get(s.echo.remote(1)) == 1  # the worker is up
-    ref = s.sleep.remote(2)
+    ref = s.sleep.remote(1)
     t0 = time.monotonic()
     with pytest.raises(ray.exceptions.GetTimeoutError) as e:
         ray.get(ref, timeout=0.2)
@@ -122,7 +122,7 @@ def test_get_timeout(ray_start):
     assert isinstance(e.value, ray.exceptions.RayError)
     with pytest.raises(TimeoutError):
         ray.get([ray.put(1), ref], timeout=0)
-    assert ray.get(ref, timeout=5) == 2
+    assert ray.get(ref, timeout=5) == 1
 
 
 def test_get_timeout_zero_on_ready(ray_start):
