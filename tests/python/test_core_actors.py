@@ -305,9 +305,11 @@ def test_fifth_gpu_actor_pends_until_one_is_killed(ray_start, beamd):
     ready_ref = fifth.__ray_ready__.remote()
     ready, rest = ray.wait([ready_ref], timeout=0.5)
     assert ready == [] and rest == [ready_ref]
-    states = {a["state"] for a in beamd.status()["actors"]}
-    assert len(beamd.status()["actors"]) == 5
-    assert states - {"ALIVE"}  # the fifth is not alive
+    by_id = {a["actor_id"]: a for a in beamd.status()["actors"]}
+    assert len(by_id) == 5
+    assert by_id[fifth._actor_id.hex()]["state"] == "PENDING_CREATION"
+    assert by_id[fifth._actor_id.hex()]["gpu_ids"] == []
+    assert all(by_id[a._actor_id.hex()]["state"] == "ALIVE" for a in four)
     ray.kill(four[2])
     ready, rest = ray.wait([ready_ref], timeout=5)
     assert ready == [ready_ref]

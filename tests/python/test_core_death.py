@@ -408,3 +408,66 @@ def test_last_handle_gone_stops_worker_while_driver_idles(ray_start, beamd):
     gc.collect()
     assert wait_until(lambda: not _alive(pid), 5)
     assert wait_until(lambda: all(a["state"] == "DEAD" for a in beamd.status()["actors"]), 5)
+
+
+def test_child_actor_dies_with_its_parent(ray_start):
+    """An actor created by an actor is owned by it: killing the parent
+    kills the child, as in Ray."""
+    ray = ray_start
+    V = _victim_class(ray)
+
+    @ray.remote
+    class Parent:
+        def make(self):
+            self.child = V.remote()
+            return self.child, ray.get(self.child.pid.remote())
+
+    parent = Parent.remote()
+    child, child_pid = ray.get(parent.make.remote(), timeout=10)
+    assert ray.get(child.ping.remote(), timeout=5) == "pong"
+    ray.kill(parent)
+    assert wait_until(lambda: not _alive(child_pid), 5)
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        ray.get(child.ping.remote(), timeout=5)
+
+
+def test_borrowed_actor_dies_when_owner_driver_exits(beamd):
+    """A named actor used by a second driver dies with the driver that
+    created it; the borrower's calls then raise ActorDiedError."""
+    import subprocess
+    import sys
+
+    import ray
+
+    owner = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+        import os, sys
+        import ray
+        ray.init()
+
+        @ray.remote
+        class Owned:
+            def pid(self):
+                return os.getpid()
+
+        a = Owned.options(name="beam-t-owned").remote()
+        print("PID", ray.get(a.pid.remote()), flush=True)
+        sys.stdin.readline()
+    """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+    try:
+        line = owner.stdout.readline()
+        assert line.startswith("PID "), line
+        pid = int(line.split()[1])
+        ray.init()
+        h = ray.get_actor("beam-t-owned")
+        assert ray.get(h.pid.remote(), timeout=5) == pid
+        owner.stdin.write("\n")
+        owner.stdin.flush()
+        assert owner.wait(timeout=10) == 0
+        assert wait_until(lambda: not _alive(pid), 5)
+        with pytest.raises(ray.exceptions.ActorDiedError, match="owner"):
+            ray.get(h.pid.remote(), timeout=5)
+    finally:
+        ray.shutdown()
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
