@@ -129,6 +129,12 @@ class Worker:
             op, params = push
             if op == "call":
                 self.call(params)
+                # the call's refs died with it; _beam only sends queued
+                # releases with a later message, and an idle worker sends none
+                try:
+                    self.client.flush()
+                except ConnectionError:
+                    os._exit(0)
 
 
 def main():
