@@ -501,3 +501,17 @@ def test_dropped_objects_freed_while_driver_idles(ray_start, beamd):
     gc.collect()
     # no flush, no further request from this process
     assert wait_until(lambda: beamd.status()["objects"]["count"] == 0, 2)
+
+
+def test_ref_args_released_after_the_call(ray_start, beamd):
+    """The worker's borrowed refs to its arguments are released when the
+    call ends, even when the worker then sits idle."""
+    ray = ray_start
+    s = _slow_class(ray).remote()
+    r = ray.put("arg")
+    assert ray.get(s.echo.remote(r)) == "arg"  # top level: the worker borrowed it
+    assert ray.get(s.echo.remote([r]))[0] == r  # nested: it travelled back in the result
+    del r
+    gc.collect()
+    _flush(ray)
+    assert wait_until(lambda: beamd.status()["objects"]["count"] == 0, 5)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import run_driver
+from conftest import run_driver, wait_until
 
 
 def _worker_class(ray):
@@ -214,3 +214,55 @@ def test_shutdown_while_thread_waits_does_not_crash(beamd):
     assert "GET raised" in lines
     assert "WAIT raised" in lines or "WAIT returned" in lines
     assert "INIT False" in lines
+
+
+def test_get_forever_released_by_kill_from_another_thread(ray_start):
+    """ray.get with no timeout on a call that never returns; another thread
+    kills the actor; the get raises instead of hanging."""
+    ray = ray_start
+    w = _worker_class(ray).remote()
+    ray.get(w.pid.remote())
+    ref = w.run.remote()
+    t = threading.Timer(0.2, ray.kill, args=(w,))
+    t.start()
+    t0 = time.monotonic()
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(ref)
+    assert time.monotonic() - t0 < 5
+    t.join()
+
+
+def test_refs_made_and_dropped_in_many_threads(ray_start, beamd):
+    import gc
+
+    ray = ray_start
+
+    @ray.remote
+    class Echo:
+        def echo(self, x):
+            return x
+
+    e = Echo.remote()
+    errors = []
+
+    def churn(i):
+        try:
+            for j in range(50):
+                r = ray.put((i, j))
+                c = e.echo.remote(r)
+                assert ray.get([r, c]) == [(i, j), (i, j)]
+                shared = [r, c]
+                del r, c
+                assert ray.get(shared[1]) == (i, j)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=churn, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert errors == []
+    gc.collect()
+    ray._private.worker.runtime().client.flush()
+    assert wait_until(lambda: beamd.status()["objects"]["count"] == 0, 5)
