@@ -1,8 +1,14 @@
-/* pybeam.c — the _beam extension: a Client holding one connection to beamd,
- * with a receiver thread that files replies under their message ids, queues
+/* pybeam.c — the _beam extension: a Client holding one connection to beamd.
+ * Whoever reads the socket files replies under their message ids, queues
  * pushes for the worker loop and writes relayed log lines to the terminal.
  * Requests may come from several Python threads at once; every blocking wait
- * releases the GIL. */
+ * releases the GIL.
+ *
+ * Reading is leader/follower: a thread waiting for a reply reads the socket
+ * itself when no one else is (one wakeup per reply, not two), and hands the
+ * socket to the next waiter when its own reply is in. A background thread
+ * reads only when no request has waited for IDLE_NS, so log lines and pushes
+ * still arrive while the program does other things. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -11,6 +17,8 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -22,6 +30,7 @@
 #define RELEASE_BATCH 256
 #define RELEASE_AGE_NS (50 * 1000000LL)
 #define MAX_ENCODE_DEPTH 64
+#define IDLE_NS (20 * 1000000LL)
 
 typedef struct module_state_s {
     PyObject *RemoteError;
@@ -45,11 +54,18 @@ typedef struct slot_s {
 typedef struct client_s {
     PyObject_HEAD
     int fd;
+    int wake_fd;        /* eventfd: gets the background reader out of poll */
     int closed;         /* the connection is gone (EOF, error or close()) */
     int thread_started;
     pthread_t thread;
-    pthread_mutex_t lock; /* slots, pushes, closed, next_msgid */
-    pthread_cond_t cond;
+    pthread_mutex_t lock; /* everything below up to send_lock */
+    int reading;        /* some thread owns the socket's read side and dec */
+    int fg_waiters;     /* threads waiting in wait_for */
+    int bg_in_poll;
+    int64_t fg_last;    /* when the last waiter left */
+    beam_decoder_t dec;
+    pthread_cond_t cond;    /* waiters: a reply or push came, or the socket is free */
+    pthread_cond_t bg_cond; /* the background reader: only close() signals it */
     pthread_mutex_t send_lock;
     uint64_t next_msgid;
     slot_t *slots;
@@ -303,41 +319,97 @@ static int file_frame(client_t *c, const char *data, size_t len)
     return 0;
 }
 
-static void *receiver(void *arg)
+static void mark_closed(client_t *c, const char *reason)
 {
-    client_t *c = arg;
-    beam_decoder_t dec;
-    beam_decoder_init(&dec, &c->limits);
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals belong to Python's main thread */
-    const char *reason = "beamd closed the connection";
-    for (;;) {
-        const char *frame;
-        size_t len;
-        int rc = beam_client_read_frame(c->fd, &dec, &frame, &len);
-        if (rc <= 0) {
-            if (rc < 0)
-                reason = rc == -EPROTO ? "bad frame header from beamd" : "the connection to beamd failed";
-            break;
-        }
-        pthread_mutex_lock(&c->lock);
-        rc = file_frame(c, frame, len);
-        pthread_cond_broadcast(&c->cond);
-        pthread_mutex_unlock(&c->lock);
-        if (rc < 0) {
-            reason = NULL;
-            break;
-        }
-    }
-    beam_decoder_destroy(&dec);
-    pthread_mutex_lock(&c->lock);
     if (reason && !c->close_reason[0])
         snprintf(c->close_reason, sizeof c->close_reason, "%s", reason);
     c->closed = 1;
+}
+
+/* One read from the socket by the thread that owns it, then every whole
+ * frame in it filed. Called with c->lock NOT held and c->reading set by
+ * the caller. Returns 0, or -1 when the connection is gone. */
+static int read_once(client_t *c)
+{
+    char buf[65536];
+    ssize_t n;
+    do
+        n = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return 0;
+    pthread_mutex_lock(&c->lock);
+    int rc = 0;
+    if (n <= 0) {
+        mark_closed(c, n == 0 ? "beamd closed the connection" : "the connection to beamd failed");
+        rc = -1;
+    } else if (beam_decoder_feed(&c->dec, buf, (size_t)n) < 0) {
+        mark_closed(c, "out of memory reading from beamd");
+        rc = -1;
+    } else {
+        const char *frame;
+        size_t len;
+        int got;
+        while ((got = beam_decoder_next(&c->dec, &frame, &len)) == 1)
+            if (file_frame(c, frame, len) < 0) {
+                mark_closed(c, NULL);
+                rc = -1;
+                break;
+            }
+        if (got < 0) {
+            mark_closed(c, "bad frame header from beamd");
+            rc = -1;
+        }
+    }
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+/* The background reader: reads only while no request is waiting and none
+ * has for IDLE_NS, so a busy request loop keeps the socket to itself. */
+static void *receiver(void *arg)
+{
+    client_t *c = arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL); /* signals belong to Python's main thread */
+    pthread_mutex_lock(&c->lock);
+    while (!c->closed) {
+        int64_t now = now_ns();
+        if (c->reading || c->fg_waiters > 0 || now - c->fg_last < IDLE_NS) {
+            /* busy: look again in IDLE_NS (no one signals this thread but close) */
+            int64_t until = (c->reading || c->fg_waiters > 0 ? now : c->fg_last) + IDLE_NS;
+            struct timespec ts = {.tv_sec = until / 1000000000LL, .tv_nsec = until % 1000000000LL};
+            pthread_cond_timedwait(&c->bg_cond, &c->lock, &ts);
+            continue;
+        }
+        c->reading = 1;
+        c->bg_in_poll = 1;
+        pthread_mutex_unlock(&c->lock);
+        struct pollfd fds[2] = {{.fd = c->fd, .events = POLLIN}, {.fd = c->wake_fd, .events = POLLIN}};
+        int n = poll(fds, 2, -1);
+        if (n > 0 && (fds[1].revents & POLLIN)) {
+            uint64_t v;
+            ssize_t r = read(c->wake_fd, &v, sizeof v);
+            (void)r;
+        }
+        if (n > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)))
+            read_once(c);
+        pthread_mutex_lock(&c->lock);
+        c->bg_in_poll = 0;
+        c->reading = 0;
+        pthread_cond_broadcast(&c->cond);
+    }
+    pthread_mutex_unlock(&c->lock);
     return NULL;
+}
+
+static void kick_background(client_t *c)
+{
+    uint64_t one = 1;
+    ssize_t r = write(c->wake_fd, &one, sizeof one);
+    (void)r;
 }
 
 /* ---------- sending ---------- */
@@ -415,10 +487,11 @@ static PyObject *client_send(client_t *c, PyObject *args)
 
 /* ---------- waiting ---------- */
 
-/* Waits on c->cond until pred(c, arg) or the deadline (0 = none). Returns 1
- * when pred held, 0 on timeout, -1 when a signal handler raised. Called and
- * returns with the GIL held and c->lock not held. The main thread wakes every
- * 200 ms to run Python's signal handlers (Ctrl-C in ray.get). */
+/* Waits until pred(c, arg) or the deadline (0 = none), reading the socket
+ * itself whenever no other thread is. Returns 1 when pred held (or the
+ * connection closed), 0 on timeout, -1 when a signal handler raised. Called
+ * and returns with the GIL held and c->lock not held. The main thread wakes
+ * every 200 ms to run Python's signal handlers (Ctrl-C in ray.get). */
 static int wait_for(client_t *c, int (*pred)(client_t *, void *), void *arg, int64_t deadline)
 {
     int is_main = PyGILState_Check() && _PyOS_IsMainThread();
@@ -426,6 +499,7 @@ static int wait_for(client_t *c, int (*pred)(client_t *, void *), void *arg, int
         int done = 0, timed_out = 0;
         Py_BEGIN_ALLOW_THREADS
         pthread_mutex_lock(&c->lock);
+        c->fg_waiters++;
         for (;;) {
             if (pred(c, arg) || c->closed) {
                 done = 1;
@@ -438,6 +512,24 @@ static int wait_for(client_t *c, int (*pred)(client_t *, void *), void *arg, int
             }
             if (is_main && (!until || until > now + 200000000LL))
                 until = now + 200000000LL;
+            if (!c->reading) {
+                /* lead: read the socket ourselves */
+                c->reading = 1;
+                pthread_mutex_unlock(&c->lock);
+                struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+                int ms = until ? (int)((until - now + 999999) / 1000000) : -1;
+                int n = poll(&pfd, 1, ms);
+                if (n > 0)
+                    read_once(c);
+                pthread_mutex_lock(&c->lock);
+                c->reading = 0;
+                pthread_cond_broadcast(&c->cond); /* the next waiter may lead */
+                if (n == 0 && is_main && (!deadline || now_ns() < deadline))
+                    break; /* a periodic wake: check signals */
+                continue;
+            }
+            if (c->bg_in_poll)
+                kick_background(c);
             if (!until) {
                 pthread_cond_wait(&c->cond, &c->lock);
                 continue;
@@ -445,8 +537,10 @@ static int wait_for(client_t *c, int (*pred)(client_t *, void *), void *arg, int
             struct timespec ts = {.tv_sec = until / 1000000000LL, .tv_nsec = until % 1000000000LL};
             if (pthread_cond_timedwait(&c->cond, &c->lock, &ts) == ETIMEDOUT && is_main &&
                 (!deadline || now_ns() < deadline))
-                break; /* a periodic wake: check signals */
+                break;
         }
+        if (--c->fg_waiters == 0)
+            c->fg_last = now_ns();
         pthread_mutex_unlock(&c->lock);
         Py_END_ALLOW_THREADS
         if (done)
@@ -683,6 +777,13 @@ static void client_shutdown(client_t *c)
 {
     if (c->fd >= 0)
         shutdown(c->fd, SHUT_RDWR);
+    pthread_mutex_lock(&c->lock);
+    c->closed = 1;
+    pthread_cond_broadcast(&c->cond);
+    pthread_cond_broadcast(&c->bg_cond);
+    pthread_mutex_unlock(&c->lock);
+    if (c->wake_fd >= 0)
+        kick_background(c);
     if (c->thread_started) {
         Py_BEGIN_ALLOW_THREADS
         pthread_join(c->thread, NULL);
@@ -692,6 +793,10 @@ static void client_shutdown(client_t *c)
     if (c->fd >= 0) {
         close(c->fd);
         c->fd = -1;
+    }
+    if (c->wake_fd >= 0) {
+        close(c->wake_fd);
+        c->wake_fd = -1;
     }
     pthread_mutex_lock(&c->lock);
     c->closed = 1;
@@ -718,6 +823,7 @@ static PyObject *client_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (!c)
         return NULL;
     c->fd = -1;
+    c->wake_fd = -1;
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->send_lock, NULL);
     pthread_mutex_init(&c->release_lock, NULL);
@@ -725,8 +831,16 @@ static PyObject *client_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&c->cond, &attr);
+    pthread_cond_init(&c->bg_cond, &attr);
     pthread_condattr_destroy(&attr);
     beam_limits_default(&c->limits);
+    beam_decoder_init(&c->dec, &c->limits);
+    c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (c->wake_fd < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        Py_DECREF(c);
+        return NULL;
+    }
     int fd;
     Py_BEGIN_ALLOW_THREADS
     fd = beam_client_connect(path);
@@ -760,10 +874,12 @@ static void client_dealloc(client_t *c)
     }
     free(c->rel_objs);
     free(c->rel_actors);
+    beam_decoder_destroy(&c->dec);
     pthread_mutex_destroy(&c->lock);
     pthread_mutex_destroy(&c->send_lock);
     pthread_mutex_destroy(&c->release_lock);
     pthread_cond_destroy(&c->cond);
+    pthread_cond_destroy(&c->bg_cond);
     tp->tp_free(c);
     Py_DECREF(tp);
 }
