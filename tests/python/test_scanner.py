@@ -388,11 +388,6 @@ def test_vllm_snapshot_shape(vllm_report):
         assert name in groups["in_scope"], name
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="the core runtime (ray/__init__.py, ray.util, ray.actor, ray._private, ...) "
-    "has not landed yet; remove this mark when it does",
-)
 def test_vllm_snapshot_has_nothing_missing(vllm_report):
     status, report = vllm_report
     missing = sorted(s["symbol"] for s in report["symbols"] if s["status"] == "missing")
