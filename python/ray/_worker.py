@@ -108,7 +108,14 @@ class Worker:
             except Exception as pickle_error:
                 data = ser.dumps(_task_error(name, TypeError(f"the error could not be pickled: {pickle_error}"),
                                              self.class_name, self.rt.actor_id.hex()))[0]
-        self.reply(params["obj"], status, data, objs, actors)
+        try:
+            self.reply(params["obj"], status, data, objs, actors)
+        except ValueError as e:
+            # the result does not fit in one frame: the call fails, the actor lives
+            del data
+            err = _task_error(name, ValueError(f"the result of {self.class_name}.{name}() could not be sent: {e}"),
+                              self.class_name, self.rt.actor_id.hex())
+            self.reply(params["obj"], 1, ser.dumps(err)[0], [], [])
 
     def reply(self, obj, status, data, objs, actors):
         msg = {"obj": obj, "status": status, "data": data}
