@@ -515,3 +515,28 @@ def test_ref_args_released_after_the_call(ray_start, beamd):
     gc.collect()
     _flush(ray)
     assert wait_until(lambda: beamd.status()["objects"]["count"] == 0, 5)
+
+
+def test_result_too_large_for_a_frame_fails_the_call_not_the_actor(ray_start):
+    ray = ray_start
+
+    @ray.remote
+    class Big:
+        def big(self):
+            return b"x" * (256 * 1024 * 1024 + 1)
+
+        def ping(self):
+            return "pong"
+
+    b = Big.remote()
+    with pytest.raises(ray.exceptions.RayTaskError, match="frame limit"):
+        ray.get(b.big.remote(), timeout=30)
+    assert ray.get(b.ping.remote(), timeout=5) == "pong"
+
+
+def test_put_too_large_for_a_frame_raises_and_keeps_the_connection(ray_start):
+    ray = ray_start
+    s = _slow_class(ray).remote()
+    with pytest.raises(ValueError, match="frame limit"):
+        ray.put(b"x" * (256 * 1024 * 1024 + 1))
+    assert ray.get(s.echo.remote("still connected"), timeout=5) == "still connected"
