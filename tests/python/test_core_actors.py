@@ -552,3 +552,25 @@ def test_dropped_handle_of_pending_actor_still_runs_its_calls(ray_start, beamd):
     ray.kill(four[0])
     pid = ray.get(late_pid, timeout=5)
     assert wait_until(lambda: not _alive(pid), 5)  # and then it stops
+
+
+@pytest.mark.xfail(strict=True, reason="beamd bug: emit_line (src/actors.c) uses snprintf's untruncated "
+                   "return as the prefix length with a 160-byte buffer; a long class name sends stack bytes")
+def test_long_class_name_output_prefix(beamd):
+    out = run_driver(textwrap.dedent("""
+        import os, time
+        import ray
+        ray.init()
+
+        def hi(self):
+            print("long-name-line", flush=True)
+            return os.getpid()
+
+        Long = ray.remote(type("L" * 200, (), {"hi": hi}))
+        print("PID", ray.get(Long.remote().hi.remote()), flush=True)
+        time.sleep(0.3)
+        ray.shutdown()
+    """))
+    assert out.returncode == 0, out.stderr
+    pid = int(re.search(r"^PID (\d+)$", out.stdout, re.M).group(1))
+    assert f"({'L' * 200} pid={pid}) long-name-line" in out.stdout.splitlines()
