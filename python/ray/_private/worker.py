@@ -11,6 +11,7 @@ import atexit
 import os
 import sys
 import threading
+import time
 
 from ray import exceptions as _exc
 from ray._private import ids as _ids
@@ -295,6 +296,37 @@ def _timeout_ms(timeout):
     return int(timeout * 1000)
 
 
+def _get_values(ids, timeout_ms):
+    """The daemon's [status, data] entries for ids (None: not ready). Values
+    too large for one reply together are fetched in parts, as Ray would
+    return them all."""
+    import _beam
+
+    rt = runtime()
+    unique = list(dict.fromkeys(ids))  # a value asked for twice travels once
+    try:
+        entries = rt.client.request("get", {"objs": unique, "timeout_ms": timeout_ms})["values"]
+        if len(unique) == len(ids):
+            return entries
+        got = dict(zip(unique, entries))
+        return [got[i] for i in ids]
+    except _beam.RemoteError as e:
+        if (e.args[:1] != ("too_large",)) or len(unique) < 2:
+            raise _remote_error(e) from None
+    except ConnectionError as e:
+        raise _exc.RaySystemError(f"beam: lost the connection to beamd: {e}") from None
+    deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+    got = {}
+    half = len(unique) // 2
+    for part in (unique[:half], unique[half:]):
+        left = -1 if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
+        entries = _get_values(part, left)
+        got.update(zip(part, entries))
+        if any(entry is not None and entry[0] != STATUS_OK for entry in entries):
+            break  # an error ends the get, as it does in one reply
+    return [got.get(i) for i in ids]
+
+
 def get(object_refs, *, timeout=None):
     """ray.get: one ref or a list of refs; order kept, duplicates allowed."""
     single = isinstance(object_refs, ObjectRef)
@@ -314,8 +346,7 @@ def get(object_refs, *, timeout=None):
         )
     if not refs:
         return []
-    reply = _request("get", {"objs": [r._id for r in refs], "timeout_ms": _timeout_ms(timeout)})
-    values = reply["values"]
+    values = _get_values([r._id for r in refs], _timeout_ms(timeout))
     out = []
     cache = {}
     for ref, entry in zip(refs, values):
