@@ -500,7 +500,7 @@ def test_dropped_objects_freed_while_driver_idles(ray_start, beamd):
     del refs
     gc.collect()
     # no flush, no further request from this process
-    assert wait_until(lambda: beamd.status()["objects"]["count"] == 0, 2)
+    assert wait_until(lambda: beamd.status()["objects"]["count"] == 0, 1)
 
 
 def test_ref_args_released_after_the_call(ray_start, beamd):
@@ -540,3 +540,15 @@ def test_put_too_large_for_a_frame_raises_and_keeps_the_connection(ray_start):
     with pytest.raises(ValueError, match="frame limit"):
         ray.put(b"x" * (256 * 1024 * 1024 + 1))
     assert ray.get(s.echo.remote("still connected"), timeout=5) == "still connected"
+
+
+def test_get_values_larger_than_one_reply_together(ray_start):
+    """Each value fits in a frame, all of them together do not: ray.get
+    still returns them all, in order, duplicates included."""
+    ray = ray_start
+    size = 130 * 1024 * 1024
+    a, b = ray.put(b"a" * size), ray.put(b"b" * size)
+    got = ray.get([a, b, a], timeout=30)
+    assert [len(x) for x in got] == [size, size, size]
+    assert [x[:1] for x in got] == [b"a", b"b", b"a"]
+    assert got[0] is got[2]
