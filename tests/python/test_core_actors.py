@@ -96,6 +96,64 @@ def test_gpu_assignment_four_actors(ray_start, beamd):
     assert ray.cluster_resources()["GPU"] == 4
 
 
+def test_two_gpu_actors(ray_start):
+    ray = ray_start
+
+    @ray.remote(num_gpus=2)
+    class G2:
+        def info(self):
+            return (os.environ.get("CUDA_VISIBLE_DEVICES"), sorted(ray.get_gpu_ids()),
+                    ray.get_runtime_context().get_accelerator_ids()["GPU"])
+
+    infos = ray.get([G2.remote().info.remote() for _ in range(2)])
+    all_ids = []
+    for cvd, gpu_ids, accel in infos:
+        assert len(accel) == 2 and len(set(accel)) == 2
+        assert cvd == ",".join(accel)
+        assert gpu_ids == sorted(int(x) for x in accel)
+        all_ids += accel
+    assert sorted(all_ids) == ["0", "1", "2", "3"]
+
+
+def test_concurrent_drivers(beamd):
+    """Several drivers at once, each with its GPU actor: all finish, the
+    GPUs are shared out without overlap, and nothing is left behind."""
+    import concurrent.futures
+
+    code = textwrap.dedent("""
+        import os
+        import ray
+        ray.init()
+
+        @ray.remote(num_gpus=1)
+        class W:
+            def __init__(self):
+                self.n = 0
+
+            def add(self):
+                self.n += 1
+                return self.n
+
+            def gpus(self):
+                return os.environ["CUDA_VISIBLE_DEVICES"]
+
+        w = W.remote()
+        assert ray.get([w.add.remote() for _ in range(50)]) == list(range(1, 51))
+        print("GPU", ray.get(w.gpus.remote()), flush=True)
+        import time
+        time.sleep(0.5)  # overlap with the other drivers
+    """)
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(lambda _: run_driver(code), range(4)))
+    gpus = []
+    for out in outs:
+        assert out.returncode == 0, out.stderr
+        gpus += re.findall(r"^GPU (\S+)$", out.stdout, re.M)
+    assert sorted(gpus) == ["0", "1", "2", "3"]
+    assert wait_until(lambda: beam_processes(beamd.socket) == [], 5)
+    assert wait_until(lambda: beamd.status()["resources_available"]["GPU"] == 4, 5)
+
+
 def test_zero_gpu_actor_hides_gpus(ray_start):
     ray = ray_start
 

@@ -93,7 +93,7 @@ def test_kill_twice_and_kill_refuses_non_actors(ray_start):
 
 def test_worker_sigkill(ray_start):
     ray = ray_start
-    v = _victim_class(ray).remote()
+    v = _victim_class(ray).options(num_gpus=2).remote()
     pid = ray.get(v.pid.remote())
     os.kill(pid, signal.SIGKILL)
     with pytest.raises(ray.exceptions.ActorDiedError) as e:
@@ -102,6 +102,8 @@ def test_worker_sigkill(ray_start):
     assert not e.value.actor_init_failed
     with pytest.raises(ray.exceptions.ActorDiedError):
         ray.get(v.ping.remote(), timeout=5)
+    # its GPUs went back
+    assert wait_until(lambda: ray.available_resources().get("GPU", 0) == 4, 5)
 
 
 def test_os_exit_inside_method(ray_start):
