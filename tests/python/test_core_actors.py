@@ -632,3 +632,34 @@ def test_long_class_name_output_prefix(beamd):
     assert out.returncode == 0, out.stderr
     pid = int(re.search(r"^PID (\d+)$", out.stdout, re.M).group(1))
     assert f"({'L' * 200} pid={pid}) long-name-line" in out.stdout.splitlines()
+
+
+def test_subprocess_of_an_actor_connects_back(ray_start, beamd):
+    """vLLM in a Ray actor sets RAY_ADDRESS to gcs_address and spawns
+    processes that call ray.init(): they join the same node."""
+    ray = ray_start
+
+    @ray.remote
+    class Spawner:
+        def run(self):
+            import subprocess
+            import sys
+
+            env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address)
+            code = ("import ray; ray.init(); print(ray.get_runtime_context().get_node_id()); "
+                    "print(ray.get_runtime_context().get_actor_id()); "
+                    "h = ray.get_actor('beam-t-spawner'); print(ray.get(h.ping.remote()))")
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                                 timeout=30)
+            return out.returncode, out.stdout.split(), out.stderr[-2000:]
+
+        def ping(self):
+            return "spawner-pong"
+
+    # run() blocks the actor, so ping must go to a second one
+    s = Spawner.remote()
+    named = Spawner.options(name="beam-t-spawner").remote()
+    assert ray.get(named.ping.remote()) == "spawner-pong"
+    rc, lines, err = ray.get(s.run.remote(), timeout=30)
+    assert rc == 0, err
+    assert lines == [beamd.status()["node_id"], "None", "spawner-pong"]
