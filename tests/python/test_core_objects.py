@@ -552,3 +552,43 @@ def test_get_values_larger_than_one_reply_together(ray_start):
     assert [len(x) for x in got] == [size, size, size]
     assert [x[:1] for x in got] == [b"a", b"b", b"a"]
     assert got[0] is got[2]
+
+
+def test_unpicklable_result_is_a_task_error(ray_start):
+    import threading
+
+    ray = ray_start
+
+    @ray.remote
+    class Bad:
+        def lock(self):
+            return threading.Lock()
+
+        def ping(self):
+            return "pong"
+
+    b = Bad.remote()
+    with pytest.raises(TypeError, match="pickle") as e:
+        ray.get(b.lock.remote(), timeout=5)
+    assert isinstance(e.value, ray.exceptions.RayTaskError)
+    assert ray.get(b.ping.remote(), timeout=5) == "pong"
+
+
+@pytest.mark.xfail(strict=True, reason="ray/exceptions.py bug: RayTaskError.__str__ drops an internal "
+                   "frame's File and code lines but leaves Python 3.11's caret line under it")
+def test_task_error_text_has_no_orphan_caret_lines(ray_start):
+    import threading
+
+    ray = ray_start
+
+    @ray.remote
+    class Bad:
+        def lock(self):
+            return threading.Lock()
+
+    with pytest.raises(TypeError) as e:
+        ray.get(Bad.remote().lock.remote(), timeout=5)
+    lines = str(e.value).splitlines()
+    for prev, line in zip(lines, lines[1:]):
+        if line.strip() and set(line.strip()) <= {"^", "~"}:
+            assert prev.startswith("    "), f"caret line under {prev!r}"
