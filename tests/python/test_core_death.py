@@ -473,3 +473,20 @@ def test_borrowed_actor_dies_when_owner_driver_exits(beamd):
         if owner.poll() is None:
             owner.kill()
             owner.wait()
+
+
+def test_daemon_stop_takes_workers_and_driver_sees_errors(ray_start, beamd):
+    ray = ray_start
+    V = _victim_class(ray)
+    vs = [V.options(num_gpus=1).remote() for _ in range(2)]
+    pids = ray.get([v.pid.remote() for v in vs])
+    run_ref = vs[0].forever.remote()
+    assert beamd.stop() == 0
+    assert wait_until(lambda: not any(_alive(p) for p in pids), 5)
+    assert not os.path.exists(beamd.socket)
+    with pytest.raises(ray.exceptions.RayError):
+        ray.get(run_ref, timeout=5)
+    with pytest.raises(ray.exceptions.RayError):
+        ray.get(vs[1].ping.remote(), timeout=5)
+    ray.shutdown()
+    assert not ray.is_initialized()

@@ -328,3 +328,41 @@ def test_nodes_and_resources(ray_start, beamd):
     ray.kill(u)
     assert wait_until(lambda: ray.available_resources()["GPU"] == 4, 5)
     assert ray.available_resources()["CPU"] == 8
+
+
+def _stale_socket(path):
+    import socket
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(path)
+    s.close()  # the file stays, nobody listens
+
+
+def test_stale_socket_file(tmp_path, monkeypatch):
+    import subprocess
+
+    import ray
+
+    sock = str(tmp_path / "stale" / "beamd.sock")
+    _stale_socket(sock)
+    monkeypatch.setenv("BEAM_SOCKET", sock)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(ConnectionError):
+        ray.init("auto")
+    out = subprocess.run([os.environ["BEAM_BEAMCTL"], "--socket", sock, "status"], capture_output=True,
+                         text=True, timeout=10)
+    assert out.returncode != 0 and sock in out.stderr
+    # a plain init starts its own daemon instead
+    env = dict(os.environ, BEAM_SOCKET=sock)
+    env.pop("RAY_ADDRESS", None)
+    res = _run("""
+        import ray
+        ctx = ray.init()
+        print("SOCKET", ctx["address"])
+        print("GPU", ray.cluster_resources().get("GPU", 0) >= 0)
+    """, env)
+    assert res.returncode == 0, res.stderr
+    private = re.search(r"^SOCKET (.+)$", res.stdout, re.M).group(1)
+    assert private != sock
+    assert wait_until(lambda: _processes_mentioning(private) == [], 5)
