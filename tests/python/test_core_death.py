@@ -56,7 +56,7 @@ def _victim_class(ray):
 
 def test_kill_during_forever_call(ray_start, beamd):
     ray = ray_start
-    v = _victim_class(ray).remote()
+    v = _victim_class(ray).options(num_cpus=2, num_gpus=1).remote()
     pid = ray.get(v.pid.remote())
     run_ref = v.forever.remote()
     ready, _ = ray.wait([run_ref], timeout=0.3)
@@ -76,7 +76,8 @@ def test_kill_during_forever_call(ray_start, beamd):
     assert a["state"] == "DEAD"
     assert "ray.kill" in a["death"]
     # its resources went back
-    assert ray.available_resources()["CPU"] == ray.cluster_resources()["CPU"]
+    assert wait_until(lambda: ray.available_resources()["CPU"] == ray.cluster_resources()["CPU"], 5)
+    assert ray.available_resources()["GPU"] == 4
 
 
 def test_kill_twice_and_kill_refuses_non_actors(ray_start):
@@ -292,9 +293,10 @@ def test_driver_exit_leaves_no_worker(beamd, ending):
     assert len(pids) == 2
     assert wait_until(lambda: not any(_alive(p) for p in pids), 5)
     assert wait_until(lambda: beam_processes(beamd.socket) == [], 5)
+    # the GPUs come back when beamd reaps the workers, a moment after they die
+    assert wait_until(lambda: beamd.status()["resources_available"]["GPU"] == 4, 5)
     st = beamd.status()
     assert all(a["state"] == "DEAD" for a in st["actors"])
-    assert st["resources_available"]["GPU"] == 4
     assert st["clients"]["drivers"] == 0
 
 
