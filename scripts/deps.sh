@@ -4,7 +4,7 @@
 set -euo pipefail
 packages=(
   cmake gcc make pkg-config
-  libuv1-dev libmsgpack-dev libcmocka-dev uthash-dev libsystemd-dev
+  libuv1-dev libmsgpack-dev libcmocka-dev uthash-dev libsystemd-dev libsodium-dev
   python3-dev python3-cloudpickle python3-pytest
   valgrind iproute2
 )

@@ -10,13 +10,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cluster.h"
 #include "conn.h"
 #include "log.h"
 #include "placement.h"
-
-extern char **environ;
-
-#define LINE_MAX_BYTES (64 * 1024)
+#include "procs.h"
 
 static void maybe_free(beam_node_t *node, beam_actor_t *a);
 static void actor_die(beam_node_t *node, beam_actor_t *a, const char *message);
@@ -192,12 +190,10 @@ static void release_grant(beam_node_t *node, beam_actor_t *a)
 
 /* --- the worker process and its output --- */
 
-static void emit_line(beam_actor_t *a, int stream, const char *line, size_t n)
+void beam_actor_worker_output(beam_node_t *node, const char *actor, int stream, const char *text, size_t len)
 {
-    char prefix[160];
-    int plen = snprintf(prefix, sizeof prefix, "(%s pid=%ld) ", a->class_name, a->pid);
-    beam_log(BEAM_LOG_INFO, "%s%.*s", prefix, (int)n, line);
-    if (!a->owner || a->owner->closing || a->owner->no_logs)
+    beam_actor_t *a = beam_actor_find(node, actor);
+    if (!a || !a->owner || a->owner->closing || a->owner->no_logs)
         return;
     beam_enc_t enc;
     beam_enc_init(&enc);
@@ -205,77 +201,23 @@ static void emit_line(beam_actor_t *a, int stream, const char *line, size_t n)
     beam_pack_key(&enc.pk, "stream");
     msgpack_pack_int(&enc.pk, stream);
     beam_pack_key(&enc.pk, "text");
-    msgpack_pack_str(&enc.pk, (size_t)plen + n);
-    msgpack_pack_str_body(&enc.pk, prefix, (size_t)plen);
-    msgpack_pack_str_body(&enc.pk, line, n);
+    beam_pack_strn(&enc.pk, text, len);
     beam_enc_end(&enc, 0);
     beam_conn_send_enc(a->owner, &enc);
 }
 
-/* Splits what the worker printed into lines; a line past LINE_MAX_BYTES is
- * emitted in pieces so a worker cannot grow the buffer without bound. */
-static void take_output(beam_actor_t *a, int stream, const char *p, size_t n)
+void beam_actor_worker_started(beam_node_t *node, const char *actor, long pid)
 {
-    beam_line_t *l = stream == 1 ? &a->out_line : &a->err_line;
-    for (size_t i = 0; i < n; i++) {
-        if (p[i] == '\n' || l->len == LINE_MAX_BYTES) {
-            emit_line(a, stream, l->buf ? l->buf : "", l->len);
-            l->len = 0;
-            if (p[i] == '\n')
-                continue;
-        }
-        if (l->len == l->cap) {
-            size_t cap = l->cap ? l->cap * 2 : 256;
-            char *nb = realloc(l->buf, cap);
-            if (!nb)
-                return;
-            l->buf = nb;
-            l->cap = cap;
-        }
-        l->buf[l->len++] = p[i];
-    }
+    beam_actor_t *a = beam_actor_find(node, actor);
+    if (a && a->running)
+        a->pid = pid;
 }
 
-static void on_handle_close(uv_handle_t *h)
+void beam_actor_worker_exited(beam_node_t *node, const char *actor, long pid, int64_t status, int term_signal)
 {
-    beam_actor_t *a = h->data;
-    beam_node_t *node = h->loop->data;
-    a->open_handles--;
-    maybe_free(node, a);
-}
-
-static void close_handle(uv_handle_t *h)
-{
-    if (!uv_is_closing(h))
-        uv_close(h, on_handle_close);
-}
-
-static void on_output_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-    buf->base = malloc(suggested);
-    buf->len = buf->base ? suggested : 0;
-}
-
-static void on_output(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
-{
-    beam_actor_t *a = s->data;
-    int stream = s == (uv_stream_t *)&a->out ? 1 : 2;
-    if (nread > 0)
-        take_output(a, stream, buf->base, (size_t)nread);
-    free(buf->base);
-    if (nread < 0) {
-        beam_line_t *l = stream == 1 ? &a->out_line : &a->err_line;
-        if (l->len)
-            emit_line(a, stream, l->buf, l->len);
-        l->len = 0;
-        close_handle((uv_handle_t *)s);
-    }
-}
-
-static void on_worker_exit(uv_process_t *p, int64_t status, int term_signal)
-{
-    beam_actor_t *a = p->data;
-    beam_node_t *node = p->loop->data;
+    beam_actor_t *a = beam_actor_find(node, actor);
+    if (!a || !a->running)
+        return;
     a->running = 0;
     if (a->state != BEAM_ACTOR_DEAD) {
         char msg[512];
@@ -283,147 +225,41 @@ static void on_worker_exit(uv_process_t *p, int64_t status, int term_signal)
             snprintf(msg, sizeof msg,
                      "The actor is dead because its worker process has died. Worker exit type: "
                      "SYSTEM_ERROR Worker exit detail: the worker (pid %ld) was killed by signal %d.",
-                     a->pid, term_signal);
+                     pid, term_signal);
         else
             snprintf(msg, sizeof msg,
                      "The actor is dead because its worker process has died. Worker exit type: %s "
                      "Worker exit detail: the worker (pid %ld) exited with code %lld.",
-                     status == 0 ? "INTENDED_USER_EXIT" : "SYSTEM_ERROR", a->pid, (long long)status);
+                     status == 0 ? "INTENDED_USER_EXIT" : "SYSTEM_ERROR", pid, (long long)status);
         actor_die(node, a, msg);
     }
-    /* the processes the worker started go with it */
-    if (a->pid > 0)
-        kill(-(pid_t)a->pid, SIGKILL);
     release_grant(node, a);
-    beam_log(BEAM_LOG_DEBUG, "worker %ld of actor %s exited (status %lld, signal %d)", a->pid, a->hex,
-             (long long)status, term_signal);
-    close_handle((uv_handle_t *)p);
+    maybe_free(node, a);
     beam_actors_schedule(node);
 }
 
-static int env_overridden(const char *kv, char **extra)
-{
-    static const char *ours[] = {"PYTHONPATH=", "PYTHONUNBUFFERED=", "BEAM_", "CUDA_VISIBLE_DEVICES=", NULL};
-    for (const char **p = ours; *p; p++)
-        if (strncmp(kv, *p, strlen(*p)) == 0)
-            return 1;
-    const char *eq = strchr(kv, '=');
-    size_t klen = eq ? (size_t)(eq - kv) : strlen(kv);
-    for (char **e = extra; e && *e; e++)
-        if (strncmp(*e, kv, klen) == 0 && (*e)[klen] == '=')
-            return 1;
-    return 0;
-}
-
-static char *kv(const char *key, const char *value)
-{
-    size_t n = strlen(key) + strlen(value) + 2;
-    char *s = malloc(n);
-    if (s)
-        snprintf(s, n, "%s=%s", key, value);
-    return s;
-}
-
-/* The worker's environment: the daemon's, less what beam sets, plus the
- * runtime_env's variables, plus beam's own. NULL when memory runs out. */
-static char **worker_env(beam_node_t *node, beam_actor_t *a, const char *gpus)
-{
-    size_t n = 0, extra = 0;
-    for (char **e = environ; *e; e++)
-        n++;
-    for (char **e = a->spec.env; e && *e; e++)
-        extra++;
-    char **env = calloc(n + extra + 16, sizeof *env);
-    if (!env)
-        return NULL;
-    size_t k = 0;
-    int fail = 0;
-    for (char **e = environ; *e; e++)
-        if (!env_overridden(*e, a->spec.env))
-            fail |= !(env[k++] = strdup(*e));
-    for (char **e = a->spec.env; e && *e; e++)
-        fail |= !(env[k++] = strdup(*e));
-    size_t plen = 1;
-    for (char **p = a->spec.sys_path; p && *p; p++)
-        plen += strlen(*p) + 1;
-    char *pypath = calloc(1, plen);
-    fail |= !pypath;
-    for (char **p = a->spec.sys_path; pypath && p && *p; p++)
-        if (**p) {
-            if (*pypath)
-                strcat(pypath, ":");
-            strcat(pypath, *p);
-        }
-    char pid[32];
-    snprintf(pid, sizeof pid, "%u", a->owner_pid);
-    fail |= !(env[k++] = kv("PYTHONPATH", pypath ? pypath : ""));
-    free(pypath);
-    fail |= !(env[k++] = kv("PYTHONUNBUFFERED", "1"));
-    fail |= !(env[k++] = kv("BEAM_SOCKET", node->socket_path));
-    fail |= !(env[k++] = kv("BEAM_ACTOR_ID", a->hex));
-    fail |= !(env[k++] = kv("BEAM_WORKER_TOKEN", a->token));
-    fail |= !(env[k++] = kv("BEAM_NODE_ID", node->node_hex));
-    fail |= !(env[k++] = kv("BEAM_NODE_IP", node->node_ip));
-    fail |= !(env[k++] = kv("BEAM_GPU_IDS", gpus));
-    fail |= !(env[k++] = kv("BEAM_DRIVER_PID", pid));
-    snprintf(pid, sizeof pid, "%ld", (long)getpid());
-    fail |= !(env[k++] = kv("BEAM_PARENT_PID", pid));
-    if (!a->spec.noset_cuda)
-        fail |= !(env[k++] = kv("CUDA_VISIBLE_DEVICES", gpus));
-    else if (getenv("CUDA_VISIBLE_DEVICES"))
-        fail |= !(env[k++] = kv("CUDA_VISIBLE_DEVICES", getenv("CUDA_VISIBLE_DEVICES")));
-    if (fail) {
-        free_strv(env);
-        return NULL;
-    }
-    return env;
-}
-
+/* Starts the worker where the actor was placed. */
 static int spawn_worker(beam_node_t *node, beam_actor_t *a)
 {
-    const char *gpus = a->gpus;
-    char **env = worker_env(node, a, gpus);
-    if (!env)
-        return -ENOMEM;
-    char *args[] = {a->spec.python, "-m", "ray._worker", NULL};
-    uv_stdio_container_t stdio[3];
-    uv_pipe_init(node->loop, &a->out, 0);
-    uv_pipe_init(node->loop, &a->err, 0);
-    a->out.data = a->err.data = a->proc.data = a;
-    a->open_handles = 3;
-    stdio[0].flags = UV_IGNORE;
-    stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
-    stdio[1].data.stream = (uv_stream_t *)&a->out;
-    stdio[2].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
-    stdio[2].data.stream = (uv_stream_t *)&a->err;
-    uv_process_options_t opt = {
-        .exit_cb = on_worker_exit,
-        .file = a->spec.python,
-        .args = args,
-        .env = env,
-        /* the driver's folder, or / where that folder does not exist here */
-        .cwd = (a->spec.cwd && *a->spec.cwd && access(a->spec.cwd, X_OK) == 0) ? a->spec.cwd : "/",
-        /* its own session, so a kill reaches whatever it starts */
-        .flags = UV_PROCESS_DETACHED,
-        .stdio_count = 3,
-        .stdio = stdio,
+    beam_spawn_t s = {
+        .actor = a->id,
+        .class_name = a->class_name,
+        .python = a->spec.python,
+        .cwd = a->spec.cwd,
+        .env = a->spec.env,
+        .sys_path = a->spec.sys_path,
+        .gpus = a->gpus,
+        .token = a->token,
+        .noset_cuda = a->spec.noset_cuda,
+        .owner_pid = a->owner_pid,
     };
-    int rc = uv_spawn(node->loop, &a->proc, &opt);
-    free_strv(env);
-    if (rc < 0) {
-        beam_log(BEAM_LOG_ERROR, "could not start a worker for actor %s (%s): %s", a->hex,
-                 a->spec.python, uv_strerror(rc));
-        close_handle((uv_handle_t *)&a->proc);
-        close_handle((uv_handle_t *)&a->out);
-        close_handle((uv_handle_t *)&a->err);
+    long pid = 0;
+    int rc = beam_cluster_spawn(node, a->member, &s, &pid);
+    if (rc < 0)
         return rc;
-    }
     a->running = 1;
-    a->pid = a->proc.pid;
+    a->pid = pid;
     a->state = BEAM_ACTOR_STARTING;
-    uv_read_start((uv_stream_t *)&a->out, on_output_alloc, on_output);
-    uv_read_start((uv_stream_t *)&a->err, on_output_alloc, on_output);
-    beam_log(BEAM_LOG_INFO, "actor %s (%s) started as pid %ld, GPUs [%s]", a->hex, a->class_name, a->pid, gpus);
     return 0;
 }
 
@@ -445,8 +281,22 @@ static void pending_remove(beam_node_t *node, beam_actor_t *a)
 static int take_resources(beam_node_t *node, beam_actor_t *a)
 {
     if (!a->pg) {
-        a->pool = &node->pool;
-        return beam_pool_take(a->pool, &a->demand, &a->grant) == 0 ? 0 : -EAGAIN;
+        /* the owner's node first, as Ray prefers the local node; then any other */
+        beam_member_t *home = a->owner && a->owner->member ? a->owner->member : node->self;
+        beam_member_t *alive[BEAM_MAX_MEMBERS];
+        size_t n = beam_cluster_alive(node, alive, BEAM_MAX_MEMBERS);
+        for (size_t pass = 0; pass < 2; pass++)
+            for (size_t i = 0; i < n; i++) {
+                beam_member_t *m = alive[i];
+                if ((pass == 0) != (m == home))
+                    continue;
+                if (beam_pool_take(m->pool, &a->demand, &a->grant) == 0) {
+                    a->pool = m->pool;
+                    a->member = m;
+                    return 0;
+                }
+            }
+        return -EAGAIN;
     }
     if (a->pg->state == BEAM_PG_REMOVED)
         return -ECANCELED;
@@ -456,8 +306,11 @@ static int take_resources(beam_node_t *node, beam_actor_t *a)
         if (a->bundle_index >= 0 && (uint32_t)a->bundle_index != i)
             continue;
         beam_pool_t *pool = &a->pg->bundles[i].pool;
+        if (!a->pg->bundles[i].placed || !a->pg->bundles[i].member || !a->pg->bundles[i].member->alive)
+            continue;
         if (beam_pool_take(pool, &a->demand, &a->grant) == 0) {
             a->pool = pool;
+            a->member = a->pg->bundles[i].member;
             a->bundle = (int)i;
             a->pg->users++;
             return 0;
@@ -531,7 +384,7 @@ int beam_actor_create(beam_node_t *node, beam_conn_t *owner, const char *id, cha
     beam_refs_pin(node, &a->spec.refs);
     if (beam_conn_hold(&owner->held_actors, id, BEAM_ACTOR_ID_SIZE) == 1)
         a->holders++;
-    if (!pg && beam_pool_feasible(&node->pool, demand) < 0)
+    if (!pg && beam_pool_feasible(node->self->pool, demand) < 0 && beam_cluster_count(node) == 1)
         beam_log(BEAM_LOG_WARN, "actor %s (%s) asks for more than this node has; it stays pending",
                  a->hex, a->class_name);
     beam_actor_t **tail = &node->pending;
@@ -704,10 +557,8 @@ static void actor_die(beam_node_t *node, beam_actor_t *a, const char *message)
     }
     a->queue_tail = NULL;
     spec_free(node, &a->spec);
-    if (a->running && a->pid > 0) {
-        kill(-(pid_t)a->pid, SIGKILL);
-        kill((pid_t)a->pid, SIGKILL);
-    }
+    if (a->running)
+        beam_cluster_kill(node, a->member, a->id);
     if (!a->running && a->has_grant) {
         release_grant(node, a);
         beam_actors_schedule(node);
@@ -722,15 +573,12 @@ void beam_actor_kill(beam_node_t *node, beam_actor_t *a, const char *message)
 
 static void maybe_free(beam_node_t *node, beam_actor_t *a)
 {
-    if (a->state != BEAM_ACTOR_DEAD || a->holders || a->pins || a->open_handles || a->running ||
-        a->worker)
+    if (a->state != BEAM_ACTOR_DEAD || a->holders || a->pins || a->running || a->worker)
         return;
     HASH_DEL(node->actors, a);
     free(a->class_name);
     free(a->name);
     free(a->death);
-    free(a->out_line.buf);
-    free(a->err_line.buf);
     free(a);
 }
 
@@ -782,6 +630,30 @@ void beam_actors_pg_removed(beam_node_t *node, beam_pg_t *pg)
     kill_doomed(node, "The actor is dead because its placement group was removed.");
 }
 
+void beam_actors_member_lost(beam_node_t *node, beam_member_t *m, const char *message)
+{
+    beam_actor_t *a, *tmp;
+    HASH_ITER(hh, node->actors, a, tmp)
+        if (a->member == m && a->state != BEAM_ACTOR_DEAD)
+            a->doomed = 1;
+    kill_doomed(node, message);
+    /* their workers went with the node: nothing will report their exit. A
+     * release can free other records, so the walk restarts each time. */
+    for (;;) {
+        beam_actor_t *victim = NULL;
+        HASH_ITER(hh, node->actors, a, tmp)
+            if (a->member == m && a->running) {
+                victim = a;
+                break;
+            }
+        if (!victim)
+            return;
+        victim->running = 0;
+        release_grant(node, victim);
+        maybe_free(node, victim);
+    }
+}
+
 void beam_actors_stop_all(beam_node_t *node)
 {
     beam_actor_t *a, *tmp;
@@ -799,8 +671,6 @@ void beam_actors_destroy(beam_node_t *node)
         free(a->class_name);
         free(a->name);
         free(a->death);
-        free(a->out_line.buf);
-        free(a->err_line.buf);
         free(a);
     }
 }

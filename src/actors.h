@@ -30,11 +30,6 @@ typedef struct beam_call_s {
     struct beam_call_s *next;
 } beam_call_t;
 
-typedef struct beam_line_s {
-    char *buf;
-    size_t len, cap;
-} beam_line_t;
-
 /* What create_actor asked for; freed once the worker is constructed. */
 typedef struct beam_actor_spec_s {
     char *class_data;
@@ -67,11 +62,8 @@ typedef struct beam_actor_s {
     char gpus[BEAM_MAX_GPUS * (BEAM_GPU_ID_LEN + 1)]; /* its GPU ids, comma-separated */
     char token[33];
 
-    uv_process_t proc;
-    uv_pipe_t out, err;
-    beam_line_t out_line, err_line;
-    int open_handles; /* proc, out, err still to close */
-    int running;      /* the worker process has not exited */
+    struct beam_member_s *member; /* the node it was placed on */
+    int running;      /* its worker was started and has not been reported gone */
     long pid;
 
     struct beam_conn_s *owner;
@@ -126,6 +118,14 @@ void beam_actor_unhold(beam_node_t *node, beam_actor_t *a);
 void beam_actors_conn_gone(beam_node_t *node, struct beam_conn_s *c);
 /* Tries to start pending actors in order (after resources were freed). */
 void beam_actors_schedule(beam_node_t *node);
+/* A worker process exited (reported by procs here, or by a member node). */
+void beam_actor_worker_exited(beam_node_t *node, const char *actor, long pid, int64_t status, int term_signal);
+/* A worker printed a line (already prefixed "(Class pid=N) "): to its owner. */
+void beam_actor_worker_output(beam_node_t *node, const char *actor, int stream, const char *text, size_t len);
+/* A member node started a worker and says its pid. */
+void beam_actor_worker_started(beam_node_t *node, const char *actor, long pid);
+/* Every actor placed on member m dies with message. */
+void beam_actors_member_lost(beam_node_t *node, struct beam_member_s *m, const char *message);
 /* Kills every worker (daemon exit); their handles close in later loop turns. */
 void beam_actors_stop_all(beam_node_t *node);
 /* Frees every record (daemon exit, after the loop has closed all handles). */

@@ -17,6 +17,9 @@
 
 #include "actors.h"
 #include "client.h"
+#include "cluster.h"
+#include "link.h"
+#include "procs.h"
 #include "conn.h"
 #include "gpu.h"
 #include "log.h"
@@ -36,6 +39,11 @@ typedef struct options_s {
     int exit_with_parent;
     char *resources[BEAM_MAX_DEMAND];
     int nresources;
+    int head;              /* --head: listen for member nodes */
+    int port;
+    const char *address;   /* --address HOST:PORT: join that head */
+    const char *token_file;
+    double node_timeout;   /* seconds */
 } options_t;
 
 static void usage(FILE *f)
@@ -57,6 +65,12 @@ static void usage(FILE *f)
             "  --log-level LEVEL    error, warn, info or debug (default info)\n"
             "  --ready-fd FD        write 'ready\\n' to FD once listening, then close it\n"
             "  --exit-with-parent   exit when the process that started beamd exits\n"
+            "cluster:\n"
+            "  --head               be the head: listen for nodes on --node-ip:--port\n"
+            "  --port P             the head's TCP port (default 6379)\n"
+            "  --address HOST:PORT  join the head there as a node\n"
+            "  --token-file PATH    the cluster token (the head makes one when the file is missing)\n"
+            "  --node-timeout S     a node or head silent this long is dead (default 3)\n"
             "  --help\n");
 }
 
@@ -74,13 +88,15 @@ static int parse_u32(const char *s, uint32_t *out)
 static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
 {
     enum { O_SOCKET = 1, O_CPUS, O_GPUS, O_MEM, O_RES, O_IP, O_FRAME, O_DEPTH, O_ITEMS, O_STR, O_OUTQ,
-           O_LOG, O_READY, O_PARENT, O_HELP };
+           O_LOG, O_READY, O_PARENT, O_HELP, O_HEAD, O_PORT, O_ADDRESS, O_TOKEN, O_TIMEOUT };
     static const struct option longopts[] = {
         {"socket", 1, 0, O_SOCKET},     {"num-cpus", 1, 0, O_CPUS},  {"num-gpus", 1, 0, O_GPUS},
         {"memory", 1, 0, O_MEM},        {"resource", 1, 0, O_RES},   {"node-ip", 1, 0, O_IP},
         {"max-frame", 1, 0, O_FRAME},   {"max-depth", 1, 0, O_DEPTH}, {"max-items", 1, 0, O_ITEMS},
         {"max-str", 1, 0, O_STR},       {"max-outq", 1, 0, O_OUTQ},  {"log-level", 1, 0, O_LOG},
         {"ready-fd", 1, 0, O_READY},    {"exit-with-parent", 0, 0, O_PARENT}, {"help", 0, 0, O_HELP},
+        {"head", 0, 0, O_HEAD},         {"port", 1, 0, O_PORT},      {"address", 1, 0, O_ADDRESS},
+        {"token-file", 1, 0, O_TOKEN},  {"node-timeout", 1, 0, O_TIMEOUT},
         {0, 0, 0, 0},
     };
     int c;
@@ -125,12 +141,31 @@ static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
             if (*end || o->ready_fd < 0) goto bad;
             break;
         case O_PARENT: o->exit_with_parent = 1; break;
+        case O_HEAD: o->head = 1; break;
+        case O_PORT:
+            o->port = (int)strtol(optarg, &end, 10);
+            if (*end || o->port <= 0 || o->port > 65535) goto bad;
+            break;
+        case O_ADDRESS: o->address = optarg; break;
+        case O_TOKEN: o->token_file = optarg; break;
+        case O_TIMEOUT:
+            o->node_timeout = strtod(optarg, &end);
+            if (*end || o->node_timeout <= 0) goto bad;
+            break;
         case O_HELP: usage(stdout); exit(0);
         default: usage(stderr); return -1;
         }
     }
     if (optind < argc) {
         fprintf(stderr, "beamd: unexpected argument '%s'\n", argv[optind]);
+        return -1;
+    }
+    if (o->head && o->address) {
+        fprintf(stderr, "beamd: --head and --address are exclusive\n");
+        return -1;
+    }
+    if (o->address && !o->token_file) {
+        fprintf(stderr, "beamd: --address needs --token-file (the head's cluster token)\n");
         return -1;
     }
     return 0;
@@ -206,6 +241,54 @@ static int setup_resources(beam_node_t *node, const options_t *o)
 static uv_signal_t sigterm, sigint;
 static beam_server_t server;
 
+/* Prepares the cluster options: the token and where to listen or join. */
+static int cluster_options(beam_node_t *node, const options_t *o, beam_cluster_opts_t *co, char *path,
+                           size_t pathlen)
+{
+    char err[256];
+    memset(co, 0, sizeof *co);
+    co->timeout_ms = (uint64_t)((o->node_timeout > 0 ? o->node_timeout : 3.0) * 1000);
+    co->heartbeat_ms = co->timeout_ms / 4 ? co->timeout_ms / 4 : 1;
+    co->listen_ip = node->node_ip;
+    co->port = o->port ? o->port : 6379;
+    if (o->address) {
+        static char host[64];
+        const char *colon = strrchr(o->address, ':');
+        if (!colon || colon == o->address || (size_t)(colon - o->address) >= sizeof host) {
+            fprintf(stderr, "beamd: --address takes HOST:PORT\n");
+            return -1;
+        }
+        snprintf(host, sizeof host, "%.*s", (int)(colon - o->address), o->address);
+        co->head_host = host;
+        co->head_port = atoi(colon + 1);
+        if (beam_token_read(o->token_file, co->token, err, sizeof err) < 0) {
+            fprintf(stderr, "beamd: %s\n", err);
+            return -1;
+        }
+        return 0;
+    }
+    if (o->token_file && access(o->token_file, R_OK) == 0) {
+        snprintf(path, pathlen, "%s", o->token_file);
+        if (beam_token_read(path, co->token, err, sizeof err) < 0) {
+            fprintf(stderr, "beamd: %s\n", err);
+            return -1;
+        }
+        return 0;
+    }
+    if (o->token_file)
+        snprintf(path, pathlen, "%s", o->token_file);
+    else {
+        snprintf(path, pathlen, "%s", node->socket_path);
+        char *slash = strrchr(path, '/');
+        snprintf(slash ? slash + 1 : path, pathlen - (size_t)(slash ? slash + 1 - path : 0), "cluster.token");
+    }
+    if (beam_token_create(path, co->token, err, sizeof err) < 0) {
+        fprintf(stderr, "beamd: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
 static void stop(beam_node_t *node, const char *why)
 {
     if (node->stopping)
@@ -215,8 +298,11 @@ static void stop(beam_node_t *node, const char *why)
     beam_notify_stopping();
     beam_server_close(&server);
     beam_actors_stop_all(node);
+    beam_procs_kill_all(node);
     while (node->conns)
         beam_conn_close(node->conns, "beamd is shutting down");
+    beam_links_stop(node);
+    uv_close((uv_handle_t *)&node->reaper, NULL);
     uv_close((uv_handle_t *)&sigterm, NULL);
     uv_close((uv_handle_t *)&sigint, NULL);
 }
@@ -247,7 +333,7 @@ int main(int argc, char **argv)
     loop->data = &node;
     node.loop = loop;
     node.node_index = 1;
-    node.is_head = 1;
+    node.is_head = o.address == NULL;
     node.start_ms = uv_now(loop);
     if (beam_random(node.node_id, sizeof node.node_id) < 0) {
         fprintf(stderr, "beamd: no random bytes for the node id\n");
@@ -278,6 +364,37 @@ int main(int argc, char **argv)
         return 1;
     }
     snprintf(node.socket_path, sizeof node.socket_path, "%s", server.path);
+    uv_timer_init(loop, &node.reaper);
+    node.reaper.data = &node;
+    node.on_proc_output = beam_actor_worker_output;
+    node.on_proc_exit = beam_actor_worker_exited;
+    if (beam_cluster_init_self(&node) < 0) {
+        fprintf(stderr, "beamd: out of memory\n");
+        return 1;
+    }
+    char token_path[256] = "";
+    beam_cluster_opts_t co;
+    if ((o.head || o.address) && cluster_options(&node, &o, &co, token_path, sizeof token_path) < 0) {
+        beam_server_close(&server);
+        return 2;
+    }
+    if (o.head) {
+        if (beam_links_listen(&node, &co, err, sizeof err) < 0) {
+            fprintf(stderr, "beamd: %s\n", err);
+            beam_server_close(&server);
+            return 1;
+        }
+        fprintf(stderr, "beamd: head listening for nodes on %s:%d. To join a node, run on it:\n"
+                        "  beamd --address %s:%d --token-file %s --node-ip <that node's ip>\n"
+                        "(copy %s there first; it is the cluster's secret)\n",
+                co.listen_ip, co.port, co.listen_ip, co.port, token_path, token_path);
+    } else if (o.address) {
+        if (beam_link_join(&node, &co) < 0) {
+            fprintf(stderr, "beamd: cannot join %s\n", o.address);
+            beam_server_close(&server);
+            return 1;
+        }
+    }
 
     uv_signal_init(loop, &sigterm);
     uv_signal_init(loop, &sigint);
@@ -299,9 +416,12 @@ int main(int argc, char **argv)
 
     uv_run(loop, UV_RUN_DEFAULT);
 
+    beam_conn_reap_all(&node);
     beam_objects_destroy(&node);
     beam_actors_destroy(&node);
     beam_pgs_destroy(&node);
+    beam_cluster_destroy(&node);
+    beam_links_destroy(&node);
     beam_pool_destroy(&node.pool);
     int rc = uv_loop_close(loop);
     if (rc != 0)

@@ -14,6 +14,7 @@
 
 #include "actors.h"
 #include "dispatch.h"
+#include "link.h"
 #include "log.h"
 #include "objects.h"
 #include "placement.h"
@@ -66,7 +67,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     const char *frame;
     size_t len;
     while (rc == 0 && !c->closing && (rc = beam_decoder_next(&c->dec, &frame, &len)) == 1) {
-        beam_dispatch(c, frame, len);
+        if (c->relay)
+            beam_link_forward(c->node, c->id, frame, len);
+        else
+            beam_dispatch(c, frame, len);
         rc = 0;
     }
     if (rc < 0 && !c->closing) {
@@ -112,9 +116,79 @@ void beam_conn_accept(beam_node_t *node, uv_stream_t *server)
         uv_close((uv_handle_t *)&c->pipe, on_close);
         return;
     }
+    if (node->is_member && !beam_link_up(node)) {
+        /* a member that has not joined its head has nothing to serve yet */
+        uv_close((uv_handle_t *)&c->pipe, on_close);
+        return;
+    }
+    c->member = node->self;
+    c->relay = node->is_member;
     DL_APPEND(node->conns, c);
     c->reading = 1;
     uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+    if (c->relay)
+        beam_link_client_open(node, c->id, c->pid, (unsigned)c->uid);
+}
+
+beam_conn_t *beam_conn_open_remote(beam_node_t *node, struct beam_link_s *link, struct beam_member_s *m,
+                                   uint32_t vconn, long pid, unsigned uid)
+{
+    if (beam_conn_find_remote(node, link, vconn))
+        return NULL;
+    beam_conn_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->node = node;
+    c->id = ++node->next_conn;
+    c->link = link;
+    c->vconn = vconn;
+    c->member = m;
+    c->pid = pid;
+    c->uid = uid;
+    DL_APPEND(node->conns, c);
+    return c;
+}
+
+beam_conn_t *beam_conn_find_remote(beam_node_t *node, struct beam_link_s *link, uint32_t vconn)
+{
+    for (beam_conn_t *c = node->conns; c; c = c->next)
+        if (c->link == link && c->vconn == vconn)
+            return c;
+    return NULL;
+}
+
+beam_conn_t *beam_conn_find_local(beam_node_t *node, uint32_t id)
+{
+    for (beam_conn_t *c = node->conns; c; c = c->next)
+        if (!c->link && c->id == id)
+            return c;
+    return NULL;
+}
+
+/* Remote connections have no handle to close: they are freed on the loop's
+ * next turn, once whatever closed them has unwound. */
+void beam_conn_reap_all(beam_node_t *node)
+{
+    while (node->doomed_conns) {
+        beam_conn_t *c = node->doomed_conns;
+        node->doomed_conns = c->reap_next;
+        beam_decoder_destroy(&c->dec);
+        free(c);
+    }
+}
+
+static void on_reap(uv_timer_t *t)
+{
+    beam_conn_reap_all(t->data);
+}
+
+static void reap_later(beam_conn_t *c)
+{
+    beam_node_t *node = c->node;
+    c->reap_next = node->doomed_conns;
+    node->doomed_conns = c;
+    if (!uv_is_active((uv_handle_t *)&node->reaper))
+        uv_timer_start(&node->reaper, on_reap, 0, 0);
 }
 
 static void on_write(uv_write_t *req, int status)
@@ -141,6 +215,8 @@ int beam_conn_send(beam_conn_t *c, char *buf, size_t len)
         free(buf);
         return -1;
     }
+    if (c->link)
+        return beam_link_send_client(c->link, c->vconn, buf, len);
     write_req_t *w = malloc(sizeof *w);
     if (!w) {
         free(buf);
@@ -276,5 +352,13 @@ void beam_conn_close(beam_conn_t *c, const char *why)
     beam_pgs_conn_gone(node, c);
     release_all(c);
     DL_DELETE(node->conns, c);
+    if (c->link) {
+        if (!c->remote_closed)
+            beam_link_close_client(c->link, c->vconn);
+        reap_later(c);
+        return;
+    }
+    if (c->relay && !c->remote_closed)
+        beam_link_client_closed(node, c->id);
     uv_close((uv_handle_t *)&c->pipe, on_close);
 }

@@ -36,7 +36,13 @@ typedef struct beam_conn_s {
     beam_held_t *held_actors;
     struct beam_waiter_s *waiters;
     struct beam_actor_s *actor; /* the actor a worker connection serves */
+    struct beam_member_s *member; /* the node the client is on */
+    struct beam_link_s *link;     /* head: a client on a member node, reached over this link */
+    uint32_t vconn;               /* its connection number on that node */
+    int relay;                    /* member node: frames go to the head, not to dispatch */
+    int remote_closed;            /* the other side already knows it is closed */
     struct beam_conn_s *prev, *next;
+    struct beam_conn_s *reap_next;
 } beam_conn_t;
 
 /* Accepts a pending connection on server; refuses peers of another uid. */
@@ -53,6 +59,15 @@ void beam_conn_reply_error(beam_conn_t *conn, uint64_t msgid, const char *code, 
 void beam_conn_reply_empty(beam_conn_t *conn, uint64_t msgid);
 /* Releases everything the connection holds, then closes it. Idempotent. */
 void beam_conn_close(beam_conn_t *conn, const char *why);
+
+/* Head: a client that said hello on member m's node, as vconn there. */
+beam_conn_t *beam_conn_open_remote(beam_node_t *node, struct beam_link_s *link, struct beam_member_s *m,
+                                   uint32_t vconn, long pid, unsigned uid);
+beam_conn_t *beam_conn_find_remote(beam_node_t *node, struct beam_link_s *link, uint32_t vconn);
+/* Frees closed remote connections now (the reaper does it each loop turn). */
+void beam_conn_reap_all(beam_node_t *node);
+/* Member: a local client by its number. */
+beam_conn_t *beam_conn_find_local(beam_node_t *node, uint32_t id);
 
 /* Hold sets: 1 when newly added, 0 if already held, -ENOMEM. */
 int beam_conn_hold(beam_held_t **set, const char *id, size_t len);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "actors.h"
+#include "cluster.h"
 #include "conn.h"
 #include "log.h"
 #include "objects.h"
@@ -104,24 +105,26 @@ static void op_hello(req_t *r)
     c->role = kind;
     if (kind != BEAM_ROLE_WORKER)
         c->job = c->id;
+    /* the client's own node: the head itself, or the member it came through */
+    const beam_member_t *m = c->member ? c->member : r->node->self;
     beam_enc_t enc;
     beam_enc_init(&enc);
     beam_enc_reply_ok(&enc, r->msgid);
     msgpack_pack_map(&enc.pk, 8);
     beam_pack_key(&enc.pk, "node_id");
-    beam_pack_bin(&enc.pk, r->node->node_id, BEAM_NODE_ID_SIZE);
+    beam_pack_bin(&enc.pk, m->node_id, BEAM_NODE_ID_SIZE);
     beam_pack_key(&enc.pk, "node_index");
-    msgpack_pack_uint32(&enc.pk, r->node->node_index);
+    msgpack_pack_uint32(&enc.pk, m->index);
     beam_pack_key(&enc.pk, "conn");
     msgpack_pack_uint32(&enc.pk, c->id);
     beam_pack_key(&enc.pk, "job");
     msgpack_pack_uint32(&enc.pk, c->job);
     beam_pack_key(&enc.pk, "node_ip");
-    beam_pack_str(&enc.pk, r->node->node_ip);
+    beam_pack_str(&enc.pk, m->ip);
     beam_pack_key(&enc.pk, "version");
     beam_pack_str(&enc.pk, BEAM_VERSION);
     beam_pack_key(&enc.pk, "socket");
-    beam_pack_str(&enc.pk, r->node->socket_path);
+    beam_pack_str(&enc.pk, m->socket);
     beam_pack_key(&enc.pk, "pid");
     msgpack_pack_int64(&enc.pk, (int64_t)getpid());
     beam_enc_end(&enc, 0);
@@ -710,7 +713,7 @@ static void pack_pg(msgpack_packer *pk, const beam_node_t *node, const beam_pg_t
     beam_pack_key(pk, "bundles_to_node_id");
     msgpack_pack_array(pk, pg->nbundles);
     for (uint32_t i = 0; i < pg->nbundles; i++)
-        beam_pack_str(pk, pg->bundles[i].placed ? node->node_hex : "");
+        beam_pack_str(pk, pg->bundles[i].placed && pg->bundles[i].member ? pg->bundles[i].member->hex : "");
     beam_pack_key(pk, "creation_latency_ms");
     msgpack_pack_double(pk, pg->state == BEAM_PG_PENDING ? 0.0 : (double)(pg->placed_ms - pg->created_ms));
     beam_pack_key(pk, "attempts");
@@ -826,7 +829,7 @@ static void pack_actor(msgpack_packer *pk, const beam_node_t *node, const beam_a
     beam_pack_key(pk, "pid");
     msgpack_pack_int64(pk, a->running ? a->pid : 0);
     beam_pack_key(pk, "node_id");
-    beam_pack_str(pk, node->node_hex);
+    beam_pack_str(pk, a->member ? a->member->hex : "");
     beam_pack_key(pk, "gpu_ids");
     int ngpus = a->has_grant ? a->grant.ngpus : 0;
     msgpack_pack_array(pk, ngpus);
@@ -842,6 +845,43 @@ static void pack_actor(msgpack_packer *pk, const beam_node_t *node, const beam_a
     beam_pack_str(pk, a->death ? a->death : "");
 }
 
+static void pack_member(msgpack_packer *pk, const beam_member_t *m)
+{
+    msgpack_pack_map(pk, 11);
+    beam_pack_key(pk, "node_id");
+    beam_pack_str(pk, m->hex);
+    beam_pack_key(pk, "node_index");
+    msgpack_pack_uint32(pk, m->index);
+    beam_pack_key(pk, "node_ip");
+    beam_pack_str(pk, m->ip);
+    beam_pack_key(pk, "hostname");
+    beam_pack_str(pk, m->hostname);
+    beam_pack_key(pk, "socket");
+    beam_pack_str(pk, m->socket);
+    beam_pack_key(pk, "is_head");
+    msgpack_pack_int(pk, m->is_head);
+    beam_pack_key(pk, "alive");
+    if (m->alive)
+        msgpack_pack_true(pk);
+    else
+        msgpack_pack_false(pk);
+    beam_pack_key(pk, "death");
+    beam_pack_str(pk, m->death ? m->death : "");
+    beam_pack_key(pk, "resources_total");
+    pack_resources(pk, m->pool, 0);
+    beam_pack_key(pk, "resources_available");
+    pack_resources(pk, m->pool, 1);
+    beam_pack_key(pk, "gpus");
+    msgpack_pack_array(pk, m->pool->ngpus);
+    for (int i = 0; i < m->pool->ngpus; i++) {
+        msgpack_pack_map(pk, 2);
+        beam_pack_key(pk, "id");
+        beam_pack_str(pk, m->pool->gpu_ids[i]);
+        beam_pack_key(pk, "available");
+        msgpack_pack_double(pk, (double)m->pool->gpu_avail[i] / BEAM_RES_UNIT);
+    }
+}
+
 static void op_status(req_t *r)
 {
     beam_node_t *node = r->node;
@@ -855,7 +895,11 @@ static void op_status(req_t *r)
     beam_enc_init(&enc);
     beam_enc_reply_ok(&enc, r->msgid);
     msgpack_packer *pk = &enc.pk;
-    msgpack_pack_map(pk, 15);
+    msgpack_pack_map(pk, 16);
+    beam_pack_key(pk, "nodes");
+    msgpack_pack_array(pk, beam_cluster_count(node));
+    for (const beam_member_t *m = node->members; m; m = m->next)
+        pack_member(pk, m);
     beam_pack_key(pk, "node_id");
     beam_pack_str(pk, node->node_hex);
     beam_pack_key(pk, "node_ip");

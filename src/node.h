@@ -16,6 +16,9 @@ struct beam_object_s;
 struct beam_actor_s;
 struct beam_conn_s;
 struct beam_pg_s;
+struct beam_proc_s;
+struct beam_member_s;
+struct beam_link_s;
 
 typedef struct beam_node_s {
     uv_loop_t *loop;
@@ -40,6 +43,22 @@ typedef struct beam_node_s {
     struct beam_pg_s *pgs;         /* placement groups, uthash by id */
     struct beam_pg_s *pending_pgs; /* groups waiting for resources, FIFO */
     struct beam_conn_s *conns;     /* live connections (utlist) */
+    struct beam_proc_s *procs;     /* worker processes on this node, uthash by actor id */
+    struct beam_member_s *members; /* the cluster's nodes, by index (the head's table) */
+    struct beam_member_s *self;    /* this node's own entry */
+    uint32_t next_member;
+    struct beam_link_s *head_link; /* a member node: its link to the head */
+    struct links_s *links;         /* the cluster side: listener, links, options (link.c) */
+    int is_member;                 /* joined a head (--address): relays its clients */
+    struct beam_conn_s *doomed_conns; /* closed remote connections to free next turn */
+    uv_timer_t reaper;
+
+    /* what happens to a worker's output and exit: the actor table's on the
+     * head, a message to the head on a member node */
+    void (*on_proc_output)(struct beam_node_s *node, const char *actor, int stream, const char *text,
+                           size_t len);
+    void (*on_proc_exit)(struct beam_node_s *node, const char *actor, long pid, int64_t status,
+                         int term_signal);
     uint32_t next_conn;
     uint64_t start_ms;
     int stopping;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "actors.h"
+#include "cluster.h"
 #include "log.h"
 #include "objects.h"
 
@@ -148,6 +149,7 @@ const char *beam_pg_state_name(int state)
     switch (state) {
     case BEAM_PG_PENDING: return "PENDING";
     case BEAM_PG_CREATED: return "CREATED";
+    case BEAM_PG_RESCHEDULING: return "RESCHEDULING";
     default: return "REMOVED";
     }
 }
@@ -178,11 +180,15 @@ static void complete_waiters(beam_node_t *node, beam_pg_t *pg, int ok)
     }
 }
 
-/* Reserves every bundle on this node (the only node a lone daemon places
- * on). Returns 0 once placed, or the algorithm's error. */
+/* Reserves every bundle on the cluster's live nodes. Returns 0 once placed,
+ * or the algorithm's error. */
 static int try_place(beam_node_t *node, beam_pg_t *pg)
 {
-    beam_pool_t *nodes[1] = {&node->pool};
+    beam_member_t *members[BEAM_MAX_MEMBERS];
+    beam_pool_t *nodes[BEAM_MAX_MEMBERS];
+    size_t nn = beam_cluster_alive(node, members, BEAM_MAX_MEMBERS);
+    for (size_t i = 0; i < nn; i++)
+        nodes[i] = members[i]->pool;
     int *where = calloc(pg->nbundles, sizeof *where);
     beam_demand_t *d = calloc(pg->nbundles, sizeof *d);
     if (!where || !d) {
@@ -193,7 +199,7 @@ static int try_place(beam_node_t *node, beam_pg_t *pg)
     for (uint32_t i = 0; i < pg->nbundles; i++)
         d[i] = pg->bundles[i].demand;
     pg->attempts++;
-    int rc = beam_place(nodes, 1, d, pg->nbundles, pg->strategy, where);
+    int rc = beam_place(nodes, nn, d, pg->nbundles, pg->strategy, where);
     for (uint32_t i = 0; rc == 0 && i < pg->nbundles; i++) {
         beam_bundle_t *b = &pg->bundles[i];
         if (beam_pool_take(nodes[where[i]], &b->demand, &b->grant) != 0 ||
@@ -210,6 +216,7 @@ static int try_place(beam_node_t *node, beam_pg_t *pg)
             break;
         }
         b->placed = 1;
+        b->member = members[where[i]];
     }
     free(where);
     free(d);
@@ -318,7 +325,8 @@ static void give_back_bundles(beam_node_t *node, beam_pg_t *pg)
         beam_bundle_t *b = &pg->bundles[i];
         if (!b->placed)
             continue;
-        beam_pool_give(&node->pool, &b->grant);
+        if (b->member && b->member->alive)
+            beam_pool_give(b->member->pool, &b->grant);
         beam_pool_destroy(&b->pool);
         b->placed = 0;
     }
@@ -360,6 +368,19 @@ void beam_pgs_conn_gone(beam_node_t *node, struct beam_conn_s *c)
             if (!pg->detached)
                 beam_pg_remove(node, pg);
         }
+}
+
+void beam_pgs_member_lost(beam_node_t *node, beam_member_t *m)
+{
+    for (beam_pg_t *pg = node->pgs; pg; pg = pg->hh.next) {
+        if (pg->state != BEAM_PG_CREATED)
+            continue;
+        for (uint32_t i = 0; i < pg->nbundles; i++)
+            if (pg->bundles[i].placed && pg->bundles[i].member == m) {
+                pg->state = BEAM_PG_RESCHEDULING;
+                beam_log(BEAM_LOG_WARN, "placement group %s lost bundle %u with node %s", pg->hex, i, m->hex);
+            }
+    }
 }
 
 void beam_pgs_destroy(beam_node_t *node)

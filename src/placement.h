@@ -12,7 +12,7 @@
 #include "resources.h"
 
 enum { BEAM_PG_PACK = 0, BEAM_PG_SPREAD, BEAM_PG_STRICT_PACK, BEAM_PG_STRICT_SPREAD };
-enum { BEAM_PG_PENDING = 0, BEAM_PG_CREATED, BEAM_PG_REMOVED };
+enum { BEAM_PG_PENDING = 0, BEAM_PG_CREATED, BEAM_PG_REMOVED, BEAM_PG_RESCHEDULING };
 
 #define BEAM_PG_MAX_BUNDLES 1024
 
@@ -34,6 +34,7 @@ const char *beam_pg_state_name(int state);
 typedef struct beam_bundle_s {
     beam_demand_t demand;
     int placed;
+    struct beam_member_s *member; /* the node it is reserved on */
     beam_grant_t grant; /* what it took from its node's pool */
     beam_pool_t pool;   /* what actors placed in it take from */
 } beam_bundle_t;
@@ -79,6 +80,8 @@ int beam_pgs_schedule(beam_node_t *node);
 void beam_pg_user_gone(beam_node_t *node, beam_pg_t *pg);
 /* A connection closed: its groups (not detached) are removed. */
 void beam_pgs_conn_gone(beam_node_t *node, struct beam_conn_s *c);
+/* A member died: groups with bundles there lose them (state RESCHEDULING). */
+void beam_pgs_member_lost(beam_node_t *node, struct beam_member_s *m);
 void beam_pgs_destroy(beam_node_t *node);
 
 #endif

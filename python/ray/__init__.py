@@ -15,6 +15,7 @@ from ray._private.worker import get, init, is_initialized, put, shutdown, wait  
 from ray.actor import ActorClass, ActorHandle, RemoteFunction, get_actor  # noqa: E402
 from ray.runtime_context import get_runtime_context  # noqa: E402
 from ray._private.ids import ActorID, JobID, NodeID, PlacementGroupID, TaskID, WorkerID  # noqa: E402
+from ray import util  # noqa: E402,F401  (ray.util.* is reachable after `import ray`, as in Ray)
 
 ObjectID = ObjectRef
 

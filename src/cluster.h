@@ -1,0 +1,55 @@
+/* cluster.h — the cluster's node table as the head keeps it: each member's
+ * identity, liveness and resource pool, and where its workers are started
+ * (here, or over its link). A lone daemon is a cluster of one: itself. */
+#ifndef BEAM_CLUSTER_H
+#define BEAM_CLUSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "node.h"
+#include "procs.h"
+#include "resources.h"
+
+#define BEAM_MAX_MEMBERS 256
+
+typedef struct beam_member_s {
+    uint32_t index;
+    char node_id[BEAM_NODE_ID_SIZE];
+    char hex[2 * BEAM_NODE_ID_SIZE + 1];
+    char ip[64];
+    char hostname[256];
+    char socket[108];
+    int alive;
+    int is_head;
+    int local;               /* this daemon itself */
+    beam_pool_t *pool;       /* &node->pool for the local member, else &own_pool */
+    beam_pool_t own_pool;
+    struct beam_link_s *link; /* a remote member's link */
+    char *death;
+    uint64_t joined_ms;
+    struct beam_member_s *next;
+} beam_member_t;
+
+/* Adds this daemon as member 1 (the head of its own cluster). */
+int beam_cluster_init_self(beam_node_t *node);
+/* A node joined: a new member with the next index; pool is taken. */
+beam_member_t *beam_cluster_add(beam_node_t *node, const char *node_id, const char *ip, const char *hostname,
+                                const char *socket, beam_pool_t *pool, struct beam_link_s *link);
+beam_member_t *beam_cluster_find(beam_node_t *node, uint32_t index);
+beam_member_t *beam_cluster_find_id(beam_node_t *node, const char *node_id);
+/* Alive members, self first; returns how many were put in out (at most max). */
+size_t beam_cluster_alive(beam_node_t *node, beam_member_t **out, size_t max);
+size_t beam_cluster_count(const beam_node_t *node);
+/* Marks a member dead: its actors die, its clients are closed, its groups
+ * lose their bundles there. */
+void beam_cluster_member_lost(beam_node_t *node, beam_member_t *m, const char *why);
+
+/* Starts an actor's worker on member m. Returns 0 (pid set when local, 0
+ * when it is started remotely and not yet reported) or a negative error. */
+int beam_cluster_spawn(beam_node_t *node, beam_member_t *m, const beam_spawn_t *s, long *pid);
+/* Kills an actor's worker on member m. */
+void beam_cluster_kill(beam_node_t *node, beam_member_t *m, const char *actor);
+void beam_cluster_destroy(beam_node_t *node);
+
+#endif

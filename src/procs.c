@@ -1,0 +1,310 @@
+/* procs.c — worker subprocesses: spawn, output relay, kill, exit. */
+#define _GNU_SOURCE
+#include "procs.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+extern char **environ;
+
+#define LINE_MAX_BYTES (64 * 1024)
+
+static void proc_free(beam_node_t *node, beam_proc_t *p)
+{
+    HASH_DEL(node->procs, p);
+    free(p->class_name);
+    free(p->out_line.buf);
+    free(p->err_line.buf);
+    free(p);
+}
+
+static void maybe_free(beam_node_t *node, beam_proc_t *p)
+{
+    if (p->open_handles == 0 && !p->running)
+        proc_free(node, p);
+}
+
+static void emit_line(beam_node_t *node, beam_proc_t *p, int stream, const char *line, size_t n)
+{
+    char prefix[160];
+    int plen = snprintf(prefix, sizeof prefix, "(%s pid=%ld) ", p->class_name, p->pid);
+    size_t len = (size_t)plen + n;
+    char *text = malloc(len + 1);
+    if (!text)
+        return;
+    memcpy(text, prefix, (size_t)plen);
+    memcpy(text + plen, line, n);
+    text[len] = '\0';
+    beam_log(BEAM_LOG_INFO, "%s", text);
+    if (node->on_proc_output)
+        node->on_proc_output(node, p->actor, stream, text, len);
+    free(text);
+}
+
+/* Splits what the worker printed into lines; a line past LINE_MAX_BYTES is
+ * emitted in pieces so a worker cannot grow the buffer without bound. */
+static void take_output(beam_node_t *node, beam_proc_t *p, int stream, const char *s, size_t n)
+{
+    beam_line_t *l = stream == 1 ? &p->out_line : &p->err_line;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '\n' || l->len == LINE_MAX_BYTES) {
+            emit_line(node, p, stream, l->buf ? l->buf : "", l->len);
+            l->len = 0;
+            if (s[i] == '\n')
+                continue;
+        }
+        if (l->len == l->cap) {
+            size_t cap = l->cap ? l->cap * 2 : 256;
+            char *nb = realloc(l->buf, cap);
+            if (!nb)
+                return;
+            l->buf = nb;
+            l->cap = cap;
+        }
+        l->buf[l->len++] = s[i];
+    }
+}
+
+static void on_handle_close(uv_handle_t *h)
+{
+    beam_proc_t *p = h->data;
+    p->open_handles--;
+    maybe_free(h->loop->data, p);
+}
+
+static void close_handle(uv_handle_t *h)
+{
+    if (!uv_is_closing(h))
+        uv_close(h, on_handle_close);
+}
+
+static void on_output_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    buf->base = malloc(suggested);
+    buf->len = buf->base ? suggested : 0;
+}
+
+static void on_output(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    beam_proc_t *p = s->data;
+    beam_node_t *node = s->loop->data;
+    int stream = s == (uv_stream_t *)&p->out ? 1 : 2;
+    if (nread > 0)
+        take_output(node, p, stream, buf->base, (size_t)nread);
+    free(buf->base);
+    if (nread < 0) {
+        beam_line_t *l = stream == 1 ? &p->out_line : &p->err_line;
+        if (l->len)
+            emit_line(node, p, stream, l->buf, l->len);
+        l->len = 0;
+        close_handle((uv_handle_t *)s);
+    }
+}
+
+static void on_exit_cb(uv_process_t *proc, int64_t status, int term_signal)
+{
+    beam_proc_t *p = proc->data;
+    beam_node_t *node = proc->loop->data;
+    p->running = 0;
+    /* the processes the worker started go with it */
+    if (p->pid > 0)
+        kill(-(pid_t)p->pid, SIGKILL);
+    beam_log(BEAM_LOG_DEBUG, "worker %ld of actor %s exited (status %lld, signal %d)", p->pid, p->hex,
+             (long long)status, term_signal);
+    char actor[BEAM_ACTOR_ID_SIZE];
+    memcpy(actor, p->actor, sizeof actor);
+    long pid = p->pid;
+    close_handle((uv_handle_t *)proc);
+    if (node->on_proc_exit)
+        node->on_proc_exit(node, actor, pid, status, term_signal);
+}
+
+static void free_strv(char **v)
+{
+    if (!v)
+        return;
+    for (char **p = v; *p; p++)
+        free(*p);
+    free(v);
+}
+
+static int env_overridden(const char *kv, char *const *extra)
+{
+    static const char *ours[] = {"PYTHONPATH=", "PYTHONUNBUFFERED=", "BEAM_", "CUDA_VISIBLE_DEVICES=", NULL};
+    for (const char **p = ours; *p; p++)
+        if (strncmp(kv, *p, strlen(*p)) == 0)
+            return 1;
+    const char *eq = strchr(kv, '=');
+    size_t klen = eq ? (size_t)(eq - kv) : strlen(kv);
+    for (char *const *e = extra; e && *e; e++)
+        if (strncmp(*e, kv, klen) == 0 && (*e)[klen] == '=')
+            return 1;
+    return 0;
+}
+
+static char *kv(const char *key, const char *value)
+{
+    size_t n = strlen(key) + strlen(value) + 2;
+    char *s = malloc(n);
+    if (s)
+        snprintf(s, n, "%s=%s", key, value);
+    return s;
+}
+
+static char *join_path(char *const *sys_path)
+{
+    size_t plen = 1;
+    for (char *const *p = sys_path; p && *p; p++)
+        plen += strlen(*p) + 1;
+    char *out = calloc(1, plen);
+    for (char *const *p = sys_path; out && p && *p; p++)
+        if (**p) {
+            if (*out)
+                strcat(out, ":");
+            strcat(out, *p);
+        }
+    return out;
+}
+
+/* The worker's environment: the daemon's, less what beam sets, plus the
+ * runtime_env's variables, plus beam's own. NULL when memory runs out. */
+static char **worker_env(beam_node_t *node, const beam_spawn_t *s, const char *hex)
+{
+    size_t n = 0, extra = 0;
+    for (char **e = environ; *e; e++)
+        n++;
+    for (char *const *e = s->env; e && *e; e++)
+        extra++;
+    char **env = calloc(n + extra + 16, sizeof *env);
+    if (!env)
+        return NULL;
+    size_t k = 0;
+    int fail = 0;
+    for (char **e = environ; *e; e++)
+        if (!env_overridden(*e, s->env))
+            fail |= !(env[k++] = strdup(*e));
+    for (char *const *e = s->env; e && *e; e++)
+        fail |= !(env[k++] = strdup(*e));
+    char *pypath = join_path(s->sys_path);
+    char num[32];
+    fail |= !pypath;
+    fail |= !(env[k++] = kv("PYTHONPATH", pypath ? pypath : ""));
+    free(pypath);
+    fail |= !(env[k++] = kv("PYTHONUNBUFFERED", "1"));
+    fail |= !(env[k++] = kv("BEAM_SOCKET", node->socket_path));
+    fail |= !(env[k++] = kv("BEAM_ACTOR_ID", hex));
+    fail |= !(env[k++] = kv("BEAM_WORKER_TOKEN", s->token));
+    fail |= !(env[k++] = kv("BEAM_NODE_ID", node->node_hex));
+    fail |= !(env[k++] = kv("BEAM_NODE_IP", node->node_ip));
+    fail |= !(env[k++] = kv("BEAM_GPU_IDS", s->gpus));
+    snprintf(num, sizeof num, "%u", s->owner_pid);
+    fail |= !(env[k++] = kv("BEAM_DRIVER_PID", num));
+    snprintf(num, sizeof num, "%ld", (long)getpid());
+    fail |= !(env[k++] = kv("BEAM_PARENT_PID", num));
+    if (!s->noset_cuda)
+        fail |= !(env[k++] = kv("CUDA_VISIBLE_DEVICES", s->gpus));
+    else if (getenv("CUDA_VISIBLE_DEVICES"))
+        fail |= !(env[k++] = kv("CUDA_VISIBLE_DEVICES", getenv("CUDA_VISIBLE_DEVICES")));
+    if (fail) {
+        free_strv(env);
+        return NULL;
+    }
+    return env;
+}
+
+int beam_proc_spawn(beam_node_t *node, const beam_spawn_t *s, long *pid)
+{
+    beam_proc_t *p = NULL;
+    HASH_FIND(hh, node->procs, s->actor, BEAM_ACTOR_ID_SIZE, p);
+    if (p)
+        return UV_EEXIST;
+    p = calloc(1, sizeof *p);
+    if (!p)
+        return UV_ENOMEM;
+    memcpy(p->actor, s->actor, BEAM_ACTOR_ID_SIZE);
+    beam_id_hex(s->actor, BEAM_ACTOR_ID_SIZE, p->hex);
+    p->class_name = strdup(s->class_name);
+    char **env = worker_env(node, s, p->hex);
+    if (!env || !p->class_name) {
+        free_strv(env);
+        free(p->class_name);
+        free(p);
+        return UV_ENOMEM;
+    }
+    HASH_ADD(hh, node->procs, actor, BEAM_ACTOR_ID_SIZE, p);
+    char *args[] = {(char *)s->python, "-m", "ray._worker", NULL};
+    uv_stdio_container_t stdio[3];
+    uv_pipe_init(node->loop, &p->out, 0);
+    uv_pipe_init(node->loop, &p->err, 0);
+    p->out.data = p->err.data = p->proc.data = p;
+    p->open_handles = 3;
+    stdio[0].flags = UV_IGNORE;
+    stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+    stdio[1].data.stream = (uv_stream_t *)&p->out;
+    stdio[2].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+    stdio[2].data.stream = (uv_stream_t *)&p->err;
+    uv_process_options_t opt = {
+        .exit_cb = on_exit_cb,
+        .file = s->python,
+        .args = args,
+        .env = env,
+        /* the driver's folder, or / where that folder does not exist here */
+        .cwd = (s->cwd && *s->cwd && access(s->cwd, X_OK) == 0) ? s->cwd : "/",
+        /* its own session, so a kill reaches whatever it starts */
+        .flags = UV_PROCESS_DETACHED,
+        .stdio_count = 3,
+        .stdio = stdio,
+    };
+    int rc = uv_spawn(node->loop, &p->proc, &opt);
+    free_strv(env);
+    if (rc < 0) {
+        beam_log(BEAM_LOG_ERROR, "could not start a worker for actor %s (%s): %s", p->hex, s->python,
+                 uv_strerror(rc));
+        close_handle((uv_handle_t *)&p->proc);
+        close_handle((uv_handle_t *)&p->out);
+        close_handle((uv_handle_t *)&p->err);
+        return rc;
+    }
+    p->running = 1;
+    p->pid = p->proc.pid;
+    uv_read_start((uv_stream_t *)&p->out, on_output_alloc, on_output);
+    uv_read_start((uv_stream_t *)&p->err, on_output_alloc, on_output);
+    beam_log(BEAM_LOG_INFO, "actor %s (%s) started as pid %ld, GPUs [%s]", p->hex, s->class_name, p->pid,
+             s->gpus);
+    *pid = p->pid;
+    return 0;
+}
+
+int beam_proc_kill(beam_node_t *node, const char *actor)
+{
+    beam_proc_t *p = NULL;
+    HASH_FIND(hh, node->procs, actor, BEAM_ACTOR_ID_SIZE, p);
+    if (!p || !p->running || p->pid <= 0)
+        return -ENOENT;
+    kill(-(pid_t)p->pid, SIGKILL);
+    kill((pid_t)p->pid, SIGKILL);
+    return 0;
+}
+
+void beam_procs_kill_all(beam_node_t *node)
+{
+    for (beam_proc_t *p = node->procs; p; p = p->hh.next)
+        if (p->running && p->pid > 0) {
+            kill(-(pid_t)p->pid, SIGKILL);
+            kill((pid_t)p->pid, SIGKILL);
+        }
+}
+
+size_t beam_procs_running(const beam_node_t *node)
+{
+    size_t n = 0;
+    for (const beam_proc_t *p = node->procs; p; p = p->hh.next)
+        n += p->running;
+    return n;
+}

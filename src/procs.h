@@ -1,0 +1,56 @@
+/* procs.h — the worker processes this node runs: spawning `python -m
+ * ray._worker` with its environment, relaying what it prints line by line,
+ * killing its process group, and reporting its exit. It knows nothing of
+ * actor state: the node's on_proc_output/on_proc_exit hooks (node.h) take
+ * the events, locally to the actor table or over the link to the head. */
+#ifndef BEAM_PROCS_H
+#define BEAM_PROCS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uthash.h>
+#include <uv.h>
+
+#include "node.h"
+
+/* Everything a worker is started with. Strings are borrowed for the call. */
+typedef struct beam_spawn_s {
+    const char *actor;      /* BEAM_ACTOR_ID_SIZE bytes */
+    const char *class_name;
+    const char *python;
+    const char *cwd;
+    char *const *env;       /* runtime_env "K=V", NULL-terminated (may be NULL) */
+    char *const *sys_path;  /* NULL-terminated (may be NULL) */
+    const char *gpus;       /* assigned GPU ids, comma-separated */
+    const char *token;
+    int noset_cuda;
+    uint32_t owner_pid;
+} beam_spawn_t;
+
+typedef struct beam_line_s {
+    char *buf;
+    size_t len, cap;
+} beam_line_t;
+
+typedef struct beam_proc_s {
+    char actor[BEAM_ACTOR_ID_SIZE];
+    char hex[2 * BEAM_ACTOR_ID_SIZE + 1];
+    char *class_name;
+    uv_process_t proc;
+    uv_pipe_t out, err;
+    beam_line_t out_line, err_line;
+    int open_handles;
+    int running;
+    long pid;
+    UT_hash_handle hh;
+} beam_proc_t;
+
+/* Starts a worker. Returns 0 and its pid, or a negative uv error. */
+int beam_proc_spawn(beam_node_t *node, const beam_spawn_t *s, long *pid);
+/* SIGKILLs the worker's process group. Returns 0, or -ENOENT if none runs. */
+int beam_proc_kill(beam_node_t *node, const char *actor);
+void beam_procs_kill_all(beam_node_t *node);
+/* How many workers are still running. */
+size_t beam_procs_running(const beam_node_t *node);
+
+#endif
