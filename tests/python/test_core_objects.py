@@ -592,3 +592,43 @@ def test_task_error_text_has_no_orphan_caret_lines(ray_start):
     for prev, line in zip(lines, lines[1:]):
         if line.strip() and set(line.strip()) <= {"^", "~"}:
             assert prev.startswith("    "), f"caret line under {prev!r}"
+
+
+def test_handle_and_ref_passed_to_another_driver_through_a_file(ray_start, tmp_path):
+    import cloudpickle
+
+    from conftest import run_driver
+
+    ray = ray_start
+
+    @ray.remote
+    class Counter:
+        def __init__(self):
+            self.n = 0
+
+        def add(self, k):
+            self.n += k
+            return self.n
+
+    c = Counter.remote()
+    assert ray.get(c.add.remote(1)) == 1
+    ref = ray.put({"shared": "value"})
+    path = tmp_path / "handles.pkl"
+    path.write_bytes(cloudpickle.dumps((c, ref)))
+    out = run_driver(f"""
+import cloudpickle, ray
+ray.init()
+c, ref = cloudpickle.loads(open({str(path)!r}, "rb").read())
+print("ADD", ray.get(c.add.remote(10)))
+print("REF", ray.get(ref, timeout=5))
+""")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["ADD 11", "REF {'shared': 'value'}"]
+    assert ray.get(c.add.remote(100)) == 111
+    assert ray.get(ref) == {"shared": "value"}
+
+
+def test_wait_fetch_local_false_accepted(ray_start):
+    ray = ray_start
+    r = ray.put(1)
+    assert ray.wait([r], fetch_local=False, timeout=1) == ([r], [])
