@@ -148,6 +148,8 @@ int beam_decoder_feed(beam_decoder_t *dec, const char *data, size_t n)
 {
     if (dec->failed)
         return -1;
+    if (n == 0)
+        return 0; /* nothing to copy; memcpy into a NULL buf would be UB */
     if (dec->pos > 0 && dec->pos == dec->len) {
         dec->pos = dec->len = 0;
     } else if (dec->pos > 0 && dec->len + n > dec->cap) {
