@@ -1,10 +1,14 @@
-/* beamctl.c — the command line: asks a beamd for its tables and prints them
- * for a person (or as JSON with --json). */
+/* beamctl.c — the command line: asks a beamd for its tables (nodes,
+ * resources, actors, placement groups, objects) and prints them for a person,
+ * or as JSON with --json. */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "beam/codec.h"
@@ -13,16 +17,37 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: beamctl [--socket PATH] COMMAND [--json]\n"
+            "usage: beamctl [--socket PATH] [--timeout SECONDS] status [--json]\n"
+            "\n"
             "commands:\n"
-            "  status     the node, its resources, actors and objects\n"
+            "  status            the daemon's view: nodes (id, ip, alive), resources used/total\n"
+            "                    per node, actors (id, class, state, pid, GPUs, node), placement\n"
+            "                    groups (id, strategy, state, bundles and where they are), objects\n"
             "options:\n"
-            "  --socket PATH   the daemon's socket (default $BEAM_SOCKET, else per-user)\n"
-            "  --json          print the daemon's answer as JSON\n"
-            "  --help\n");
+            "  --socket PATH     the daemon's socket (default $BEAM_SOCKET, else\n"
+            "                    $XDG_RUNTIME_DIR/beam/beamd.sock, else /tmp/beam-$UID/beamd.sock)\n"
+            "  --json            print the daemon's answer as one JSON object\n"
+            "  --timeout SECONDS give up when the daemon has not answered by then (default 10)\n"
+            "  -h, --help        this text\n"
+            "\n"
+            "Exit status: 0 on success, 1 when no daemon answers or it refuses, 2 on a usage error.\n"
+            "Diagnostics go to stderr.\n");
 }
 
 /* --- JSON --- */
+
+/* An element as text: a str as is, a number with %g, else "?". */
+static void text(const msgpack_object *o, char *buf, size_t n)
+{
+    switch (o->type) {
+    case MSGPACK_OBJECT_STR: snprintf(buf, n, "%.*s", (int)o->via.str.size, o->via.str.ptr); break;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER: snprintf(buf, n, "%llu", (unsigned long long)o->via.u64); break;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER: snprintf(buf, n, "%lld", (long long)o->via.i64); break;
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64: snprintf(buf, n, "%g", o->via.f64); break;
+    default: snprintf(buf, n, "?"); break;
+    }
+}
 
 static void json_str(FILE *f, const char *s, size_t n)
 {
@@ -47,7 +72,12 @@ static void json(FILE *f, const msgpack_object *o)
     case MSGPACK_OBJECT_POSITIVE_INTEGER: fprintf(f, "%llu", (unsigned long long)o->via.u64); break;
     case MSGPACK_OBJECT_NEGATIVE_INTEGER: fprintf(f, "%lld", (long long)o->via.i64); break;
     case MSGPACK_OBJECT_FLOAT32:
-    case MSGPACK_OBJECT_FLOAT64: fprintf(f, "%.17g", o->via.f64); break;
+    case MSGPACK_OBJECT_FLOAT64:
+        if (isfinite(o->via.f64))
+            fprintf(f, "%.17g", o->via.f64);
+        else
+            fputs("null", f); /* JSON has no NaN or infinity */
+        break;
     case MSGPACK_OBJECT_STR: json_str(f, o->via.str.ptr, o->via.str.size); break;
     case MSGPACK_OBJECT_BIN: {
         fputc('"', f);
@@ -70,7 +100,14 @@ static void json(FILE *f, const msgpack_object *o)
         for (uint32_t i = 0; i < o->via.map.size; i++) {
             if (i)
                 fputc(',', f);
-            json(f, &o->via.map.ptr[i].key);
+            const msgpack_object *k = &o->via.map.ptr[i].key;
+            if (k->type == MSGPACK_OBJECT_STR) {
+                json(f, k);
+            } else { /* JSON keys are strings */
+                char kb[64];
+                text(k, kb, sizeof kb);
+                json_str(f, kb, strlen(kb));
+            }
             fputc(':', f);
             json(f, &o->via.map.ptr[i].val);
         }
@@ -82,12 +119,13 @@ static void json(FILE *f, const msgpack_object *o)
 
 /* --- the human view --- */
 
+/* Copies a str field into buf ("" when missing or not a str). */
 static const char *str(const msgpack_object *map, const char *key, char *buf, size_t n)
 {
     const char *s;
     uint32_t len;
     if (beam_field_str(map, key, &s, &len) != 0)
-        return "";
+        s = "", len = 0;
     snprintf(buf, n, "%.*s", (int)len, s);
     return buf;
 }
@@ -99,78 +137,228 @@ static double num(const msgpack_object *map, const char *key)
     return v;
 }
 
+/* A flag sent as a bool or as an int; dflt when missing. */
+static int flag(const msgpack_object *map, const char *key, int dflt)
+{
+    int b;
+    double v;
+    if (beam_field_bool(map, key, &b) == 0)
+        return b;
+    if (beam_field_float(map, key, &v) == 0)
+        return v != 0;
+    return dflt;
+}
+
+static const msgpack_object_array *array(const msgpack_object *map, const char *key)
+{
+    const msgpack_object_array *a;
+    return beam_field_array(map, key, &a) == 0 ? a : NULL;
+}
+
 static void bar(char *out, double used, double total)
 {
     const int width = 20;
     int filled = total > 0 ? (int)(used / total * width + 0.5) : 0;
+    if (filled > width)
+        filled = width;
     for (int i = 0; i < width; i++)
         out[i] = i < filled ? '#' : '.';
     out[width] = '\0';
 }
 
-static void print_resources(const msgpack_object *st)
+/* The node entries: the status's `nodes` array when the daemon sends one (a
+ * cluster's head), else the status itself as the one node. */
+typedef struct nodes_s {
+    const msgpack_object *node[256];
+    uint32_t n;     /* shown */
+    uint32_t total; /* in the status */
+} nodes_t;
+
+static void nodes_of(const msgpack_object *st, nodes_t *out)
 {
-    const msgpack_object *total = beam_map_get(st, "resources_total");
-    const msgpack_object *avail = beam_map_get(st, "resources_available");
+    const msgpack_object_array *a = array(st, "nodes");
+    out->n = 0;
+    if (a && a->size > 0) {
+        for (uint32_t i = 0; i < a->size && out->n < 256; i++)
+            if (a->ptr[i].type == MSGPACK_OBJECT_MAP)
+                out->node[out->n++] = &a->ptr[i];
+    }
+    if (out->n == 0)
+        out->node[out->n++] = st;
+    out->total = a && a->size > out->n ? a->size : out->n;
+}
+
+/* The ip of the node with this id, for naming where a bundle is. */
+static const char *node_ip_of(const nodes_t *nodes, const char *id, char *buf, size_t n)
+{
+    char nid[128];
+    for (uint32_t i = 0; i < nodes->n; i++)
+        if (*id && strcmp(str(nodes->node[i], "node_id", nid, sizeof nid), id) == 0)
+            return str(nodes->node[i], "node_ip", buf, n);
+    snprintf(buf, n, "?");
+    return buf;
+}
+
+static void print_nodes(const msgpack_object *st, const nodes_t *nodes)
+{
+    char id[128], ip[64], host[256], death[256];
+    printf("Nodes (%u)\n", nodes->total);
+    printf("  %-56s %-15s %-5s %-4s %s\n", "NODE ID", "IP", "ALIVE", "HEAD", "HOST");
+    for (uint32_t i = 0; i < nodes->n; i++) {
+        const msgpack_object *n = nodes->node[i];
+        int alive = flag(n, "alive", 1);
+        printf("  %-56s %-15s %-5s %-4s %s\n", str(n, "node_id", id, sizeof id), str(n, "node_ip", ip, sizeof ip),
+               alive ? "yes" : "no", flag(n, "is_head", 0) ? "yes" : "no", str(n, "hostname", host, sizeof host));
+        if (!alive && *str(n, "death", death, sizeof death))
+            printf("    died: %s\n", death);
+    }
+    if (nodes->total > nodes->n)
+        printf("  ... and %u more nodes (see --json)\n", nodes->total - nodes->n);
+    char sock[128], version[64];
+    printf("  socket %s, beamd pid %.0f, up %.1f s", str(st, "socket", sock, sizeof sock), num(st, "pid"),
+           num(st, "uptime_ms") / 1000);
+    if (*str(st, "version", version, sizeof version))
+        printf(", version %s", version);
+    printf("\n");
+}
+
+static void print_node_resources(const msgpack_object *n)
+{
+    const msgpack_object *total = beam_map_get(n, "resources_total");
+    const msgpack_object *avail = beam_map_get(n, "resources_available");
     if (!total || total->type != MSGPACK_OBJECT_MAP)
         return;
-    printf("Resources (used/total)\n");
     for (uint32_t i = 0; i < total->via.map.size; i++) {
         const msgpack_object *k = &total->via.map.ptr[i].key;
+        if (k->type != MSGPACK_OBJECT_STR)
+            continue;
         char name[160], b[32];
         snprintf(name, sizeof name, "%.*s", (int)k->via.str.size, k->via.str.ptr);
-        double t = num(total, name), a = num(avail, name), used = t - a;
+        double t = num(total, name), used = t - num(avail, name);
         bar(b, used, t);
         if (strcmp(name, "memory") == 0 || strcmp(name, "object_store_memory") == 0)
-            printf("  %-28s [%s] %.2f/%.2f GiB\n", name, b, used / (1 << 30), t / (1 << 30));
+            printf("    %-28s [%s] %.2f/%.2f GiB\n", name, b, used / (1 << 30), t / (1 << 30));
         else
-            printf("  %-28s [%s] %g/%g\n", name, b, used, t);
+            printf("    %-28s [%s] %g/%g\n", name, b, used, t);
+    }
+    const msgpack_object_array *gpus = array(n, "gpus");
+    for (uint32_t i = 0; gpus && i < gpus->size; i++) {
+        char gid[64], label[80], b[32];
+        double used = 1.0 - num(&gpus->ptr[i], "available");
+        snprintf(label, sizeof label, "GPU %s", str(&gpus->ptr[i], "id", gid, sizeof gid));
+        bar(b, used, 1.0);
+        printf("      %-26s [%s] %g/1\n", label, b, used);
+    }
+}
+
+static void print_resources(const nodes_t *nodes)
+{
+    char id[128], ip[64];
+    printf("Resources (used/total)\n");
+    for (uint32_t i = 0; i < nodes->n; i++) {
+        const msgpack_object *n = nodes->node[i];
+        printf("  node %.12s %s%s\n", str(n, "node_id", id, sizeof id), str(n, "node_ip", ip, sizeof ip),
+               flag(n, "alive", 1) ? "" : " (dead)");
+        print_node_resources(n);
     }
 }
 
 static void print_actors(const msgpack_object *st)
 {
-    const msgpack_object *actors = beam_map_get(st, "actors");
-    if (!actors || actors->type != MSGPACK_OBJECT_ARRAY)
+    const msgpack_object_array *actors = array(st, "actors");
+    if (!actors)
         return;
-    printf("Actors (%u)\n", actors->via.array.size);
-    if (actors->via.array.size)
+    printf("Actors (%u)\n", actors->size);
+    if (actors->size)
         printf("  %-32s %-20s %-16s %-8s %-8s %s\n", "ACTOR ID", "CLASS", "STATE", "PID", "GPUS", "NODE");
-    for (uint32_t i = 0; i < actors->via.array.size; i++) {
-        const msgpack_object *a = &actors->via.array.ptr[i];
-        char id[64], cls[64], state[32], node[64], gpus[128] = "";
-        const msgpack_object_array *g;
-        if (beam_field_array(a, "gpu_ids", &g) == 0)
-            for (uint32_t j = 0; j < g->size; j++) {
-                size_t len = strlen(gpus);
-                snprintf(gpus + len, sizeof gpus - len, "%s%.*s", j ? "," : "", (int)g->ptr[j].via.str.size,
-                         g->ptr[j].via.str.ptr);
-            }
+    for (uint32_t i = 0; i < actors->size; i++) {
+        const msgpack_object *a = &actors->ptr[i];
+        char id[64], cls[300], state[32], node[128], gpus[256] = "";
+        const msgpack_object_array *g = array(a, "gpu_ids");
+        for (uint32_t j = 0; g && j < g->size; j++) {
+            char one[32];
+            size_t len = strlen(gpus);
+            text(&g->ptr[j], one, sizeof one);
+            snprintf(gpus + len, sizeof gpus - len, "%s%s", j ? "," : "", one);
+        }
         printf("  %-32s %-20s %-16s %-8.0f %-8s %.12s\n", str(a, "actor_id", id, sizeof id),
                str(a, "class_name", cls, sizeof cls), str(a, "state", state, sizeof state), num(a, "pid"),
-               *gpus ? gpus : "-", str(a, "node_id", node, sizeof node));
+               *gpus ? gpus : "-", *str(a, "node_id", node, sizeof node) ? node : "-");
+    }
+}
+
+/* One bundle's resources as "GPU=1 node:10.0.0.1=0.001". */
+static void bundle_text(const msgpack_object *b, char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    if (b->type != MSGPACK_OBJECT_MAP)
+        return;
+    for (uint32_t i = 0; i < b->via.map.size && len < cap; i++) {
+        char k[160], v[64];
+        text(&b->via.map.ptr[i].key, k, sizeof k);
+        text(&b->via.map.ptr[i].val, v, sizeof v);
+        len += (size_t)snprintf(out + len, cap - len, "%s%s=%s", i ? " " : "", k, v);
+    }
+}
+
+static void print_pgs(const msgpack_object *st, const nodes_t *nodes)
+{
+    enum { MAX_SHOWN = 32 };
+    const msgpack_object_array *pgs = array(st, "placement_groups");
+    if (!pgs)
+        return;
+    printf("Placement groups (%u)\n", pgs->size);
+    if (pgs->size)
+        printf("  %-36s %-13s %-12s %s\n", "PLACEMENT GROUP ID", "STRATEGY", "STATE", "NAME");
+    for (uint32_t i = 0; i < pgs->size; i++) {
+        const msgpack_object *pg = &pgs->ptr[i];
+        char id[64], strategy[32], state[32], name[1100];
+        printf("  %-36s %-13s %-12s %s\n", str(pg, "placement_group_id", id, sizeof id),
+               str(pg, "strategy", strategy, sizeof strategy), str(pg, "state", state, sizeof state),
+               *str(pg, "name", name, sizeof name) ? name : "-");
+        const msgpack_object_array *bundles = array(pg, "bundles");
+        const msgpack_object_array *where = array(pg, "bundles_to_node_id");
+        for (uint32_t j = 0; bundles && j < bundles->size && j < MAX_SHOWN; j++) {
+            char res[512], node[128] = "", ip[64];
+            bundle_text(&bundles->ptr[j], res, sizeof res);
+            if (where && j < where->size)
+                text(&where->ptr[j], node, sizeof node);
+            if (*node && strcmp(node, "?") != 0)
+                printf("    bundle %-4u %-36s -> %s %.12s\n", j, res, node_ip_of(nodes, node, ip, sizeof ip), node);
+            else
+                printf("    bundle %-4u %-36s -> (not placed)\n", j, res);
+        }
+        if (bundles && bundles->size > MAX_SHOWN)
+            printf("    ... and %u more bundles\n", bundles->size - MAX_SHOWN);
     }
 }
 
 static void print_status(const msgpack_object *st)
 {
-    char id[64], ip[64], host[256], sock[128];
-    printf("Nodes (1)\n");
-    printf("  %-56s %-15s %-6s %s\n", "NODE ID", "IP", "ALIVE", "HOST");
-    printf("  %-56s %-15s %-6s %s\n", str(st, "node_id", id, sizeof id), str(st, "node_ip", ip, sizeof ip), "yes",
-           str(st, "hostname", host, sizeof host));
-    printf("  socket %s, beamd pid %.0f, up %.1f s\n", str(st, "socket", sock, sizeof sock), num(st, "pid"),
-           num(st, "uptime_ms") / 1000);
-    print_resources(st);
+    nodes_t nodes;
+    nodes_of(st, &nodes);
+    print_nodes(st, &nodes);
+    print_resources(&nodes);
     print_actors(st);
+    print_pgs(st, &nodes);
     const msgpack_object *objs = beam_map_get(st, "objects");
-    printf("Objects: %.0f (%.0f bytes)\n", num(objs, "count"), num(objs, "bytes"));
+    double bytes = num(objs, "bytes");
+    printf("Objects: %.0f (%.0f bytes", num(objs, "count"), bytes);
+    if (bytes >= 1 << 20)
+        printf(", %.1f MiB", bytes / (1 << 20));
+    else if (bytes >= 1 << 10)
+        printf(", %.1f KiB", bytes / (1 << 10));
+    printf(")\n");
     const msgpack_object *cl = beam_map_get(st, "clients");
     printf("Clients: %.0f drivers, %.0f workers\n", num(cl, "drivers"), num(cl, "workers"));
 }
 
 /* --- talking to the daemon --- */
 
+/* Sends op (hello carries this process's role and pid) and reads frames
+ * until its reply. Returns 0 with reply filled (the caller destroys it),
+ * -EAGAIN when the socket timed out, -1 with err set otherwise. */
 static int request(int fd, beam_decoder_t *dec, uint64_t msgid, const char *op, beam_msg_t *reply, char *err,
                    size_t errlen)
 {
@@ -191,14 +379,14 @@ static int request(int fd, beam_decoder_t *dec, uint64_t msgid, const char *op, 
     free(buf);
     if (rc < 0) {
         snprintf(err, errlen, "write: %s", strerror(-rc));
-        return -1;
+        return rc == -EAGAIN || rc == -EWOULDBLOCK ? -EAGAIN : -1;
     }
     for (;;) {
         const char *frame;
         rc = beam_client_read_frame(fd, dec, &frame, &len);
         if (rc <= 0) {
             snprintf(err, errlen, "%s", rc == 0 ? "the daemon closed the connection" : strerror(-rc));
-            return -1;
+            return rc == -EAGAIN || rc == -EWOULDBLOCK ? -EAGAIN : -1;
         }
         if (beam_msg_parse(frame, len, &dec->lim, reply, err, errlen) < 0)
             return -1;
@@ -217,20 +405,39 @@ static int request(int fd, beam_decoder_t *dec, uint64_t msgid, const char *op, 
 
 int main(int argc, char **argv)
 {
-    enum { O_SOCKET = 1, O_JSON, O_HELP };
-    static const struct option longopts[] = {
-        {"socket", 1, 0, O_SOCKET}, {"json", 0, 0, O_JSON}, {"help", 0, 0, O_HELP}, {0, 0, 0, 0}};
+    enum { O_SOCKET = 1, O_JSON, O_TIMEOUT, O_HELP = 'h' };
+    static const struct option longopts[] = {{"socket", 1, 0, O_SOCKET},
+                                             {"json", 0, 0, O_JSON},
+                                             {"timeout", 1, 0, O_TIMEOUT},
+                                             {"help", 0, 0, O_HELP},
+                                             {0, 0, 0, 0}};
     char path[108] = "";
     int as_json = 0, c;
-    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+    double timeout = 10;
+    char *end;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
-        case O_SOCKET: snprintf(path, sizeof path, "%s", optarg); break;
+        case O_SOCKET:
+            if (strlen(optarg) >= sizeof path) {
+                fprintf(stderr, "beamctl: socket path too long (at most %zu bytes): %s\n", sizeof path - 1, optarg);
+                return 2;
+            }
+            snprintf(path, sizeof path, "%s", optarg);
+            break;
         case O_JSON: as_json = 1; break;
+        case O_TIMEOUT:
+            timeout = strtod(optarg, &end);
+            if (*end || end == optarg || !(timeout > 0) || timeout > 86400) {
+                fprintf(stderr, "beamctl: bad --timeout '%s' (seconds, more than 0)\n", optarg);
+                return 2;
+            }
+            break;
         case O_HELP: usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
     if (optind >= argc) {
+        fprintf(stderr, "beamctl: no command given\n");
         usage(stderr);
         return 2;
     }
@@ -240,35 +447,55 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (optind + 1 < argc) {
+        fprintf(stderr, "beamctl: unexpected argument '%s'\n", argv[optind + 1]);
+        usage(stderr);
+        return 2;
+    }
     if (!*path)
         beam_client_socket_path(path, sizeof path);
     int fd = beam_client_connect(path);
     if (fd < 0) {
         fprintf(stderr, "beamctl: no beamd answers at %s: %s\n", path, strerror(-fd));
+        fprintf(stderr, "beamctl: is beamd running? Point at it with --socket PATH or $BEAM_SOCKET.\n");
         return 1;
     }
+    /* a daemon that accepts but never answers must not hang us */
+    struct timeval tv = {.tv_sec = (time_t)timeout, .tv_usec = (suseconds_t)((timeout - (double)(time_t)timeout) * 1e6)};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     beam_limits_t lim;
     beam_limits_default(&lim);
     beam_decoder_t dec;
     beam_decoder_init(&dec, &lim);
     beam_msg_t reply;
     char err[256];
-    int rc = 1;
-    if (request(fd, &dec, 1, "hello", &reply, err, sizeof err) == 0) {
+    int rc = 1, io;
+    if ((io = request(fd, &dec, 1, "hello", &reply, err, sizeof err)) == 0) {
         beam_msg_destroy(&reply);
-        if (request(fd, &dec, 2, "status", &reply, err, sizeof err) == 0) {
-            if (as_json) {
-                json(stdout, &reply.params);
-                fputc('\n', stdout);
+        if ((io = request(fd, &dec, 2, "status", &reply, err, sizeof err)) == 0) {
+            if (reply.params.type != MSGPACK_OBJECT_MAP) {
+                snprintf(err, sizeof err, "the daemon's status is not a map");
             } else {
-                print_status(&reply.params);
+                if (as_json) {
+                    json(stdout, &reply.params);
+                    fputc('\n', stdout);
+                } else {
+                    print_status(&reply.params);
+                }
+                rc = fflush(stdout) == 0 ? 0 : 1;
+                if (rc)
+                    snprintf(err, sizeof err, "writing the output: %s", strerror(errno));
             }
             beam_msg_destroy(&reply);
-            rc = 0;
         }
     }
-    if (rc)
-        fprintf(stderr, "beamctl: %s\n", err);
+    if (rc) {
+        if (io == -EAGAIN)
+            fprintf(stderr, "beamctl: no answer from beamd at %s within %g s\n", path, timeout);
+        else
+            fprintf(stderr, "beamctl: %s: %s\n", path, err);
+    }
     beam_decoder_destroy(&dec);
     close(fd);
     return rc;
