@@ -45,22 +45,13 @@ const char *beam_actor_state_name(int state)
     }
 }
 
-static void free_strv(char **v)
-{
-    if (!v)
-        return;
-    for (char **p = v; *p; p++)
-        free(*p);
-    free(v);
-}
-
 static void spec_free(beam_node_t *node, beam_actor_spec_t *spec)
 {
     free(spec->class_data);
     free(spec->args);
     beam_refs_unpin(node, &spec->refs);
-    free_strv(spec->env);
-    free_strv(spec->sys_path);
+    beam_strv_free(spec->env);
+    beam_strv_free(spec->sys_path);
     free(spec->python);
     free(spec->cwd);
     memset(spec, 0, sizeof *spec);

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "objects.h"
 #include "placement.h"
+#include "procs.h"
 
 #define BEAM_VERSION "0.1.0"
 
@@ -338,6 +339,29 @@ static char **env_map(req_t *r)
     return v;
 }
 
+/* Adds a map of resource name to amount (>= 0) to d, naming field in errors. */
+static int add_resource_map(req_t *r, const char *field, const msgpack_object_map *m, beam_demand_t *d)
+{
+    for (uint32_t i = 0; i < m->size; i++) {
+        const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
+        double amount;
+        if (k->type != MSGPACK_OBJECT_STR || k->via.str.size == 0 || k->via.str.size >= BEAM_RES_NAME_LEN ||
+            has_nul(k->via.str.ptr, k->via.str.size))
+            return bad(r, field, "resource names must be str of 1..127 bytes"), -1;
+        if (v->type == MSGPACK_OBJECT_FLOAT64 || v->type == MSGPACK_OBJECT_FLOAT32)
+            amount = v->via.f64;
+        else if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+            amount = (double)v->via.u64;
+        else
+            return bad(r, field, "amounts must be numbers >= 0"), -1;
+        char name[BEAM_RES_NAME_LEN];
+        snprintf(name, sizeof name, "%.*s", (int)k->via.str.size, k->via.str.ptr);
+        if (amount < 0 || beam_demand_add(d, name, beam_res_units(amount)) < 0)
+            return bad(r, field, "amounts must be numbers >= 0, at most 32 names"), -1;
+    }
+    return 0;
+}
+
 static int demand_field(req_t *r, beam_demand_t *d)
 {
     double cpus = 0, gpus = 0, memory = 0;
@@ -356,22 +380,8 @@ static int demand_field(req_t *r, beam_demand_t *d)
         bad(r, "num_cpus", "and num_gpus and memory must be >= 0");
         return -1;
     }
-    for (uint32_t i = 0; rc == 0 && i < m->size; i++) {
-        const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
-        double amount;
-        if (k->type != MSGPACK_OBJECT_STR || k->via.str.size == 0 || k->via.str.size >= BEAM_RES_NAME_LEN)
-            return bad(r, "resources", "keys must be non-empty str shorter than 128 bytes"), -1;
-        if (v->type == MSGPACK_OBJECT_FLOAT64 || v->type == MSGPACK_OBJECT_FLOAT32)
-            amount = v->via.f64;
-        else if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
-            amount = (double)v->via.u64;
-        else
-            return bad(r, "resources", "values must be numbers >= 0"), -1;
-        char name[BEAM_RES_NAME_LEN];
-        snprintf(name, sizeof name, "%.*s", (int)k->via.str.size, k->via.str.ptr);
-        if (beam_demand_add(d, name, beam_res_units(amount)) < 0)
-            return bad(r, "resources", "has too many entries or a negative amount"), -1;
-    }
+    if (rc == 0 && add_resource_map(r, "resources", m, d) < 0)
+        return -1;
     return 0;
 }
 
@@ -430,10 +440,7 @@ static void op_create_actor(req_t *r)
     if (!(spec.sys_path = str_array(r, "sys_path")))
         return;
     if (!(spec.env = env_map(r))) {
-        char **p = spec.sys_path;
-        while (*p)
-            free(*p++);
-        free(spec.sys_path);
+        beam_strv_free(spec.sys_path);
         return;
     }
     if (refs(r, &spec.refs) < 0) {
@@ -472,12 +479,8 @@ fail_quiet:
     free(spec.python);
     free(spec.cwd);
     beam_refs_free(&spec.refs);
-    for (char **p = spec.sys_path; p && *p; p++)
-        free(*p);
-    free(spec.sys_path);
-    for (char **p = spec.env; p && *p; p++)
-        free(*p);
-    free(spec.env);
+    beam_strv_free(spec.sys_path);
+    beam_strv_free(spec.env);
 }
 
 static void op_submit(req_t *r)
@@ -570,23 +573,8 @@ static int bundle_demand(req_t *r, const msgpack_object *o, beam_demand_t *d)
     memset(d, 0, sizeof *d);
     if (o->type != MSGPACK_OBJECT_MAP || o->via.map.size == 0)
         return bad(r, "bundles", "must hold non-empty maps of resource name to amount"), -1;
-    for (uint32_t i = 0; i < o->via.map.size; i++) {
-        const msgpack_object *k = &o->via.map.ptr[i].key, *v = &o->via.map.ptr[i].val;
-        double amount;
-        if (k->type != MSGPACK_OBJECT_STR || k->via.str.size == 0 || k->via.str.size >= BEAM_RES_NAME_LEN ||
-            has_nul(k->via.str.ptr, k->via.str.size))
-            return bad(r, "bundles", "resource names must be str of 1..127 bytes"), -1;
-        if (v->type == MSGPACK_OBJECT_FLOAT64 || v->type == MSGPACK_OBJECT_FLOAT32)
-            amount = v->via.f64;
-        else if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
-            amount = (double)v->via.u64;
-        else
-            return bad(r, "bundles", "amounts must be numbers >= 0"), -1;
-        char name[BEAM_RES_NAME_LEN];
-        snprintf(name, sizeof name, "%.*s", (int)k->via.str.size, k->via.str.ptr);
-        if (amount < 0 || beam_demand_add(d, name, beam_res_units(amount)) < 0)
-            return bad(r, "bundles", "amounts must be numbers >= 0, at most 32 per bundle"), -1;
-    }
+    if (add_resource_map(r, "bundles", &o->via.map, d) < 0)
+        return -1;
     if (d->n == 0)
         return bad(r, "bundles", "must not be all zero"), -1;
     return 0;

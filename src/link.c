@@ -502,13 +502,6 @@ static char **strv_from(const msgpack_object *params, const char *key)
     return v;
 }
 
-static void free_strv(char **v)
-{
-    for (char **p = v; p && *p; p++)
-        free(*p);
-    free(v);
-}
-
 static void send_worker_event(beam_link_t *l, const char *op, const char *actor, long pid, int64_t status, int sig)
 {
     beam_enc_t enc;
@@ -546,8 +539,8 @@ static void member_spawn(beam_link_t *l, const beam_msg_t *m)
                       .owner_pid = (uint32_t)owner_pid};
     long pid = 0;
     int rc = (env && path) ? beam_proc_spawn(l->node, &s, &pid) : UV_ENOMEM;
-    free_strv(env);
-    free_strv(path);
+    beam_strv_free(env);
+    beam_strv_free(path);
     if (rc < 0)
         send_worker_event(l, "worker_exit", actor, 0, 127, 0);
     else

@@ -125,7 +125,7 @@ static void on_exit_cb(uv_process_t *proc, int64_t status, int term_signal)
         node->on_proc_exit(node, actor, pid, status, term_signal);
 }
 
-static void free_strv(char **v)
+void beam_strv_free(char **v)
 {
     if (!v)
         return;
@@ -212,7 +212,7 @@ static char **worker_env(beam_node_t *node, const beam_spawn_t *s, const char *h
     else if (getenv("CUDA_VISIBLE_DEVICES"))
         fail |= !(env[k++] = kv("CUDA_VISIBLE_DEVICES", getenv("CUDA_VISIBLE_DEVICES")));
     if (fail) {
-        free_strv(env);
+        beam_strv_free(env);
         return NULL;
     }
     return env;
@@ -232,7 +232,7 @@ int beam_proc_spawn(beam_node_t *node, const beam_spawn_t *s, long *pid)
     p->class_name = strdup(s->class_name);
     char **env = worker_env(node, s, p->hex);
     if (!env || !p->class_name) {
-        free_strv(env);
+        beam_strv_free(env);
         free(p->class_name);
         free(p);
         return UV_ENOMEM;
@@ -262,7 +262,7 @@ int beam_proc_spawn(beam_node_t *node, const beam_spawn_t *s, long *pid)
         .stdio = stdio,
     };
     int rc = uv_spawn(node->loop, &p->proc, &opt);
-    free_strv(env);
+    beam_strv_free(env);
     if (rc < 0) {
         beam_log(BEAM_LOG_ERROR, "could not start a worker for actor %s (%s): %s", p->hex, s->python,
                  uv_strerror(rc));

@@ -64,20 +64,6 @@ int beam_pool_add(beam_pool_t *pool, const char *name, int64_t amount)
     return 0;
 }
 
-int beam_pool_add_gpu(beam_pool_t *pool, const char *id)
-{
-    if (pool->ngpus >= BEAM_MAX_GPUS)
-        return -ENOSPC;
-    beam_res_entry_t *e = entry_add(pool, "GPU");
-    if (!e)
-        return -ENOMEM;
-    snprintf(pool->gpu_ids[pool->ngpus], BEAM_GPU_ID_LEN, "%s", id);
-    pool->gpu_avail[pool->ngpus++] = BEAM_RES_UNIT;
-    e->total += BEAM_RES_UNIT;
-    e->avail += BEAM_RES_UNIT;
-    return 0;
-}
-
 int beam_pool_add_gpu_units(beam_pool_t *pool, const char *id, int64_t units)
 {
     if (units <= 0 || units > BEAM_RES_UNIT)
@@ -135,6 +121,11 @@ void beam_grant_gpu_list(const beam_pool_t *pool, const beam_grant_t *grant, cha
     out[0] = '\0';
     for (int i = 0; i < grant->ngpus && len < cap; i++)
         len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? "," : "", pool->gpu_ids[grant->gpu_index[i]]);
+}
+
+int beam_pool_add_gpu(beam_pool_t *pool, const char *id)
+{
+    return beam_pool_add_gpu_units(pool, id, BEAM_RES_UNIT);
 }
 
 int64_t beam_res_units(double amount)

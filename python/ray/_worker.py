@@ -118,12 +118,9 @@ class Worker:
             self.reply(params["obj"], 1, ser.dumps(err)[0], [], [])
 
     def reply(self, obj, status, data, objs, actors):
-        msg = {"obj": obj, "status": status, "data": data}
-        if objs:
-            msg["objects"] = objs
-        if actors:
-            msg["actors"] = actors
-        self.client.send("task_done", msg)
+        from ray._private import serialization as ser
+
+        self.client.send("task_done", ser.with_refs({"obj": obj, "status": status, "data": data}, objs, actors))
 
     def serve(self):
         while True:

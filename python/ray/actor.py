@@ -282,11 +282,8 @@ class ActorMethod:
         rt = _worker.runtime()
         data, objs, actors = _ser.dumps((args, kwargs))
         oid = rt.ids.object_id()
-        params = {"actor": self._handle._ray_actor_id_bytes, "obj": oid, "method": self._name, "args": data}
-        if objs:
-            params["objects"] = objs
-        if actors:
-            params["actors"] = actors
+        params = _ser.with_refs({"actor": self._handle._ray_actor_id_bytes, "obj": oid, "method": self._name,
+                                 "args": data}, objs, actors)
         ref = ObjectRef(oid, _owned=True)
         try:
             rt.client.send("submit", params)

@@ -464,6 +464,19 @@ static char *encode_request(client_t *c, uint64_t msgid, const char *op, PyObjec
 
 static int flush_releases(client_t *c, int force);
 
+/* A Python timeout (None or seconds) as a monotonic deadline; 0 is none. */
+static int deadline_from(PyObject *timeout, int64_t *deadline)
+{
+    *deadline = 0;
+    if (timeout == Py_None)
+        return 0;
+    double t = PyFloat_AsDouble(timeout);
+    if (t == -1.0 && PyErr_Occurred())
+        return -1;
+    *deadline = now_ns() + (int64_t)(t * 1e9);
+    return 0;
+}
+
 static PyObject *client_send(client_t *c, PyObject *args)
 {
     const char *op;
@@ -587,13 +600,9 @@ static PyObject *client_request(client_t *c, PyObject *args)
     PyObject *params, *timeout_obj = Py_None;
     if (!PyArg_ParseTuple(args, "sO!|O:request", &op, &PyDict_Type, &params, &timeout_obj))
         return NULL;
-    int64_t deadline = 0;
-    if (timeout_obj != Py_None) {
-        double t = PyFloat_AsDouble(timeout_obj);
-        if (t == -1.0 && PyErr_Occurred())
-            return NULL;
-        deadline = now_ns() + (int64_t)(t * 1e9);
-    }
+    int64_t deadline;
+    if (deadline_from(timeout_obj, &deadline) < 0)
+        return NULL;
     if (flush_releases(c, 0) < 0)
         return NULL;
     slot_t slot = {0};
@@ -651,13 +660,9 @@ static PyObject *client_next_push(client_t *c, PyObject *args)
     PyObject *timeout_obj = Py_None;
     if (!PyArg_ParseTuple(args, "|O:next_push", &timeout_obj))
         return NULL;
-    int64_t deadline = 0;
-    if (timeout_obj != Py_None) {
-        double t = PyFloat_AsDouble(timeout_obj);
-        if (t == -1.0 && PyErr_Occurred())
-            return NULL;
-        deadline = now_ns() + (int64_t)(t * 1e9);
-    }
+    int64_t deadline;
+    if (deadline_from(timeout_obj, &deadline) < 0)
+        return NULL;
     if (flush_releases(c, 0) < 0)
         return NULL;
     int rc = wait_for(c, push_ready, NULL, deadline);

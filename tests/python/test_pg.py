@@ -768,9 +768,6 @@ def api_state(pg):
     return _pg_api().placement_group_table(pg)["state"]
 
 
-@pytest.mark.xfail(strict=True, reason="beam bug: python/ray/__init__.py does not import ray.util, so a bare "
-                   "`import ray` leaves `ray.util` unset (Ray's __init__ does `from ray import util`); vLLM calls "
-                   "ray.util.get_node_ip_address() inside workers after a plain `import ray`")
 def test_ray_util_reachable_after_plain_import():
     out = run_driver("import ray\nprint(ray.util.get_node_ip_address is not None)\n")
     assert out.returncode == 0, out.stderr

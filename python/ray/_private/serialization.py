@@ -16,6 +16,15 @@ def dumps(value):
     return data, _unique(found[0]), _unique(found[1])
 
 
+def with_refs(params, objs, actors):
+    """Adds the carried ids to a request's params (only when there are some)."""
+    if objs:
+        params["objects"] = objs
+    if actors:
+        params["actors"] = actors
+    return params
+
+
 def loads(data):
     return cloudpickle.loads(data)
 

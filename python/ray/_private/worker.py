@@ -414,11 +414,7 @@ def put(value, *, _owner=None):
     except Exception as e:
         raise TypeError(f"Could not serialize the put value {value!r:.100}: {e}") from e
     oid = rt.ids.object_id(_ids.KIND_PUT)
-    params = {"obj": oid, "data": data}
-    if objs:
-        params["objects"] = objs
-    if actors:
-        params["actors"] = actors
+    params = _ser.with_refs({"obj": oid, "data": data}, objs, actors)
     ref = ObjectRef(oid, _owned=True)
     try:
         rt.client.send("put", params)
