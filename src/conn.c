@@ -29,6 +29,8 @@ typedef struct write_req_s {
 static void on_close(uv_handle_t *h)
 {
     beam_conn_t *c = h->data;
+    if (--c->handles > 0)
+        return;
     beam_decoder_destroy(&c->dec);
     free(c);
 }
@@ -106,6 +108,7 @@ void beam_conn_accept(beam_node_t *node, uv_stream_t *server)
     beam_decoder_init(&c->dec, &node->limits);
     uv_pipe_init(node->loop, &c->pipe, 0);
     c->pipe.data = c;
+    c->handles = 1;
     if (uv_accept(server, (uv_stream_t *)&c->pipe) != 0) {
         uv_close((uv_handle_t *)&c->pipe, on_close);
         return;
@@ -209,6 +212,37 @@ static void on_write(uv_write_t *req, int status)
     }
 }
 
+static void on_closer(uv_idle_t *h)
+{
+    beam_conn_t *c = h->data;
+    uv_idle_stop(h);
+    beam_conn_close(c, c->close_why);
+}
+
+/* A send that cannot go on (its queue past max_outq, no memory, a failed
+ * write) must not tear the connection down under its caller: that caller
+ * may be walking this connection's waiters, an object's waiter list or an
+ * actor's queue, all of which the teardown edits (a get answered into a full
+ * queue freed its own waiter twice). So the connection stops reading and
+ * sending at once and is torn down on the loop's next turn. why must be a
+ * string that outlives the call (a literal or uv_strerror's). */
+static void close_soon(beam_conn_t *c, const char *why)
+{
+    if (c->closing)
+        return;
+    c->closing = 1;
+    c->close_why = why;
+    if (c->reading) {
+        c->reading = 0;
+        uv_read_stop((uv_stream_t *)&c->pipe);
+    }
+    uv_idle_init(c->node->loop, &c->closer);
+    c->closer.data = c;
+    c->has_closer = 1;
+    c->handles++;
+    uv_idle_start(&c->closer, on_closer);
+}
+
 int beam_conn_send(beam_conn_t *c, char *buf, size_t len)
 {
     if (c->closing || !buf) {
@@ -220,7 +254,7 @@ int beam_conn_send(beam_conn_t *c, char *buf, size_t len)
     write_req_t *w = malloc(sizeof *w);
     if (!w) {
         free(buf);
-        beam_conn_close(c, "out of memory queueing a reply");
+        close_soon(c, "out of memory queueing a reply");
         return -1;
     }
     w->conn = c;
@@ -231,13 +265,13 @@ int beam_conn_send(beam_conn_t *c, char *buf, size_t len)
     if (rc < 0) {
         free(buf);
         free(w);
-        beam_conn_close(c, uv_strerror(rc));
+        close_soon(c, uv_strerror(rc));
         return -1;
     }
     c->outq += len;
     if (c->outq > c->node->max_outq) {
         beam_log(BEAM_LOG_WARN, "client %u (pid %ld) is not reading: %zu bytes queued", c->id, c->pid, c->outq);
-        beam_conn_close(c, "too many unread bytes queued");
+        close_soon(c, "too many unread bytes queued");
         return -1;
     }
     if (c->reading && c->outq > c->node->soft_outq) {
@@ -253,7 +287,7 @@ int beam_conn_send_enc(beam_conn_t *c, beam_enc_t *enc)
     size_t len;
     if (enc->failed) {
         beam_enc_destroy(enc);
-        beam_conn_close(c, "out of memory encoding a message");
+        close_soon(c, "out of memory encoding a message");
         return -1;
     }
     char *buf = beam_enc_take(enc, &len);
@@ -340,8 +374,9 @@ static void release_all(beam_conn_t *c)
 
 void beam_conn_close(beam_conn_t *c, const char *why)
 {
-    if (c->closing)
+    if (c->closed)
         return;
+    c->closed = 1;
     c->closing = 1;
     beam_log(c->role == BEAM_ROLE_CTL ? BEAM_LOG_DEBUG : BEAM_LOG_INFO,
              "client %u (pid %ld) closed: %s", c->id, c->pid, why);
@@ -360,5 +395,7 @@ void beam_conn_close(beam_conn_t *c, const char *why)
     }
     if (c->relay && !c->remote_closed)
         beam_link_client_closed(node, c->id);
+    if (c->has_closer)
+        uv_close((uv_handle_t *)&c->closer, on_close);
     uv_close((uv_handle_t *)&c->pipe, on_close);
 }

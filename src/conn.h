@@ -29,7 +29,12 @@ typedef struct beam_conn_s {
     uid_t uid;
     beam_decoder_t dec;
     size_t outq;  /* bytes written but not yet flushed */
-    int closing;
+    int closing;  /* no more reads or sends: being torn down, now or on the next turn */
+    int closed;   /* torn down: out of every table, its handles closing */
+    int handles;  /* open uv handles (pipe, closer); the memory goes with the last */
+    int has_closer;
+    uv_idle_t closer; /* runs a close that a send asked for (close_soon in conn.c) */
+    const char *close_why;
     int reading;
     int no_logs; /* log_to_driver=False */
     beam_held_t *held_objects;
@@ -47,8 +52,10 @@ typedef struct beam_conn_s {
 
 /* Accepts a pending connection on server; refuses peers of another uid. */
 void beam_conn_accept(beam_node_t *node, uv_stream_t *server);
-/* Queues buf (malloc'd; ownership passes here) for writing. Past max_outq the
- * connection is closed. Returns 0 or -1 if the connection is closing. */
+/* Queues buf (malloc'd; ownership passes here) for writing. Past max_outq (or
+ * on a failed write) the connection stops at once and is torn down on the
+ * loop's next turn, never under the caller. Returns 0, or -1 if the
+ * connection is closing. */
 int beam_conn_send(beam_conn_t *conn, char *buf, size_t len);
 /* Sends what enc holds and leaves enc destroyed. */
 int beam_conn_send_enc(beam_conn_t *conn, beam_enc_t *enc);
