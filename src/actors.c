@@ -181,10 +181,22 @@ static void release_grant(beam_node_t *node, beam_actor_t *a)
 
 /* --- the worker process and its output --- */
 
+/* Where an actor's output goes: its owner, or, when the owner is itself an
+ * actor's worker, that actor's owner, up to the driver (as Ray prints a
+ * nested actor's lines once, on the driver). */
+static beam_conn_t *output_sink(beam_actor_t *a)
+{
+    beam_conn_t *c = a->owner;
+    for (int hops = 0; c && c->role == BEAM_ROLE_WORKER && c->actor && hops < 64; hops++)
+        c = c->actor->owner;
+    return c;
+}
+
 void beam_actor_worker_output(beam_node_t *node, const char *actor, int stream, const char *text, size_t len)
 {
     beam_actor_t *a = beam_actor_find(node, actor);
-    if (!a || !a->owner || a->owner->closing || a->owner->no_logs)
+    beam_conn_t *sink = a ? output_sink(a) : NULL;
+    if (!sink || sink->closing || sink->no_logs)
         return;
     beam_enc_t enc;
     beam_enc_init(&enc);
@@ -194,7 +206,7 @@ void beam_actor_worker_output(beam_node_t *node, const char *actor, int stream, 
     beam_pack_key(&enc.pk, "text");
     beam_pack_strn(&enc.pk, text, len);
     beam_enc_end(&enc, 0);
-    beam_conn_send_enc(a->owner, &enc);
+    beam_conn_send_enc(sink, &enc);
 }
 
 void beam_actor_worker_started(beam_node_t *node, const char *actor, long pid)

@@ -32,8 +32,14 @@ static void maybe_free(beam_node_t *node, beam_proc_t *p)
 
 static void emit_line(beam_node_t *node, beam_proc_t *p, int stream, const char *line, size_t n)
 {
-    char prefix[160];
+    /* class names are at most 256 bytes (dispatch checks), so this holds the
+     * whole prefix; the clamp keeps a longer one from reading past it */
+    char prefix[320];
     int plen = snprintf(prefix, sizeof prefix, "(%s pid=%ld) ", p->class_name, p->pid);
+    if (plen < 0)
+        plen = 0;
+    if ((size_t)plen >= sizeof prefix)
+        plen = (int)sizeof prefix - 1;
     size_t len = (size_t)plen + n;
     char *text = malloc(len + 1);
     if (!text)
@@ -134,12 +140,37 @@ void beam_strv_free(char **v)
     free(v);
 }
 
-static int env_overridden(const char *kv, char *const *extra)
+/* Variables beam sets for every worker; a runtime_env may not replace them
+ * (CUDA_VISIBLE_DEVICES is the GPU assignment itself, as in Ray). */
+static const char *const beam_vars[] = {
+    "PYTHONPATH=", "PYTHONUNBUFFERED=", "BEAM_SOCKET=", "BEAM_ACTOR_ID=", "BEAM_WORKER_TOKEN=",
+    "BEAM_NODE_ID=", "BEAM_NODE_IP=", "BEAM_GPU_IDS=", "BEAM_DRIVER_PID=", "BEAM_PARENT_PID=", NULL,
+};
+
+static int beam_owned(const char *kv, int noset_cuda)
 {
-    static const char *ours[] = {"PYTHONPATH=", "PYTHONUNBUFFERED=", "BEAM_", "CUDA_VISIBLE_DEVICES=", NULL};
-    for (const char **p = ours; *p; p++)
+    for (const char *const *p = beam_vars; *p; p++)
         if (strncmp(kv, *p, strlen(*p)) == 0)
             return 1;
+    return !noset_cuda && strncmp(kv, "CUDA_VISIBLE_DEVICES=", 21) == 0;
+}
+
+static int env_has(char *const *env, const char *key)
+{
+    size_t klen = strlen(key);
+    for (char *const *e = env; e && *e; e++)
+        if (strncmp(*e, key, klen) == 0 && (*e)[klen] == '=')
+            return 1;
+    return 0;
+}
+
+/* A variable of the daemon's own environment that the worker does not
+ * inherit: beam's, CUDA_VISIBLE_DEVICES (set from the assignment), or one the
+ * runtime_env sets. */
+static int env_overridden(const char *kv, char *const *extra)
+{
+    if (beam_owned(kv, 0))
+        return 1;
     const char *eq = strchr(kv, '=');
     size_t klen = eq ? (size_t)(eq - kv) : strlen(kv);
     for (char *const *e = extra; e && *e; e++)
@@ -190,7 +221,8 @@ static char **worker_env(beam_node_t *node, const beam_spawn_t *s, const char *h
         if (!env_overridden(*e, s->env))
             fail |= !(env[k++] = strdup(*e));
     for (char *const *e = s->env; e && *e; e++)
-        fail |= !(env[k++] = strdup(*e));
+        if (!beam_owned(*e, s->noset_cuda))
+            fail |= !(env[k++] = strdup(*e));
     char *pypath = join_path(s->sys_path);
     char num[32];
     fail |= !pypath;
@@ -209,7 +241,7 @@ static char **worker_env(beam_node_t *node, const beam_spawn_t *s, const char *h
     fail |= !(env[k++] = kv("BEAM_PARENT_PID", num));
     if (!s->noset_cuda)
         fail |= !(env[k++] = kv("CUDA_VISIBLE_DEVICES", s->gpus));
-    else if (getenv("CUDA_VISIBLE_DEVICES"))
+    else if (getenv("CUDA_VISIBLE_DEVICES") && !env_has(s->env, "CUDA_VISIBLE_DEVICES"))
         fail |= !(env[k++] = kv("CUDA_VISIBLE_DEVICES", getenv("CUDA_VISIBLE_DEVICES")));
     if (fail) {
         beam_strv_free(env);

@@ -315,9 +315,10 @@ class RayTaskError(RayError):
         skip_code_line = False
         for line in lines:
             if skip_code_line:
-                skip_code_line = False
+                # the frame's source line and, on 3.11+, its caret line
                 if line.startswith("    "):
                     continue
+                skip_code_line = False
             if line.startswith("Traceback "):
                 out.append(self._header())
                 saw_header = True

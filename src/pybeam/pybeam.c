@@ -366,6 +366,9 @@ static int read_once(client_t *c)
     return rc;
 }
 
+static int64_t release_due(client_t *c);
+static void flush_releases_nogil(client_t *c);
+
 /* The background reader: reads only while no request is waiting and none
  * has for IDLE_NS, so a busy request loop keeps the socket to itself. */
 static void *receiver(void *arg)
@@ -377,9 +380,20 @@ static void *receiver(void *arg)
     pthread_mutex_lock(&c->lock);
     while (!c->closed) {
         int64_t now = now_ns();
+        int64_t due = release_due(c);
+        if (due && now >= due) {
+            /* releases a quiet process queued: send them (a busy one's go
+             * out with its next request) */
+            pthread_mutex_unlock(&c->lock);
+            flush_releases_nogil(c);
+            pthread_mutex_lock(&c->lock);
+            continue;
+        }
         if (c->reading || c->fg_waiters > 0 || now - c->fg_last < IDLE_NS) {
             /* busy: look again in IDLE_NS (no one signals this thread but close) */
             int64_t until = (c->reading || c->fg_waiters > 0 ? now : c->fg_last) + IDLE_NS;
+            if (due && due < until)
+                until = due;
             struct timespec ts = {.tv_sec = until / 1000000000LL, .tv_nsec = until % 1000000000LL};
             pthread_cond_timedwait(&c->bg_cond, &c->lock, &ts);
             continue;
@@ -388,7 +402,8 @@ static void *receiver(void *arg)
         c->bg_in_poll = 1;
         pthread_mutex_unlock(&c->lock);
         struct pollfd fds[2] = {{.fd = c->fd, .events = POLLIN}, {.fd = c->wake_fd, .events = POLLIN}};
-        int n = poll(fds, 2, -1);
+        int ms = due ? (int)((due - now + 999999) / 1000000) : -1;
+        int n = poll(fds, 2, ms);
         if (n > 0 && (fds[1].revents & POLLIN)) {
             uint64_t v;
             ssize_t r = read(c->wake_fd, &v, sizeof v);
@@ -710,14 +725,17 @@ static int append_id(char **buf, size_t *n, const char *id, size_t idlen)
 }
 
 /* Sends the batch when it is full, old, or force is set. GIL held. */
-static int flush_releases(client_t *c, int force)
+/* Takes the queued releases as one encoded request when they are due (full,
+ * older than RELEASE_AGE_NS, or force). Returns the buffer or NULL. Needs no
+ * GIL: the background thread calls it too. */
+static char *take_release_batch(client_t *c, int force, size_t *len)
 {
     pthread_mutex_lock(&c->release_lock);
     size_t total = c->n_objs + c->n_actors;
     int due = total > 0 && (force || total >= RELEASE_BATCH || now_ns() - c->rel_since >= RELEASE_AGE_NS);
     if (!due || c->closed) {
         pthread_mutex_unlock(&c->release_lock);
-        return 0;
+        return NULL;
     }
     beam_enc_t enc;
     beam_enc_init(&enc);
@@ -732,14 +750,47 @@ static int flush_releases(client_t *c, int force)
         beam_pack_bin(&enc.pk, c->rel_actors + i * 16, 16);
     c->n_objs = c->n_actors = 0;
     pthread_mutex_unlock(&c->release_lock);
-    size_t len;
     int rc = beam_enc_end(&enc, 0);
-    char *buf = beam_enc_take(&enc, &len);
+    char *buf = beam_enc_take(&enc, len);
     beam_enc_destroy(&enc);
-    if (rc == 0 && buf)
+    if (rc < 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* When the oldest queued release falls due (0: none queued). */
+static int64_t release_due(client_t *c)
+{
+    pthread_mutex_lock(&c->release_lock);
+    int64_t due = c->n_objs + c->n_actors ? c->rel_since + RELEASE_AGE_NS : 0;
+    pthread_mutex_unlock(&c->release_lock);
+    return due;
+}
+
+/* Sends due releases from a Python thread (GIL held). */
+static int flush_releases(client_t *c, int force)
+{
+    size_t len;
+    char *buf = take_release_batch(c, force, &len);
+    if (buf)
         send_buffer(c, buf, len); /* a closed connection releases everything anyway */
     free(buf);
     return 0;
+}
+
+/* Sends due releases from the background thread (no GIL). */
+static void flush_releases_nogil(client_t *c)
+{
+    size_t len;
+    char *buf = take_release_batch(c, 0, &len);
+    if (!buf)
+        return;
+    pthread_mutex_lock(&c->send_lock);
+    beam_client_write_all(c->fd, buf, len);
+    pthread_mutex_unlock(&c->send_lock);
+    free(buf);
 }
 
 static PyObject *client_release(client_t *c, PyObject *args)
@@ -755,7 +806,8 @@ static PyObject *client_release(client_t *c, PyObject *args)
         return NULL;
     }
     pthread_mutex_lock(&c->release_lock);
-    if (c->n_objs + c->n_actors == 0)
+    int first = c->n_objs + c->n_actors == 0;
+    if (first)
         c->rel_since = now_ns();
     int rc = kind == 0 ? append_id(&c->rel_objs, &c->n_objs, id.buf, 28)
                        : append_id(&c->rel_actors, &c->n_actors, id.buf, 16);
@@ -766,6 +818,8 @@ static PyObject *client_release(client_t *c, PyObject *args)
         return PyErr_NoMemory();
     if (full && flush_releases(c, 1) < 0)
         return NULL;
+    if (first && !full)
+        kick_background(c); /* so it sends the batch if nothing else does */
     Py_RETURN_NONE;
 }
 

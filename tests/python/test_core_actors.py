@@ -239,8 +239,6 @@ def test_runtime_env_pythonpath_adds_to_import_path(beamd, tmp_path):
         ray.shutdown()
 
 
-@pytest.mark.xfail(strict=True, reason="beamd bug: worker_env puts runtime_env env_vars before beam's own "
-                   "variables and keeps both, so a CUDA_VISIBLE_DEVICES in env_vars wins over the assignment")
 def test_runtime_env_cuda_visible_devices_does_not_override_assignment(ray_start):
     ray = ray_start
 
@@ -520,8 +518,6 @@ def _name_free(ray, name):
     return False
 
 
-@pytest.mark.xfail(strict=True, reason="beamd bug: a nested actor's output goes to its owner (the parent "
-                   "worker), whose stdout beamd captures and prefixes again: '(Parent pid=P) (Child pid=C) ...'")
 def test_nested_actor_output_has_one_prefix(beamd):
     out = run_driver(textwrap.dedent("""
         import os, time
@@ -612,8 +608,6 @@ def test_dropped_handle_of_pending_actor_still_runs_its_calls(ray_start, beamd):
     assert wait_until(lambda: not _alive(pid), 5)  # and then it stops
 
 
-@pytest.mark.xfail(strict=True, reason="beamd bug: emit_line (src/actors.c) uses snprintf's untruncated "
-                   "return as the prefix length with a 160-byte buffer; a long class name sends stack bytes")
 def test_long_class_name_output_prefix(beamd):
     out = run_driver(textwrap.dedent("""
         import os, time

@@ -490,8 +490,6 @@ def test_handle_to_self_from_current_actor(ray_start):
     assert ray.get(me.ping.remote()) == "self-pong"
 
 
-@pytest.mark.xfail(strict=True, reason="_beam bug: queued releases are only sent when the process next "
-                   "sends something (or the batch fills); an idle process never frees what it dropped")
 def test_dropped_objects_freed_while_driver_idles(ray_start, beamd):
     ray = ray_start
     refs = [ray.put(b"x" * 1000) for _ in range(10)]
@@ -574,8 +572,6 @@ def test_unpicklable_result_is_a_task_error(ray_start):
     assert ray.get(b.ping.remote(), timeout=5) == "pong"
 
 
-@pytest.mark.xfail(strict=True, reason="ray/exceptions.py bug: RayTaskError.__str__ drops an internal "
-                   "frame's File and code lines but leaves Python 3.11's caret line under it")
 def test_task_error_text_has_no_orphan_caret_lines(ray_start):
     import threading
 
