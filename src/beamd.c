@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <utlist.h>
@@ -58,7 +59,7 @@ static void usage(FILE *f)
             "  --resource NAME=N    a custom resource (repeatable)\n"
             "  --node-ip IP         this node's address (default: the default route's, else 127.0.0.1)\n"
             "  --max-frame BYTES    largest frame accepted (default 256 MiB)\n"
-            "  --max-depth N        deepest msgpack nesting accepted (default 32)\n"
+            "  --max-depth N        deepest msgpack nesting accepted (default and most: 32)\n"
             "  --max-items N        most msgpack elements in one frame (default 4194304)\n"
             "  --max-str BYTES      longest msgpack str accepted (default 1 MiB)\n"
             "  --max-outq BYTES     unsent bytes after which a client is dropped (default 1 GiB)\n"
@@ -123,7 +124,7 @@ static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
             break;
         case O_IP: o->node_ip = optarg; break;
         case O_FRAME: if (parse_u32(optarg, &u)) goto bad; node->limits.max_frame = u; break;
-        case O_DEPTH: if (parse_u32(optarg, &u) || u > 64) goto bad; node->limits.max_depth = u; break;
+        case O_DEPTH: if (parse_u32(optarg, &u) || u > 32) goto bad; node->limits.max_depth = u; break;
         case O_ITEMS: if (parse_u32(optarg, &u)) goto bad; node->limits.max_items = u; break;
         case O_STR: if (parse_u32(optarg, &u)) goto bad; node->limits.max_str = u; break;
         case O_OUTQ:
@@ -238,6 +239,23 @@ static int setup_resources(beam_node_t *node, const options_t *o)
     return rc ? -1 : 0;
 }
 
+/* A daemon holds one fd per client and a few per worker, and a soft limit
+ * of 1024 (a common default) would refuse clients long before memory runs
+ * short: take the hard limit, up to 65536 (workers inherit it, and some
+ * programs still close every fd up to the limit when they fork). */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        rl.rlim_cur = want;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            beam_log(BEAM_LOG_WARN, "could not raise the open file limit: %s", strerror(errno));
+    }
+}
+
 static uv_signal_t sigterm, sigint;
 static beam_server_t server;
 
@@ -328,6 +346,7 @@ int main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     umask(077);
+    raise_fd_limit();
 
     uv_loop_t *loop = uv_default_loop();
     loop->data = &node;

@@ -2,6 +2,8 @@
  * walker, the frame decoder, the envelope parser, field accessors, the encoder. */
 #include "beam/codec.h"
 
+#include <msgpack/unpack_define.h>
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -42,8 +44,11 @@ int beam_msgpack_check(const char *buf, size_t len, const beam_limits_t *lim,
                        char *err, size_t errlen)
 {
     const unsigned char *p = (const unsigned char *)buf;
-    uint64_t stack[64];
-    uint32_t depth = 0, max_depth = lim->max_depth < 64 ? lim->max_depth : 64;
+    /* msgpack-c's unpacker holds at most MSGPACK_EMBED_STACK_SIZE open
+     * containers, empty ones included: never accept deeper than it can take */
+    uint64_t stack[MSGPACK_EMBED_STACK_SIZE];
+    uint32_t depth = 0;
+    uint32_t max_depth = lim->max_depth < MSGPACK_EMBED_STACK_SIZE ? lim->max_depth : MSGPACK_EMBED_STACK_SIZE;
     uint64_t items = 0;
     size_t i = 0;
 
@@ -113,9 +118,9 @@ int beam_msgpack_check(const char *buf, size_t len, const beam_limits_t *lim,
             items += count;
             if (items > lim->max_items)
                 return fail(err, errlen, "more than %u elements in one frame", lim->max_items);
+            if (depth >= max_depth) /* an empty container takes a slot in msgpack-c too */
+                return fail(err, errlen, "nesting deeper than %u", max_depth);
             if (values > 0) {
-                if (depth >= max_depth)
-                    return fail(err, errlen, "nesting deeper than %u", max_depth);
                 stack[depth++] = values;
                 continue;
             }

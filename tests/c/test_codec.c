@@ -783,18 +783,13 @@ static void test_check_null_err(void **state)
     assert_string_equal(err, "byt");
 }
 
-/* --- known bug: the walker and msgpack-c disagree on depth --- */
-
-/* msgpack-c's unpacker has a fixed stack of MSGPACK_EMBED_STACK_SIZE (32)
- * containers and refuses a 33rd even when it is empty; the walker only counts
- * non-empty containers and allows up to min(max_depth, 64). So frames it
- * passes can still fail in msgpack_unpack, with "msgpack could not be
- * unpacked" instead of the limit's message. Run with BEAM_TEST_KNOWN_BUGS=1. */
-static int known_bugs(void)
-{
-    const char *v = getenv("BEAM_TEST_KNOWN_BUGS");
-    return v && *v && strcmp(v, "0") != 0;
-}
+/* --- the walker and msgpack-c agree on depth ---
+ *
+ * msgpack-c's unpacker has a fixed stack of MSGPACK_EMBED_STACK_SIZE (32)
+ * containers and refuses a 33rd even when it is empty. The walker once
+ * counted only non-empty containers and allowed up to min(max_depth, 64), so
+ * frames it passed could fail in msgpack_unpack with "msgpack could not be
+ * unpacked" instead of the limit's message. These stay as regression tests. */
 
 /* [0, 1, "op", {"k": <n nested arrays around inner>}] */
 static size_t deep_request(char *buf, size_t n, char inner)
@@ -803,13 +798,11 @@ static size_t deep_request(char *buf, size_t n, char inner)
     return 9 + nested(buf + 9, n, inner);
 }
 
-static void test_bug_depth_empty_innermost(void **state)
+static void test_depth_empty_innermost(void **state)
 {
     beam_limits_t lim;
     beam_msg_t msg;
     char buf[128], err[160] = "";
-    if (!known_bugs())
-        skip();
     beam_limits_default(&lim);
     /* envelope + params + 30 arrays = 32 open containers, then an empty one */
     size_t n = deep_request(buf, 30, (char)0x90);
@@ -823,13 +816,11 @@ static void test_bug_depth_empty_innermost(void **state)
     assert_int_equal(checked, -1);
 }
 
-static void test_bug_depth_limit_over_32(void **state)
+static void test_depth_limit_over_32(void **state)
 {
     beam_limits_t lim;
     beam_msg_t msg;
     char buf[128], err[160] = "";
-    if (!known_bugs())
-        skip();
     beam_limits_default(&lim);
     lim.max_depth = 40; /* beamd --max-depth 40 */
     size_t n = deep_request(buf, 34, 0x01); /* 36 deep */
@@ -1628,8 +1619,8 @@ int main(void)
         cmocka_unit_test(test_check_items),
         cmocka_unit_test(test_check_str_limit),
         cmocka_unit_test(test_check_null_err),
-        cmocka_unit_test(test_bug_depth_empty_innermost),
-        cmocka_unit_test(test_bug_depth_limit_over_32),
+        cmocka_unit_test(test_depth_empty_innermost),
+        cmocka_unit_test(test_depth_limit_over_32),
         cmocka_unit_test(test_parse_not_array),
         cmocka_unit_test(test_parse_unknown_kind),
         cmocka_unit_test(test_parse_bad_request),

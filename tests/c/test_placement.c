@@ -34,7 +34,7 @@ static void node_make(beam_pool_t *pool, int cpus, int ngpus, const char *ip)
     snprintf(name, sizeof name, "node:%s", ip);
     assert_int_equal(beam_pool_add(pool, name, U), 0);
     for (int i = 0; i < ngpus; i++) {
-        char id[8];
+        char id[16];
         snprintf(id, sizeof id, "%d", i);
         assert_int_equal(beam_pool_add_gpu(pool, id), 0);
     }
