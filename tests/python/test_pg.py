@@ -769,6 +769,8 @@ def api_state(pg):
 
 
 def test_ray_util_reachable_after_plain_import():
+    """Ray's __init__ imports ray.util; vLLM calls ray.util.get_node_ip_address()
+    inside workers after a plain `import ray`."""
     out = run_driver("import ray\nprint(ray.util.get_node_ip_address is not None)\n")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "True"
