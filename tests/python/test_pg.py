@@ -270,6 +270,109 @@ def test_remove_fails_an_actor_queued_for_a_full_bundle(ray_start):
     assert again.wait(10)
 
 
+def test_remove_kills_an_actor_mid_call_and_one_still_starting(ray_start):
+    """vLLM's DP shutdown removes groups whose actors sit in run(); an actor
+    may also still be in its constructor."""
+    ray = ray_start
+    api = _pg_api()
+
+    @ray.remote(num_cpus=0, num_gpus=1)
+    class Busy:
+        def __init__(self, delay=0.0):
+            import time
+
+            time.sleep(delay)
+
+        def run(self):
+            import time
+
+            while True:
+                time.sleep(1)
+
+        def ping(self):
+            return 1
+
+    pg = api.placement_group([{"GPU": 1}, {"GPU": 1}])
+    assert pg.wait(10)
+    busy = Busy.options(scheduling_strategy=_strategy(pg, 0)).remote()
+    ray.get(busy.ping.remote(), timeout=10)
+    run_ref = busy.run.remote()
+    slow = Busy.options(scheduling_strategy=_strategy(pg, 1)).remote(delay=30)
+    slow_ref = slow.ping.remote()
+    assert ray.wait([run_ref, slow_ref], timeout=0.2)[0] == []
+    api.remove_placement_group(pg)
+    ready, _ = ray.wait([run_ref, slow_ref], num_returns=2, timeout=10)
+    assert len(ready) == 2
+    for r in (run_ref, slow_ref):
+        with pytest.raises(ray.exceptions.ActorDiedError):
+            ray.get(r)
+    assert wait_until(lambda: _totals_back(ray))
+
+
+def test_ready_of_a_removed_group_does_not_hang(ray_start):
+    ray = ray_start
+    api = _pg_api()
+    pg = api.placement_group([{"GPU": 16}])
+    ref = pg.ready()
+    api.remove_placement_group(pg)
+    with pytest.raises(ray.exceptions.RayError):
+        ray.get(ref, timeout=10)
+    with pytest.raises(ray.exceptions.RayError):
+        ray.get(pg.ready(), timeout=10)
+    # Ray's wait() raises for a removed group ("Placement group ... does not exist.")
+    with pytest.raises(Exception):
+        pg.wait(0.1)
+
+
+def test_removed_group_is_not_found_by_name(ray_start):
+    api = _pg_api()
+    pg = api.placement_group([{"CPU": 1}], name="short-lived")
+    assert pg.wait(10)
+    assert api.get_placement_group("short-lived") == pg
+    api.remove_placement_group(pg)
+    with pytest.raises(ValueError):
+        api.get_placement_group("short-lived")
+    with pytest.raises(ValueError):
+        api.get_placement_group("never-made")
+
+
+def test_handle_release_frees_the_bundle(ray_start):
+    ray = ray_start
+    api = _pg_api()
+    Probe = _make_probe(ray)
+    pg = api.placement_group([{"GPU": 1}])
+    assert pg.wait(10)
+    a = Probe.options(scheduling_strategy=_strategy(pg, 0)).remote()
+    ray.get(a.ping.remote(), timeout=10)
+    del a  # the last handle: the actor exits and gives the bundle back
+    b = Probe.options(scheduling_strategy=_strategy(pg, 0)).remote()
+    assert ray.get(b.ping.remote(), timeout=10) == "pong"
+
+
+def test_any_bundle_means_one_that_has_the_resource(ray_start):
+    """vLLM's DP groups: GPU bundles, then a CPU bundle for the engine actor."""
+    ray = ray_start
+    api = _pg_api()
+
+    @ray.remote(num_cpus=1)
+    class Engine:
+        def where(self):
+            import ray as r
+
+            return r.get_runtime_context().get_placement_group_id(), r.get_gpu_ids()
+
+    pg = api.placement_group([{"GPU": 1, "node:127.0.0.1": 0.001}] * 2 + [{"CPU": 1, "node:127.0.0.1": 0.001}],
+                             strategy="STRICT_PACK")
+    assert pg.wait(10)
+    e = Engine.options(scheduling_strategy=_strategy(pg, -1)).remote()
+    pg_hex, gpus = ray.get(e.where.remote(), timeout=10)
+    assert pg_hex == pg.id.hex() and gpus == []
+    # the CPU bundle is taken; a second 1-CPU actor has nowhere to go
+    e2 = Engine.options(scheduling_strategy=_strategy(pg, -1)).remote()
+    assert ray.wait([e2.where.remote()], timeout=0.3)[0] == []
+    assert ray.available_resources()["CPU"] == 7.0
+
+
 # --- charging against bundles ---
 
 
@@ -774,3 +877,98 @@ def test_ray_util_reachable_after_plain_import():
     out = run_driver("import ray\nprint(ray.util.get_node_ip_address is not None)\n")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "True"
+
+
+# --- two nodes: a head and a member on this machine ---
+
+
+@pytest.fixture
+def two_nodes(monkeypatch, tmp_path):
+    """A head (127.0.0.1) and a member (127.0.0.2), 2 GPUs and 4 CPUs each;
+    the driver talks to the head."""
+    import socket as _socket
+
+    import ray
+    from conftest import beam_processes
+
+    s = _socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    token = str(tmp_path / "token")
+    head = Beamd(num_gpus=2, num_cpus=4, extra=["--head", "--port", str(port), "--token-file", token])
+    member = None
+    try:
+        member = Beamd(num_gpus=2, num_cpus=4, extra=["--node-ip", "127.0.0.2", "--address", f"127.0.0.1:{port}",
+                                                      "--token-file", token])
+        monkeypatch.setenv("BEAM_SOCKET", head.socket)
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+        ray.init()
+        assert wait_until(lambda: sum(n["Alive"] for n in ray.nodes()) == 2), head.read_log()[-2000:]
+        yield ray
+    finally:
+        ray.shutdown()
+        for d in (member, head):
+            if d is None:
+                continue
+            rc = d.stop()
+            left = beam_processes(d.socket)
+            for pid in left:
+                os.kill(pid, 9)
+            assert rc == 0 and not left, d.read_log()[-2000:]
+
+
+def test_two_nodes_strategies_and_node_ids(two_nodes):
+    ray = two_nodes
+    api = _pg_api()
+    from ray._private import state
+
+    nodes = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}
+    assert sorted(nodes.values()) == ["127.0.0.1", "127.0.0.2"]
+    per_node = state.available_resources_per_node()
+    assert set(per_node) == set(nodes)
+    for nid, ip in nodes.items():
+        assert per_node[nid][f"node:{ip}"] == 1.0 and per_node[nid]["GPU"] == 2.0
+    assert ray.cluster_resources()["GPU"] == 4.0
+
+    @ray.remote(num_cpus=0, num_gpus=1)
+    class Where:
+        def where(self):
+            import ray as r
+            from ray.util import get_node_ip_address
+
+            return r.get_runtime_context().get_node_id(), get_node_ip_address(), r.get_gpu_ids()
+
+    spread = api.placement_group([{"GPU": 1}, {"GPU": 1}], strategy="STRICT_SPREAD")
+    assert spread.wait(10)
+    placed = api.placement_group_table(spread)["bundles_to_node_id"]
+    assert set(placed.values()) == set(nodes)
+    actors = [Where.options(scheduling_strategy=_strategy(spread, i)).remote() for i in range(2)]
+    for i, (nid, ip, gpus) in enumerate(ray.get([a.where.remote() for a in actors], timeout=20)):
+        assert nid == placed[i] and ip == nodes[nid] and len(gpus) == 1
+    three = api.placement_group([{"GPU": 1}] * 3, strategy="STRICT_SPREAD")
+    assert three.wait(0.3) is False
+    api.remove_placement_group(three)
+
+    # pinned to the member by its node: resource
+    member = [nid for nid, ip in nodes.items() if ip == "127.0.0.2"][0]
+    pinned = api.placement_group([{"GPU": 1, "node:127.0.0.2": 0.001}])
+    assert pinned.wait(10)
+    assert api.placement_group_table(pinned)["bundles_to_node_id"] == {0: member}
+
+    # one GPU left on the head, none on the member: PACK and STRICT_PACK of 2 wait
+    for strategy in ("PACK", "STRICT_PACK"):
+        waiting = api.placement_group([{"GPU": 1}] * 2, strategy=strategy)
+        assert waiting.wait(0.2) is False
+        api.remove_placement_group(waiting)  # else it takes the GPUs freed below
+    api.remove_placement_group(pinned)
+    api.remove_placement_group(spread)
+    for a in actors:
+        ray.kill(a)
+    # all four free again: STRICT_PACK of 3 never fits a 2-GPU node; PACK of 3 spans both
+    assert wait_until(lambda: ray.available_resources().get("GPU", 0) == 4.0)
+    assert api.placement_group([{"GPU": 1}] * 3, strategy="STRICT_PACK").wait(0.3) is False
+    span = api.placement_group([{"GPU": 1}] * 3, strategy="PACK")
+    assert span.wait(10)
+    where = list(api.placement_group_table(span)["bundles_to_node_id"].values())
+    assert sorted(where.count(n) for n in nodes) == [1, 2]
