@@ -5,6 +5,7 @@ infeasible groups, removal, bundle charging, fractional GPUs, node: pinning,
 handles across processes, the table's shape, the state functions' shapes, and
 the flow vLLM's executors run."""
 
+import copy as copy_module
 import importlib
 import os
 import pickle
@@ -567,6 +568,8 @@ def test_handle_pickles_and_works_inside_an_actor(ray_start):
     assert pg.wait(10)
     copy = pickle.loads(pickle.dumps(pg))
     assert copy == pg and hash(copy) == hash(pg) and copy.bundle_specs == pg.bundle_specs
+    deep = copy_module.deepcopy(pg)  # VllmConfig, holding the group, is deep-copied per DP rank
+    assert deep == pg and deep.bundle_specs == pg.bundle_specs and deep.wait(1)
 
     @ray.remote(num_cpus=0)
     class Reader:
