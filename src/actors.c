@@ -443,8 +443,13 @@ int beam_actor_task_done(beam_node_t *node, beam_actor_t *a, const char *obj, in
         prev = call;
         call = call->next;
     }
-    if (!call)
+    if (!call) {
+        /* a late result (the actor was killed meanwhile): dropped */
+        free(data);
+        if (refs)
+            beam_refs_free(refs);
         return -ENOENT;
+    }
     if (prev)
         prev->next = call->next;
     else

@@ -103,8 +103,8 @@ int beam_actor_attach_worker(beam_node_t *node, beam_actor_t *a, struct beam_con
 void beam_actor_send_init(beam_node_t *node, beam_actor_t *a);
 /* The worker finished constructing the instance (ok) or failed (error text). */
 void beam_actor_ready(beam_node_t *node, beam_actor_t *a, int ok, const char *error, size_t error_len);
-/* The worker finished a call. Takes ownership of data and refs. Returns 0,
- * or -ENOENT if obj is not a call this worker was given. */
+/* The worker finished a call. Takes ownership of data and refs (freed on
+ * error too). Returns 0, or -ENOENT if obj is not a call this worker has. */
 int beam_actor_task_done(beam_node_t *node, beam_actor_t *a, const char *obj, int status,
                          char *data, size_t len, beam_refs_t *refs);
 
