@@ -778,7 +778,9 @@ static void op_task_done(req_t *r)
         beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
         return;
     }
-    if (beam_actor_task_done(r->node, a, obj, (int)status, copy, len, &rf) < 0) {
+    int dead = a->state == BEAM_ACTOR_DEAD;
+    if (beam_actor_task_done(r->node, a, obj, (int)status, copy, len, &rf) < 0 && !dead) {
+        /* (a dead actor's late results are dropped quietly: its calls already failed) */
         beam_conn_reply_error(r->conn, r->msgid, "not_found", "this worker was given no call with that id");
         return;
     }
