@@ -366,3 +366,24 @@ def test_stale_socket_file(tmp_path, monkeypatch):
     private = re.search(r"^SOCKET (.+)$", res.stdout, re.M).group(1)
     assert private != sock
     assert wait_until(lambda: _processes_mentioning(private) == [], 5)
+
+
+def test_private_daemon_is_shared_with_child_processes(tmp_path):
+    """A child of a driver that started a private beamd joins that daemon
+    (vLLM's engine-core processes call ray.init() themselves), and the
+    driver's environment is restored at shutdown."""
+    code = textwrap.dedent(f"""
+        import os, subprocess, sys
+        import ray
+        ray.init(num_gpus=1)
+        child = subprocess.run([sys.executable, "-c",
+            "import ray; ray.init(); print(ray.get_runtime_context().get_node_id()); ray.shutdown()"],
+            capture_output=True, text=True, timeout=30)
+        print("SAME", child.stdout.strip() == ray.get_runtime_context().get_node_id())
+        ray.shutdown()
+        print("AFTER", os.environ.get("BEAM_SOCKET"))
+    """)
+    out = run_driver(code, env={"BEAM_SOCKET": str(tmp_path / "nothing-here.sock")})
+    assert out.returncode == 0, out.stderr
+    assert "SAME True" in out.stdout
+    assert f"AFTER {tmp_path / 'nothing-here.sock'}" in out.stdout

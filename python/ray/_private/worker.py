@@ -54,6 +54,7 @@ class Runtime:
         self.gpu_ids = []
         self.placement_group_id = None
         self.capture_child_tasks = False
+        self.saved_socket_env = None
         self.epoch = _refcount.attach(client)
 
     @property
@@ -168,6 +169,11 @@ def init(address=None, *, num_cpus=None, num_gpus=None, ignore_reinit_error=Fals
         env = _runtime_env_dict(runtime_env)
         _runtime = Runtime(client, hello, "driver", private=private, runtime_env=env,
                            namespace=kwargs.get("namespace"))
+        if private:
+            # processes this driver starts (vLLM's engine cores) join its
+            # daemon, as Ray's children find the cluster the driver started
+            _runtime.saved_socket_env = os.environ.get("BEAM_SOCKET")
+            os.environ["BEAM_SOCKET"] = private.socket
         return _context(_runtime)
 
 
@@ -195,6 +201,11 @@ def shutdown(_exiting_interpreter=False):
         finally:
             if rt.private:
                 rt.private.stop()
+                if os.environ.get("BEAM_SOCKET") == rt.private.socket:
+                    if rt.saved_socket_env is None:
+                        os.environ.pop("BEAM_SOCKET", None)
+                    else:
+                        os.environ["BEAM_SOCKET"] = rt.saved_socket_env
 
 
 atexit.register(shutdown, True)
