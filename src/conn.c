@@ -382,9 +382,9 @@ void beam_conn_close(beam_conn_t *c, const char *why)
              "client %u (pid %ld) closed: %s", c->id, c->pid, why);
     beam_node_t *node = c->node;
     beam_waiters_cancel(node, c);
-    /* the actor module first: an owner's actors die with it, a worker's actor too */
-    beam_actors_conn_gone(node, c);
+    /* groups first: a worker's pass to its driver, found through its actor */
     beam_pgs_conn_gone(node, c);
+    beam_actors_conn_gone(node, c);
     release_all(c);
     DL_DELETE(node->conns, c);
     if (c->link) {

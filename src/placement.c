@@ -8,6 +8,7 @@
 
 #include "actors.h"
 #include "cluster.h"
+#include "conn.h"
 #include "log.h"
 #include "objects.h"
 
@@ -307,6 +308,17 @@ int beam_pg_ready(beam_node_t *node, beam_pg_t *pg, const char *obj, char *value
         beam_object_fail(node, o, BEAM_OBJ_LOST, "The placement group was removed before it was placed.");
         return 0;
     }
+    /* drop waiters whose objects were let go (a loop polling pg.wait()) */
+    for (beam_pg_waiter_t **p = &pg->waiters; *p;) {
+        beam_pg_waiter_t *old = *p;
+        if (beam_object_find(node, old->obj)) {
+            p = &old->next;
+            continue;
+        }
+        *p = old->next;
+        free(old->value);
+        free(old);
+    }
     beam_pg_waiter_t *w = calloc(1, sizeof *w);
     if (!w)
         return -ENOMEM;
@@ -359,13 +371,27 @@ void beam_pg_remove(beam_node_t *node, beam_pg_t *pg)
     }
 }
 
+/* The driver a connection's work belongs to: itself, or for an actor's
+ * worker the connection at the top of its owner chain (NULL if gone). */
+static beam_conn_t *job_driver(beam_conn_t *c)
+{
+    for (int hops = 0; c && c->role == BEAM_ROLE_WORKER && hops < 64; hops++)
+        c = c->actor ? c->actor->owner : NULL;
+    return c;
+}
+
 void beam_pgs_conn_gone(beam_node_t *node, struct beam_conn_s *c)
 {
+    /* a group lives as long as its job, as in Ray: one an actor made passes
+     * to that actor's driver when the actor goes */
+    beam_conn_t *heir = c->role == BEAM_ROLE_WORKER ? job_driver(c) : NULL;
+    if (heir && heir->closing)
+        heir = NULL;
     beam_pg_t *pg, *tmp;
     HASH_ITER(hh, node->pgs, pg, tmp)
         if (pg->owner == c) {
-            pg->owner = NULL;
-            if (!pg->detached)
+            pg->owner = heir;
+            if (!heir && !pg->detached)
                 beam_pg_remove(node, pg);
         }
 }

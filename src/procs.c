@@ -169,6 +169,12 @@ static int env_has(char *const *env, const char *key)
  * runtime_env sets. */
 static int env_overridden(const char *kv, char *const *extra)
 {
+    /* the service manager's channels are beamd's alone, not its workers' */
+    static const char *const service[] = {"NOTIFY_SOCKET=", "WATCHDOG_USEC=", "WATCHDOG_PID=", "LISTEN_FDS=",
+                                          "LISTEN_PID=", "LISTEN_FDNAMES=", NULL};
+    for (const char *const *p = service; *p; p++)
+        if (strncmp(kv, *p, strlen(*p)) == 0)
+            return 1;
     if (beam_owned(kv, 0))
         return 1;
     const char *eq = strchr(kv, '=');

@@ -649,9 +649,6 @@ def test_group_used_from_another_driver(ray_start):
     assert wait_until(lambda: ray.available_resources()["GPU"] == 2.0)
 
 
-@pytest.mark.xfail(strict=True, reason="beam bug: a group removed before it was placed reports a creation latency "
-                   "of ~1.8e19 ms: src/dispatch.c pack_pg computes (double)(pg->placed_ms - pg->created_ms) for "
-                   "any state but PENDING, and placed_ms is 0 (uint64 underflow). Fix: 0 when placed_ms == 0")
 def test_stats_of_a_group_removed_while_pending(ray_start):
     api = _pg_api()
     pg = api.placement_group([{"GPU": 16}])
@@ -735,12 +732,6 @@ def test_driver_exit_removes_its_groups(ray_start, beamd):
     assert wait_until(lambda: _totals_back(ray))
 
 
-@pytest.mark.xfail(strict=True, reason="beam bug: a group created inside an actor is removed when that actor dies; "
-                   "Ray removes a non-detached group only once its creator job AND creator actor are both dead "
-                   "(GcsPlacementGroup::IsPlacementGroupLifetimeDone), so it lives on while the driver does. "
-                   "src/placement.c beam_pgs_conn_gone removes the groups of any closing connection, workers "
-                   "included. Fix: when the owner is a worker, hand the group to its job's driver connection "
-                   "(remove it when that one goes), or remove at once only if the driver is already gone")
 def test_group_made_by_an_actor_outlives_the_actor(ray_start, beamd):
     ray = ray_start
     api = _pg_api()

@@ -82,11 +82,6 @@ def test_no_notify_socket_listening_is_harmless(tmp_path):
         proc.stderr.close()
 
 
-@pytest.mark.xfail(strict=True, reason="beam bug: actor workers inherit beamd's NOTIFY_SOCKET (src/actors.c builds "
-                   "the worker environment from beamd's own, dropping only PYTHONPATH/PYTHONUNBUFFERED/BEAM_*/"
-                   "CUDA_VISIBLE_DEVICES); a library in a worker that calls sd_notify would speak for the service. "
-                   "Fix: leave NOTIFY_SOCKET (and WATCHDOG_USEC/WATCHDOG_PID, LISTEN_FDS/LISTEN_PID/LISTEN_FDNAMES) "
-                   "out of the worker environment")
 def test_workers_do_not_inherit_notify_socket(tmp_path, monkeypatch):
     import ray
 
