@@ -6,7 +6,7 @@ packages=(
   cmake gcc make pkg-config
   libuv1-dev libmsgpack-dev libcmocka-dev uthash-dev libsystemd-dev libsodium-dev
   python3-dev python3-cloudpickle python3-pytest
-  valgrind iproute2
+  valgrind iproute2 cppcheck
 )
 missing=()
 for p in "${packages[@]}"; do
