@@ -157,6 +157,13 @@ int beam_decoder_feed(beam_decoder_t *dec, const char *data, size_t n)
         return 0; /* nothing to copy; memcpy into a NULL buf would be UB */
     if (dec->pos > 0 && dec->pos == dec->len) {
         dec->pos = dec->len = 0;
+        if (dec->cap > BEAM_DECODER_KEEP && n <= BEAM_DECODER_KEEP) {
+            /* a large frame went through and nothing is held: give its
+             * buffer back rather than keep it for the connection's life */
+            free(dec->buf);
+            dec->buf = NULL;
+            dec->cap = 0;
+        }
     } else if (dec->pos > 0 && dec->len + n > dec->cap) {
         memmove(dec->buf, dec->buf + dec->pos, dec->len - dec->pos);
         dec->len -= dec->pos;

@@ -28,7 +28,10 @@ int beam_msgpack_check(const char *buf, size_t len, const beam_limits_t *lim,
                        char *err, size_t errlen);
 
 /* The frame decoder: feed bytes as they arrive, take whole frames out.
- * Once it fails the error is sticky (beam_decoder_next keeps returning -1). */
+ * Once it fails the error is sticky (beam_decoder_next keeps returning -1).
+ * Its buffer grows to hold the largest frame in flight and is freed again
+ * once it is empty and larger than BEAM_DECODER_KEEP bytes. */
+#define BEAM_DECODER_KEEP (1u << 20)
 typedef struct beam_decoder_s {
     char *buf;
     size_t len; /* bytes held */
