@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -256,6 +259,20 @@ static void raise_fd_limit(void)
     }
 }
 
+/* Objects live in beamd's heap, so a large put or result is a large malloc.
+ * glibc's default raises its mmap threshold to the size of the last large
+ * block freed (up to 32 MiB) and keeps up to twice that at the heap's top, so
+ * after a few large objects beamd would hold tens of MiB it no longer uses.
+ * A fixed threshold keeps blocks of 1 MiB and up in their own mappings,
+ * returned to the system when freed. */
+static void tune_malloc(void)
+{
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    mallopt(M_TRIM_THRESHOLD, 4 << 20);
+#endif
+}
+
 static uv_signal_t sigterm, sigint;
 static beam_server_t server;
 
@@ -347,6 +364,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     umask(077);
     raise_fd_limit();
+    tune_malloc();
 
     uv_loop_t *loop = uv_default_loop();
     loop->data = &node;
