@@ -1,0 +1,226 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The cluster across network namespaces: the head in one, a member in
+another, joined by a veth pair with addresses in 10.213.N.0/24 that exist
+only inside those two namespaces (no route to or from anywhere else, so no
+packet leaves them). The driver runs in the head's namespace.
+
+Needs root and `ip netns`; skipped otherwise. The namespaces are always
+deleted, whatever the test did."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from cluster_util import Cluster
+from conftest import wait_until
+
+
+def _can_netns():
+    if os.geteuid() != 0:
+        return "needs root (ip netns add)"
+    if not shutil.which("ip"):
+        return "no ip command (iproute2)"
+    probe = f"beamprobe{os.getpid()}"
+    r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if r.returncode != 0:
+        return f"ip netns add failed: {r.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return None
+
+
+_SKIP = _can_netns()
+pytestmark = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _ip(*args, ns=None, check=True):
+    cmd = ["ip", "netns", "exec", ns, "ip", *args] if ns else ["ip", *args]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.strip()}")
+    return r
+
+
+class NetnsPair:
+    """Two namespaces joined by a veth pair: a=10.213.N.1, b=10.213.N.2."""
+
+    def __init__(self):
+        tag = os.getpid() % 100000
+        self.net = 1 + os.getpid() % 250
+        self.a, self.b = f"beamh{tag}", f"beamm{tag}"
+        self.va, self.vb = f"bh{tag}", f"bm{tag}"
+        self.ip_a, self.ip_b = f"10.213.{self.net}.1", f"10.213.{self.net}.2"
+        self.made = []
+        try:
+            for ns in (self.a, self.b):
+                _ip("netns", "add", ns)
+                self.made.append(ns)
+            # made in the first namespace, so no end of it ever sits in ours
+            _ip("link", "add", self.va, "type", "veth", "peer", "name", self.vb, ns=self.a)
+            _ip("link", "set", self.vb, "netns", self.b, ns=self.a)
+            for ns, dev, addr in ((self.a, self.va, self.ip_a), (self.b, self.vb, self.ip_b)):
+                _ip("link", "set", "lo", "up", ns=ns)
+                _ip("addr", "add", f"{addr}/24", "dev", dev, ns=ns)
+                _ip("link", "set", dev, "up", ns=ns)
+        except BaseException:
+            self.close()
+            raise
+
+    def wrap(self, ns):
+        return ["ip", "netns", "exec", ns]
+
+    def netns_inode(self, ns):
+        return os.stat(f"/run/netns/{ns}").st_ino
+
+    def link(self, up):
+        _ip("link", "set", self.vb, "up" if up else "down", ns=self.b)
+
+    def close(self):
+        for ns in self.made:
+            # processes still inside would keep it alive: the cluster's
+            # teardown has stopped them by now; kill any stray one anyway
+            r = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
+            for pid in r.stdout.split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (OSError, ValueError):
+                    pass
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        self.made = []
+
+
+@pytest.fixture
+def netns_cluster():
+    pair = NetnsPair()
+    c = None
+    try:
+        c = Cluster(members=0, head_ip=pair.ip_a, port=20000 + os.getpid() % 20000, wrap_head=pair.wrap(pair.a),
+                    start=False)
+        c.head.start()
+        member = c.member_node(ip=pair.ip_b, wrap=pair.wrap(pair.b))
+        member.start()
+        c.members.append(member)
+        c.wait_alive(2)
+        yield pair, c
+    finally:
+        try:
+            if c is not None:
+                c.close()
+        finally:
+            pair.close()
+            left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+            assert pair.a not in left and pair.b not in left, left
+
+
+DRIVER = textwrap.dedent("""
+    import json, os, time, ray
+    from ray.util import get_node_ip_address
+    ray.init()
+
+    @ray.remote(num_cpus=0, num_gpus=1)
+    class Where:
+        def where(self):
+            return {"node_id": ray.get_runtime_context().get_node_id(), "ip": get_node_ip_address(),
+                    "gpus": ray.get_gpu_ids(), "pid": os.getpid(), "netns": os.stat("/proc/self/ns/net").st_ino}
+
+        def add(self, i):
+            return i + 1
+
+    out = {"me": ray.get_runtime_context().get_node_id(), "ip": get_node_ip_address(),
+           "nodes": {n["NodeManagerAddress"]: [n["NodeID"], n["Alive"]] for n in ray.nodes()}}
+    a = Where.options(resources={"node:%(member_ip)s": 0.001}).remote()
+    out["where"] = ray.get(a.where.remote(), timeout=20)
+    out["sums"] = ray.get([a.add.remote(i) for i in range(100)], timeout=20)
+    print("RESULT " + json.dumps(out), flush=True)
+    if %(linger)s:
+        try:
+            while True:
+                ray.get(a.add.remote(0), timeout=30)
+                time.sleep(0.01)
+        except Exception as e:
+            print("RAISED", type(e).__name__, str(e).replace("\\n", " "), flush=True)
+""")
+
+
+def _driver(pair, c, linger=False):
+    env = dict(os.environ, BEAM_SOCKET=c.head.socket, RAY_ADDRESS=c.head.socket)
+    code = DRIVER % {"member_ip": pair.ip_b, "linger": linger}
+    return subprocess.Popen(pair.wrap(pair.a) + [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_cross_namespace_call_and_nodes(netns_cluster):
+    pair, c = netns_cluster
+    ids = c.alive_nodes()
+    assert set(ids) == {pair.ip_a, pair.ip_b}
+    p = _driver(pair, c)
+    out, err = p.communicate(timeout=40)
+    assert p.returncode == 0, err + c.logs()
+    r = json.loads(out.split("RESULT ", 1)[1])
+    assert r["me"] == ids[pair.ip_a] and r["ip"] == pair.ip_a
+    assert r["nodes"] == {ip: [nid, True] for ip, nid in ids.items()}
+    w = r["where"]
+    assert w["node_id"] == ids[pair.ip_b] and w["ip"] == pair.ip_b and len(w["gpus"]) == 1
+    # the worker really runs in the member's namespace
+    assert w["netns"] == pair.netns_inode(pair.b) != pair.netns_inode(pair.a)
+    assert r["sums"] == list(range(1, 101))
+    # the head listens on its address in its namespace, and nowhere else
+    tcp = subprocess.run(pair.wrap(pair.a) + ["cat", "/proc/net/tcp"], capture_output=True, text=True).stdout
+    port = f"{c.port:04X}"
+    listening = [r.split()[1] for r in tcp.splitlines()[1:] if r.split()[3] == "0A" and r.split()[1].endswith(port)]
+    want = "".join(f"{int(x):02X}" for x in reversed(pair.ip_a.split(".")))
+    assert listening == [f"{want}:{port}"], listening
+
+
+def test_partition_kills_the_node_and_it_rejoins(netns_cluster):
+    """The veth goes down: no EOF, only silence. The head declares the
+    member dead within the timeout (its actors die); the member gives up on
+    the head too and kills its workers; when the link is back it joins again
+    as a new node."""
+    pair, c = netns_cluster
+    ids = c.alive_nodes()
+    p = _driver(pair, c, linger=True)
+    try:
+        line = ""
+        deadline = time.monotonic() + 30
+        while not line.startswith("RESULT ") and time.monotonic() < deadline:
+            line = p.stdout.readline()
+            if not line:
+                break
+        assert line.startswith("RESULT "), p.stderr.read() if p.poll() is not None else "no RESULT"
+        worker = json.loads(line[7:])["where"]["pid"]
+        t0 = time.monotonic()
+        pair.link(False)
+        raised = p.stdout.readline()
+        took = time.monotonic() - t0
+        assert raised.startswith("RAISED ActorDiedError") and "node has died" in raised, raised
+        assert c.node_timeout * 0.9 <= took <= 2 * c.node_timeout + 1, took
+        p.wait(10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+    assert c.wait_dead(ids[pair.ip_b], 1)
+    # the member, cut off, stops its workers
+    assert wait_until(lambda: not _alive(worker), 2 * c.node_timeout + 2)
+    pair.link(True)
+    assert wait_until(lambda: pair.ip_b in c.alive_nodes(), 8), c.logs()
+    assert c.alive_nodes()[pair.ip_b] != ids[pair.ip_b]
+    p = _driver(pair, c)
+    out, err = p.communicate(timeout=40)
+    assert p.returncode == 0, err
+    assert json.loads(out.split("RESULT ", 1)[1])["where"]["node_id"] == c.alive_nodes()[pair.ip_b]
