@@ -47,7 +47,7 @@ class Node:
     flags) after it stopped; each start's output goes to the same log."""
 
     def __init__(self, cluster_dir, name, ip, gpus=2, cpus=4, cluster_args=(), gpu_ids=None, extra=(),
-                 wrap=(), env=None):
+                 wrap=(), env=None, log_level="debug"):
         self.name = name
         self.ip = ip
         self.dir = os.path.join(cluster_dir, name)
@@ -55,7 +55,7 @@ class Node:
         self.socket = os.path.join(self.dir, "beamd.sock")
         self.log_path = os.path.join(self.dir, "beamd.log")
         self.args = [beamd_exe(), "--socket", self.socket, "--num-gpus", str(gpus), "--num-cpus", str(cpus),
-                     "--node-ip", ip, "--log-level", "debug", *cluster_args, *extra]
+                     "--node-ip", ip, "--log-level", log_level, *cluster_args, *extra]
         self.wrap = list(wrap)  # e.g. ["ip", "netns", "exec", NS]
         self.env = dict(os.environ if env is None else env)
         self.env.pop("CUDA_VISIBLE_DEVICES", None)
@@ -139,17 +139,19 @@ class Cluster:
     through CUDA_VISIBLE_DEVICES) and --node-timeout `node_timeout`."""
 
     def __init__(self, members=1, gpus=2, cpus=4, node_timeout=NODE_TIMEOUT, member_gpu_ids=None,
-                 head_ip="127.0.0.1", member_ips=None, wrap_head=(), wrap_members=None, port=None, start=True):
+                 head_ip="127.0.0.1", member_ips=None, wrap_head=(), wrap_members=None, port=None,
+                 log_level="debug", start=True):
         self.dir = tempfile.mkdtemp(prefix="beamc-", dir="/tmp")
         os.chmod(self.dir, 0o700)
         self.gpus, self.cpus, self.node_timeout = gpus, cpus, node_timeout
         self.head_ip = head_ip
+        self.log_level = log_level
         self.port = port or free_port(head_ip)
         self.token_file = os.path.join(self.dir, "cluster.token")
         self.timeout_args = ["--node-timeout", str(node_timeout)]
         self.head = Node(self.dir, "head", head_ip, gpus, cpus,
                          ["--head", "--port", str(self.port), "--token-file", self.token_file, *self.timeout_args],
-                         wrap=wrap_head)
+                         wrap=wrap_head, log_level=log_level)
         self.members = []
         self.nodes = [self.head]  # every Node ever made, for teardown
         self._member_ips = member_ips
@@ -190,7 +192,8 @@ class Cluster:
             wrap = self._wrap_members[i] if i < len(self._wrap_members) else ()
         node = Node(self.dir, name or f"member{i}", ip, self.gpus if gpus is None else gpus, self.cpus,
                     ["--address", f"{self.head_ip}:{self.port}", "--token-file", token_file or self.token_file,
-                     *self.timeout_args], gpu_ids=gpu_ids, extra=extra, wrap=wrap)
+                     *self.timeout_args], gpu_ids=gpu_ids, extra=extra, wrap=wrap,
+                    log_level=self.log_level)
         self.nodes.append(node)
         return node
 

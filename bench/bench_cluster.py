@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""beam cluster benchmark: actor calls that cross nodes next to calls that
+stay on one, measured in one run on one machine (a head on 127.0.0.1 and a
+member on 127.0.0.2, as tests/python/cluster_util.Cluster makes them), and
+printed as ratios to the same-node case (lower is better, 1.0 is parity).
+
+    source build/env.sh && $BEAM_PYTHON bench/bench_cluster.py [--quick] [--json]
+
+Cases (driver node -> actor node):
+  head->head      the baseline: one daemon, no TCP
+  head->member    one link hop each way (driver's daemon is the head)
+  member->head    one link hop each way (the member relays its driver)
+  member->member  same node, but every frame goes through the head: two hops
+
+Workloads, each in a fresh driver process per case, the cases interleaved
+round by round and the median round kept:
+  sync       call and ray.get, one at a time (latency per call)
+  pipelined  1000 calls in flight on one actor, then ray.get of all (calls/s)
+
+Loopback has no wire latency, so the cross-node cost shown here is the
+daemons' relaying (encode, TCP, decode, dispatch on the head), not a network.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import textwrap
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
+
+from cluster_util import Cluster  # noqa: E402
+
+DRIVER = textwrap.dedent("""
+    import json, sys, time
+    import ray
+    ray.init()
+
+    @ray.remote(num_cpus=0)
+    class Counter:
+        def __init__(self):
+            self.n = 0
+
+        def add(self, k):
+            self.n += k
+            return self.n
+
+    sync_n, pipe_n, warm = %(sync_n)d, %(pipe_n)d, %(warm)d
+    a = Counter.options(resources={"node:%(actor_ip)s": 0.001}).remote()
+    for _ in range(warm):
+        ray.get(a.add.remote(1))
+    t = time.perf_counter()
+    for _ in range(sync_n):
+        ray.get(a.add.remote(1))
+    sync_us = (time.perf_counter() - t) / sync_n * 1e6
+    ray.get([a.add.remote(1) for _ in range(pipe_n)])  # warm the pipeline
+    t = time.perf_counter()
+    refs = [a.add.remote(1) for _ in range(pipe_n)]
+    ray.get(refs)
+    pipe_s = time.perf_counter() - t
+    print(json.dumps({"sync_us": sync_us, "pipe_calls_per_s": pipe_n / pipe_s}))
+""")
+
+CASES = [("head->head", "head", "127.0.0.1"), ("head->member", "head", "127.0.0.2"),
+         ("member->head", "member", "127.0.0.1"), ("member->member", "member", "127.0.0.2")]
+
+
+def run_case(c, driver_on, actor_ip, sync_n, pipe_n, warm):
+    node = c.head if driver_on == "head" else c.members[0]
+    env = dict(os.environ, BEAM_SOCKET=node.socket, RAY_ADDRESS=node.socket)
+    code = DRIVER % {"sync_n": sync_n, "pipe_n": pipe_n, "warm": warm, "actor_ip": actor_ip}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise SystemExit(f"driver failed ({driver_on} -> {actor_ip}):\n{r.stderr}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="fewer iterations (a smoke run)")
+    ap.add_argument("--rounds", type=int, default=None, help="rounds of every case (median kept)")
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    args = ap.parse_args()
+    if not os.environ.get("BEAM_BEAMD"):
+        raise SystemExit("source build/env.sh first (BEAM_BEAMD, BEAM_BEAMCTL, PYTHONPATH)")
+    sync_n, pipe_n, warm = (200, 1000, 20) if args.quick else (2000, 1000, 200)
+    rounds = args.rounds or (2 if args.quick else 5)
+    results = {name: [] for name, _, _ in CASES}
+    # quiet daemons: the benchmark measures relaying, not debug logging
+    c = Cluster(members=1, cpus=4, gpus=0, log_level="warn")
+    try:
+        for _ in range(rounds):
+            for name, driver_on, actor_ip in CASES:
+                results[name].append(run_case(c, driver_on, actor_ip, sync_n, pipe_n, warm))
+    finally:
+        c.close()
+
+    figures = {}
+    for name in results:
+        figures[name] = {
+            "sync_us": statistics.median(r["sync_us"] for r in results[name]),
+            "pipe_calls_per_s": statistics.median(r["pipe_calls_per_s"] for r in results[name]),
+        }
+    base = figures["head->head"]
+    print(f"beam cluster benchmark: {rounds} rounds, {sync_n} sync calls and {pipe_n} in flight per round, "
+          f"{os.cpu_count()} CPUs")
+    print(f"{'case':<16} {'sync us/call':>13} {'x same-node':>12} {'pipelined calls/s':>18} {'x same-node':>12}")
+    for name, f in figures.items():
+        print(f"{name:<16} {f['sync_us']:>13.1f} {f['sync_us'] / base['sync_us']:>12.2f} "
+              f"{f['pipe_calls_per_s']:>18.0f} {base['pipe_calls_per_s'] / f['pipe_calls_per_s']:>12.2f}")
+    print("(x same-node: time per call relative to head->head; above 1.0 is slower)")
+    if args.json:
+        print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
