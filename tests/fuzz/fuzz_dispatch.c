@@ -1,0 +1,381 @@
+/* fuzz_dispatch.c — a libFuzzer target for beamd's request path. Each input
+ * gets a fresh beam_node_t on its own uv loop, listening on a real unix
+ * socket; up to three clients connect and are accepted by beam_conn_accept,
+ * so the bytes go through everything a peer reaches: the peer check, the
+ * read path and its decoder, beam_dispatch and every op handler, the write
+ * queue and its caps, and closing. After the input every client hangs up;
+ * then the node must have closed every connection, freed every object and
+ * actor, given all resources back, and the loop must close with no handle
+ * open. ASan/UBSan and LeakSanitizer do the rest.
+ *
+ * Workers are never started: uv_spawn is wrapped (-Wl,--wrap=uv_spawn) to
+ * fail before it forks, so create_actor goes through the real path up to the
+ * spawn and the actor then dies as one whose worker could not start. The
+ * worker-only ops (actor_ready, task_done) are reached only as refusals.
+ *
+ * The input is a sequence of records:
+ *   byte 0          which clients say hello first (bit 0..2: client 0..2 as a
+ *                   driver; bit 3: client 2 as ctl instead), so short inputs
+ *                   reach the ops past hello
+ *   then, repeated: a selector byte s, and for writes a 2-byte big-endian
+ *                   length n and n bytes.
+ *     s >> 6 == 0, 1: write n bytes to client (s & 3) % 3 as they are
+ *                     (normally whole frames: 4-byte length + msgpack)
+ *     s >> 6 == 2:    client (s & 3) % 3 hangs up, and a new one connects
+ *     s >> 6 == 3:    run the loop until nothing moves (timers included when
+ *                     s & 1: a get/wait with a short timeout expires)
+ *
+ * Build and run: scripts/fuzz.sh (clang, -fsanitize=fuzzer,address,undefined),
+ * seed corpus in tests/fuzz/corpus/dispatch/ (made by tests/fuzz/make_corpus.py). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <uthash.h>
+#include <uv.h>
+
+#include "actors.h"
+#include "cluster.h"
+#include "conn.h"
+#include "link.h"
+#include "log.h"
+#include "node.h"
+#include "objects.h"
+#include "placement.h"
+#include "procs.h"
+#include "server.h"
+
+#define NCLIENTS 3
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            abort();                                                                 \
+        }                                                                            \
+    } while (0)
+
+/* The real uv_spawn, made to fail before it forks: an inherited stdin fd of
+ * -1 is refused (UV_EINVAL) after the handle is initialised, as any early
+ * spawn failure is, so the caller's cleanup path runs as in production. */
+int __real_uv_spawn(uv_loop_t *loop, uv_process_t *handle, const uv_process_options_t *options);
+int __wrap_uv_spawn(uv_loop_t *loop, uv_process_t *handle, const uv_process_options_t *options)
+{
+    uv_process_options_t opt = *options;
+    uv_stdio_container_t stdio[1] = {{.flags = UV_INHERIT_FD, .data.fd = -1}};
+    opt.stdio = stdio;
+    opt.stdio_count = 1;
+    return __real_uv_spawn(loop, handle, &opt);
+}
+
+static char sock_dir[64];
+static char sock_path[108];
+
+typedef struct fuzz_s {
+    uv_loop_t loop;
+    beam_node_t node;
+    beam_server_t server;
+    int fds[NCLIENTS];
+} fuzz_t;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    signal(SIGPIPE, SIG_IGN);
+    /* quiet (-1 is below every level) unless BEAM_FUZZ_LOG is set */
+    beam_log_set_level(getenv("BEAM_FUZZ_LOG") ? BEAM_LOG_DEBUG : -1);
+    snprintf(sock_dir, sizeof sock_dir, "/tmp/beam-fuzz-XXXXXX");
+    CHECK(mkdtemp(sock_dir) != NULL);
+    snprintf(sock_path, sizeof sock_path, "%s/beamd.sock", sock_dir);
+    return 0;
+}
+
+static void node_setup(fuzz_t *f)
+{
+    beam_node_t *node = &f->node;
+    memset(f, 0, sizeof *f);
+    for (int i = 0; i < NCLIENTS; i++)
+        f->fds[i] = -1;
+    CHECK(uv_loop_init(&f->loop) == 0);
+    f->loop.data = node;
+    node->loop = &f->loop;
+    beam_limits_default(&node->limits);
+    /* small limits, so short inputs reach them */
+    node->limits.max_frame = 1u << 16;
+    node->limits.max_items = 1u << 12;
+    node->limits.max_str = 1u << 10;
+    node->max_outq = 1u << 18;
+    node->soft_outq = 1u << 14;
+    node->node_index = 1;
+    node->is_head = 1;
+    memset(node->node_id, 0x42, sizeof node->node_id);
+    beam_id_hex(node->node_id, sizeof node->node_id, node->node_hex);
+    snprintf(node->node_ip, sizeof node->node_ip, "127.0.0.1");
+    snprintf(node->hostname, sizeof node->hostname, "fuzz");
+    node->start_ms = uv_now(&f->loop);
+    beam_pool_init(&node->pool);
+    CHECK(beam_pool_add(&node->pool, "CPU", beam_res_units(4)) == 0);
+    CHECK(beam_pool_add(&node->pool, "memory", beam_res_units(1e9)) == 0);
+    CHECK(beam_pool_add(&node->pool, "node:127.0.0.1", BEAM_RES_UNIT) == 0);
+    CHECK(beam_pool_add(&node->pool, "custom", beam_res_units(2)) == 0);
+    CHECK(beam_pool_add_gpu(&node->pool, "0") == 0);
+    CHECK(beam_pool_add_gpu(&node->pool, "1") == 0);
+    char err[256];
+    if (beam_server_listen(&f->server, node, sock_path, err, sizeof err) < 0) {
+        fprintf(stderr, "fuzz_dispatch: %s\n", err);
+        abort();
+    }
+    snprintf(node->socket_path, sizeof node->socket_path, "%s", sock_path);
+    uv_timer_init(&f->loop, &node->reaper);
+    node->reaper.data = node;
+    node->on_proc_output = beam_actor_worker_output;
+    node->on_proc_exit = beam_actor_worker_exited;
+    CHECK(beam_cluster_init_self(node) == 0);
+}
+
+static size_t count_conns(const beam_node_t *node)
+{
+    size_t n = 0;
+    for (const beam_conn_t *c = node->conns; c; c = c->next)
+        n++;
+    return n;
+}
+
+/* Reads and drops whatever beamd sent the clients; 1 if anything came. */
+static int drain(fuzz_t *f)
+{
+    static char scratch[1 << 16];
+    int any = 0;
+    for (int i = 0; i < NCLIENTS; i++) {
+        if (f->fds[i] < 0)
+            continue;
+        for (;;) {
+            ssize_t n = read(f->fds[i], scratch, sizeof scratch);
+            if (n <= 0)
+                break; /* EAGAIN, or beamd closed it: the fd stays until the client hangs up */
+            any = 1;
+        }
+    }
+    return any;
+}
+
+/* Runs the loop (without blocking unless timers is set) and drains the
+ * clients until neither has anything to do. */
+static void pump(fuzz_t *f, int timers)
+{
+    for (int round = 0; round < 10000; round++) {
+        int more = uv_run(&f->loop, UV_RUN_NOWAIT);
+        int got = drain(f);
+        if (!got && !more)
+            return;
+        if (!got && timers) {
+            /* a timer due soon (a get or wait with a short timeout): let it
+             * fire; a long one is left, as the loop would otherwise block */
+            int due = uv_backend_timeout(&f->loop);
+            if (due < 0 || due > 20)
+                return;
+            uv_run(&f->loop, UV_RUN_ONCE);
+            continue;
+        }
+        if (!got && !timers && round > 4)
+            return;
+    }
+}
+
+static int client_connect(fuzz_t *f, int i)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(fd >= 0);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock_path);
+    CHECK(connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0);
+    CHECK(fcntl(fd, F_SETFL, O_NONBLOCK) == 0);
+    f->fds[i] = fd;
+    size_t before = count_conns(&f->node);
+    for (int k = 0; k < 100 && count_conns(&f->node) == before; k++)
+        uv_run(&f->loop, UV_RUN_NOWAIT);
+    CHECK(count_conns(&f->node) == before + 1);
+    return fd;
+}
+
+/* Writes all of data to client i, running the loop while its socket is full. */
+static void client_write(fuzz_t *f, int i, const uint8_t *data, size_t n)
+{
+    size_t off = 0;
+    int stuck = 0;
+    while (off < n && f->fds[i] >= 0) {
+        ssize_t w = write(f->fds[i], data + off, n - off);
+        if (w > 0) {
+            off += (size_t)w;
+            stuck = 0;
+            continue;
+        }
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            return; /* beamd closed this client (EPIPE): the rest is lost, as for a real peer */
+        pump(f, 0);
+        /* beamd stopped reading a client that does not read (backpressure);
+         * drain() reads it, so this ends unless the node is stuck */
+        CHECK(++stuck < 100000);
+    }
+    pump(f, 0);
+}
+
+static void client_hangup(fuzz_t *f, int i)
+{
+    if (f->fds[i] >= 0)
+        close(f->fds[i]);
+    f->fds[i] = -1;
+}
+
+static void hello(fuzz_t *f, int i, const char *role)
+{
+    beam_enc_t enc;
+    beam_enc_init(&enc);
+    beam_enc_request(&enc, 1, "hello", 2);
+    beam_pack_key(&enc.pk, "role");
+    beam_pack_str(&enc.pk, role);
+    beam_pack_key(&enc.pk, "pid");
+    msgpack_pack_int(&enc.pk, 4242 + i);
+    CHECK(beam_enc_end(&enc, 0) == 0);
+    size_t len;
+    char *buf = beam_enc_take(&enc, &len);
+    beam_enc_destroy(&enc);
+    client_write(f, i, (const uint8_t *)buf, len);
+    free(buf);
+}
+
+/* How many times the values of the objects left name id (kind 0: object
+ * ids, 1: actor ids). */
+static uint32_t inbound(beam_node_t *node, const char *id, int kind)
+{
+    uint32_t n = 0;
+    for (beam_object_t *o = node->objects; o; o = o->hh.next) {
+        uint32_t count = kind ? o->refs.nactors : o->refs.nobjs;
+        size_t size = kind ? BEAM_ACTOR_ID_SIZE : BEAM_OBJECT_ID_SIZE;
+        const char *ids = kind ? o->refs.actors : o->refs.objs;
+        for (uint32_t i = 0; i < count; i++)
+            n += memcmp(ids + (size_t)i * size, id, size) == 0;
+    }
+    return n;
+}
+
+/* After every client hung up nothing may be left, but for detached groups
+ * and objects (and actors) that only values in a reference cycle keep: a
+ * put may name its own id among its refs, or two calls' results each other,
+ * and beamd counts references without collecting cycles. Anything else a
+ * connection held, or a pin nothing accounts for, is a leak. */
+static void check_empty(fuzz_t *f)
+{
+    beam_node_t *node = &f->node;
+    CHECK(node->conns == NULL);
+    for (beam_object_t *o = node->objects; o; o = o->hh.next) {
+        CHECK(o->holders == 0);
+        CHECK(o->pins > 0 && o->pins == inbound(node, o->id, 0));
+    }
+    for (beam_actor_t *a = node->actors; a; a = a->hh.next) {
+        CHECK(a->state == BEAM_ACTOR_DEAD && !a->running && a->holders == 0);
+        CHECK(a->pins > 0 && a->pins == inbound(node, a->id, 1));
+    }
+    CHECK(node->pending == NULL);
+    CHECK(beam_procs_running(node) == 0);
+    int detached = 0;
+    for (beam_pg_t *pg = node->pgs; pg; pg = pg->hh.next)
+        detached += pg->state != BEAM_PG_REMOVED;
+    if (!detached)
+        for (size_t i = 0; i < node->pool.nres; i++)
+            CHECK(node->pool.res[i].avail == node->pool.res[i].total);
+}
+
+static void on_walk_close(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    fprintf(stderr, "fuzz_dispatch: handle of type %s left open\n", uv_handle_type_name(h->type));
+}
+
+/* beamd's stop() and the end of its main(), in order. */
+static void node_teardown(fuzz_t *f)
+{
+    beam_node_t *node = &f->node;
+    node->stopping = 1;
+    beam_server_close(&f->server);
+    beam_actors_stop_all(node);
+    beam_procs_kill_all(node);
+    while (node->conns)
+        beam_conn_close(node->conns, "the fuzz input ended");
+    beam_links_stop(node);
+    uv_close((uv_handle_t *)&node->reaper, NULL);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    beam_conn_reap_all(node);
+    beam_objects_destroy(node);
+    beam_actors_destroy(node);
+    beam_pgs_destroy(node);
+    beam_cluster_destroy(node);
+    beam_links_destroy(node);
+    beam_pool_destroy(&node->pool);
+    if (uv_loop_close(&f->loop) != 0) {
+        uv_walk(&f->loop, on_walk_close, NULL);
+        CHECK(!"the loop has handles open after teardown");
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static fuzz_t f;
+    if (size == 0)
+        return 0;
+    node_setup(&f);
+    uint8_t flags = data[0];
+    for (int i = 0; i < NCLIENTS; i++)
+        client_connect(&f, i);
+    for (int i = 0; i < NCLIENTS; i++)
+        if (flags & (1u << i))
+            hello(&f, i, i == 2 && (flags & 8) ? "ctl" : "driver");
+
+    size_t off = 1;
+    while (off < size) {
+        uint8_t s = data[off++];
+        int who = (s & 3) % NCLIENTS;
+        switch (s >> 6) {
+        case 0:
+        case 1: {
+            if (size - off < 2) {
+                off = size;
+                break;
+            }
+            size_t n = ((size_t)data[off] << 8) | data[off + 1];
+            off += 2;
+            if (n > size - off)
+                n = size - off;
+            client_write(&f, who, data + off, n);
+            off += n;
+            break;
+        }
+        case 2:
+            client_hangup(&f, who);
+            pump(&f, 0);
+            client_connect(&f, who);
+            break;
+        default:
+            pump(&f, s & 1);
+            break;
+        }
+    }
+
+    /* everyone hangs up: every connection must close and take its things */
+    for (int i = 0; i < NCLIENTS; i++)
+        client_hangup(&f, i);
+    for (int k = 0; k < 1000 && f.node.conns; k++)
+        uv_run(&f.loop, UV_RUN_NOWAIT);
+    pump(&f, 0);
+    check_empty(&f);
+    node_teardown(&f);
+    return 0;
+}

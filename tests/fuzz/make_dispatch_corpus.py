@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Writes the seed corpus for fuzz_dispatch (tests/fuzz/corpus/dispatch/):
+short sessions of valid requests in the record format fuzz_dispatch.c
+describes, one session per file. Usage: make_dispatch_corpus.py [DIR]"""
+
+import os
+import struct
+import sys
+
+
+def pack(v):
+    """Compact msgpack, as a real client writes it."""
+    if v is None:
+        return b"\xc0"
+    if v is True:
+        return b"\xc3"
+    if v is False:
+        return b"\xc2"
+    if isinstance(v, int):
+        if 0 <= v < 0x80:
+            return bytes([v])
+        if -32 <= v < 0:
+            return struct.pack("b", v)
+        if 0 <= v < 1 << 32:
+            return b"\xce" + struct.pack(">I", v)
+        return b"\xd3" + struct.pack(">q", v)
+    if isinstance(v, float):
+        return b"\xcb" + struct.pack(">d", v)
+    if isinstance(v, str):
+        b = v.encode()
+        return (bytes([0xa0 | len(b)]) if len(b) < 32 else b"\xd9" + bytes([len(b)])) + b
+    if isinstance(v, bytes):
+        return b"\xc4" + bytes([len(v)]) + v
+    if isinstance(v, list):
+        return (bytes([0x90 | len(v)]) if len(v) < 16 else b"\xdc" + struct.pack(">H", len(v))) + \
+            b"".join(pack(x) for x in v)
+    if isinstance(v, dict):
+        return bytes([0x80 | len(v)]) + b"".join(pack(k) + pack(x) for k, x in v.items())
+    raise TypeError(type(v))
+
+
+def req(msgid, op, params=None):
+    body = pack([0, msgid, op, params or {}])
+    return struct.pack(">I", len(body)) + body
+
+
+def write(client, data):
+    return bytes([client]) + struct.pack(">H", len(data)) + data
+
+
+def hangup(client):
+    return bytes([0x80 | client])
+
+
+def run(timers=False):
+    return bytes([0xC1 if timers else 0xC0])
+
+
+# Ids as the first three connections get them (conn 1, 2, 3; job = conn).
+def obj(conn, seq, kind=0xFFFFFFFF):
+    return struct.pack(">IIQIII", 1, conn, seq, conn, kind, 0)
+
+
+def actor(conn, seq):
+    return struct.pack(">IIII", 1, conn, seq, conn)
+
+
+def pg(conn, seq):
+    return struct.pack(">II", 1, conn) + seq.to_bytes(6, "big") + struct.pack(">I", conn)
+
+
+def create(conn, seq, **extra):
+    p = {"actor": actor(conn, seq), "class_name": "A", "class_data": b"\x80\x05N.", "args": b"\x80\x05N.",
+         "python": "/nonexistent/python3", "num_cpus": 1.0}
+    p.update(extra)
+    return p
+
+
+SESSIONS = {
+    # put, get, wait, hold/release, status, refs inside a value
+    "objects": bytes([1]) + write(0, req(2, "put", {"obj": obj(1, 1), "data": b"value"})
+                                  + req(3, "get", {"objs": [obj(1, 1)], "timeout_ms": 0})
+                                  + req(4, "put", {"obj": obj(1, 2), "data": b"v2", "objects": [obj(1, 1)]})
+                                  + req(5, "wait", {"objs": [obj(1, 1), obj(1, 2)], "num_returns": 2,
+                                                    "timeout_ms": 10})
+                                  + req(0, "release", {"objects": [obj(1, 1)]})
+                                  + req(6, "status")),
+    # an actor that cannot start: create, call, get the death, kill
+    "actor": bytes([1]) + write(0, req(2, "create_actor", create(1, 1, name="named"))
+                                + req(0, "submit", {"actor": actor(1, 1), "obj": obj(1, 2, 0), "method": "m",
+                                                    "args": b"\x80\x05N."})
+                                + req(3, "get", {"objs": [obj(1, 2, 0)], "timeout_ms": 5})
+                                + req(4, "get_actor", {"name": "named"})
+                                + req(5, "kill", {"actor": actor(1, 1), "no_restart": True})) + run(True),
+    # an actor waiting for resources (more GPUs than the node has) with calls queued
+    "pending": bytes([3]) + write(0, req(2, "create_actor", create(1, 1, num_gpus=8.0))
+                                  + req(0, "submit", {"actor": actor(1, 1), "obj": obj(1, 2, 0), "method": "m",
+                                                      "args": b""}))
+    + write(1, req(2, "hold", {"actors": [actor(1, 1)], "objects": [obj(1, 2, 0)]})
+            + req(3, "wait", {"objs": [obj(1, 2, 0)], "timeout_ms": 1})) + hangup(0) + run(True)
+    + write(1, req(4, "get", {"objs": [obj(1, 2, 0)], "timeout_ms": 0})),
+    # placement groups: create, table, ready, an actor in it, remove
+    "groups": bytes([1]) + write(0, req(2, "pg_create", {"pg": pg(1, 1), "strategy": "PACK",
+                                                        "bundles": [{"CPU": 1.0}, {"GPU": 1.0}], "name": "g"})
+                                 + req(3, "pg_table", {"pg": pg(1, 1)})
+                                 + req(4, "pg_ready", {"pg": pg(1, 1), "obj": obj(1, 2), "value": b"r"})
+                                 + req(5, "create_actor", create(1, 3, placement_group=pg(1, 1), bundle_index=1,
+                                                                 num_cpus=0.0, num_gpus=1.0))
+                                 + req(6, "pg_remove", {"pg": pg(1, 1)})
+                                 + req(7, "pg_table")),
+    # two clients: one puts, the other holds and gets, the first hangs up
+    "sharing": bytes([3]) + write(0, req(2, "put", {"obj": obj(1, 1), "data": b"shared"}))
+    + write(1, req(2, "hold", {"objects": [obj(1, 1)]})) + hangup(0)
+    + write(1, req(3, "get", {"objs": [obj(1, 1)], "timeout_ms": -1}) + req(0, "release", {"objects": [obj(1, 1)]})),
+    # hello by hand, as each role; a worker hello that matches nothing
+    "hello": bytes([0]) + write(0, req(1, "hello", {"role": "driver", "pid": 7, "logs": False}))
+    + write(1, req(1, "hello", {"role": "ctl"}) + req(2, "status"))
+    + write(2, req(1, "hello", {"role": "worker", "actor": actor(1, 9), "token": "0" * 32})),
+    # worker-only ops from a driver, unknown ops, a second hello, msgid 0 failures
+    "refused": bytes([1]) + write(0, req(2, "actor_ready", {"ok": True})
+                                  + req(3, "task_done", {"obj": obj(1, 1, 0), "status": 0, "data": b""})
+                                  + req(4, "nope") + req(0, "nope")
+                                  + req(5, "hello", {"role": "driver"}) + req(0, "put", {"obj": 5})),
+    # a frame split across writes, then a bad one
+    "split": bytes([1]) + write(0, req(2, "status")[:3]) + write(0, req(2, "status")[3:])
+    + write(0, struct.pack(">I", 3) + b"\x93\x00\x01"),
+    # a client that does not read while many replies queue up
+    "flood": bytes([1]) + write(0, req(2, "put", {"obj": obj(1, 1), "data": b"x" * 200})
+                                + req(3, "get", {"objs": [obj(1, 1)] * 8, "timeout_ms": 0}) * 40),
+}
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                             "corpus", "dispatch")
+    os.makedirs(out, exist_ok=True)
+    for name, data in SESSIONS.items():
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(data)
+
+
+if __name__ == "__main__":
+    main()
