@@ -10,6 +10,7 @@ Teardown stops every daemon and checks that no process started for any of
 their sockets (workers, drivers) is left.
 """
 
+import atexit
 import json
 import os
 import shutil
@@ -159,6 +160,8 @@ class Cluster:
         self._wrap_members = wrap_members or []
         self._next_ip = 2
         self._n = members
+        self._closed = False
+        atexit.register(self._at_exit)  # a script that dies without close() leaves no daemon
         if start:
             self.start()
 
@@ -260,10 +263,15 @@ class Cluster:
     def leftovers(self):
         return {s: beam_processes(s) for s in self.sockets() if beam_processes(s)}
 
+    def _at_exit(self):
+        if not self._closed:
+            self.close(check=False)
+
     def close(self, check=True):
         """Stops the members, then the head; kills and reports any process
         left for any of their sockets. With check, raises if one was left or
         a daemon did not exit 0 on SIGTERM."""
+        self._closed = True
         problems = []
         for node in self.nodes[1:] + [self.head]:
             rc = node.stop()
