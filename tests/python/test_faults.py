@@ -20,7 +20,7 @@ import time
 import pytest
 
 from conftest import Beamd, beam_processes, wait_until
-from test_hardening import Conn, fd_count, rss_kib
+from test_hardening import Conn, fd_count, rss_kib, sanitized
 
 
 def _alive(pid):
@@ -474,6 +474,8 @@ def test_task_done_for_an_unknown_call_does_not_leak(ray_start, beamd):
     assert ray.get(v.send.remote(100, 1 << 20), timeout=60) == ["not_found"]
     grown = rss_kib(pid) - before
     ray.kill(v)
+    if sanitized(pid):
+        return  # ASan's quarantine keeps freed memory resident
     assert grown < 32 * 1024, f"beamd grew by {grown} KiB for 100 MiB of refused results"
 
 
