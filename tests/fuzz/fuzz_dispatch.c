@@ -85,6 +85,12 @@ typedef struct fuzz_s {
     int fds[NCLIENTS];
 } fuzz_t;
 
+static void remove_sock_dir(void)
+{
+    unlink(sock_path);
+    rmdir(sock_dir);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
@@ -95,6 +101,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     snprintf(sock_dir, sizeof sock_dir, "/tmp/beam-fuzz-XXXXXX");
     CHECK(mkdtemp(sock_dir) != NULL);
     snprintf(sock_path, sizeof sock_path, "%s/beamd.sock", sock_dir);
+    atexit(remove_sock_dir);
     return 0;
 }
 
