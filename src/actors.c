@@ -303,7 +303,7 @@ static int take_resources(beam_node_t *node, beam_actor_t *a)
     }
     if (a->pg->state == BEAM_PG_REMOVED)
         return -ECANCELED;
-    if (a->pg->state != BEAM_PG_CREATED)
+    if (a->pg->state != BEAM_PG_CREATED && a->pg->state != BEAM_PG_RESCHEDULING)
         return -EAGAIN;
     for (uint32_t i = 0; i < a->pg->nbundles; i++) {
         if (a->bundle_index >= 0 && (uint32_t)a->bundle_index != i)

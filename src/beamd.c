@@ -324,6 +324,23 @@ static int cluster_options(beam_node_t *node, const options_t *o, beam_cluster_o
     return 0;
 }
 
+/* Tells whoever waits (the service manager, --ready-fd) that beamd serves. */
+static void announce_ready(beam_node_t *node)
+{
+    if (node->announced)
+        return;
+    node->announced = 1;
+    char status[256];
+    snprintf(status, sizeof status, "serving %s", node->socket_path);
+    beam_notify_ready(status);
+    if (node->ready_fd >= 0) {
+        ssize_t w = write(node->ready_fd, "ready\n", 6);
+        (void)w;
+        close(node->ready_fd);
+        node->ready_fd = -1;
+    }
+}
+
 static void stop(beam_node_t *node, const char *why)
 {
     if (node->stopping)
@@ -442,14 +459,10 @@ int main(int argc, char **argv)
     const beam_res_entry_t *cpu = beam_pool_find(&node.pool, "CPU");
     beam_log(BEAM_LOG_INFO, "node %s ip %s listening on %s (%.4g CPUs, %d GPUs)", node.node_hex, node.node_ip,
              node.socket_path, cpu ? (double)cpu->total / BEAM_RES_UNIT : 0.0, gpu ? node.pool.ngpus : 0);
-    char status[256];
-    snprintf(status, sizeof status, "serving %s", node.socket_path);
-    beam_notify_ready(status);
-    if (o.ready_fd >= 0) {
-        ssize_t w = write(o.ready_fd, "ready\n", 6);
-        (void)w;
-        close(o.ready_fd);
-    }
+    node.ready_fd = o.ready_fd;
+    node.on_joined = announce_ready;
+    if (!o.address)
+        announce_ready(&node); /* a member is ready once its head has welcomed it */
 
     uv_run(loop, UV_RUN_DEFAULT);
 

@@ -43,10 +43,57 @@ int beam_cluster_init_self(beam_node_t *node)
     return 0;
 }
 
+/* 1 if an actor or a bundle still points at m (dead actors keep their
+ * member until their record goes). */
+static int referenced(beam_node_t *node, const beam_member_t *m)
+{
+    for (beam_actor_t *a = node->actors; a; a = a->hh.next)
+        if (a->member == m)
+            return 1;
+    for (beam_pg_t *pg = node->pgs; pg; pg = pg->hh.next)
+        for (uint32_t i = 0; i < pg->nbundles; i++)
+            if (pg->bundles[i].member == m)
+                return 1;
+    for (beam_conn_t *c = node->conns; c; c = c->next)
+        if (c->member == m)
+            return 1;
+    return 0;
+}
+
+/* Keeps the table's dead records to the newest BEAM_MAX_DEAD_MEMBERS that
+ * nothing points at any more, so a flapping node cannot grow it forever. */
+static void prune_dead(beam_node_t *node)
+{
+    size_t dead = 0;
+    for (beam_member_t *m = node->members; m; m = m->next)
+        dead += !m->alive;
+    for (beam_member_t **p = &node->members; *p && dead > BEAM_MAX_DEAD_MEMBERS;) {
+        beam_member_t *m = *p;
+        if (m->alive || m->local || referenced(node, m)) {
+            p = &m->next;
+            continue;
+        }
+        *p = m->next;
+        beam_pool_destroy(&m->own_pool);
+        free(m->death);
+        free(m);
+        dead--;
+    }
+}
+
+static size_t alive_count(const beam_node_t *node)
+{
+    size_t n = 0;
+    for (const beam_member_t *m = node->members; m; m = m->next)
+        n += m->alive;
+    return n;
+}
+
 beam_member_t *beam_cluster_add(beam_node_t *node, const char *node_id, const char *ip, const char *hostname,
                                 const char *socket, beam_pool_t *pool, struct beam_link_s *link)
 {
-    if (beam_cluster_count(node) >= BEAM_MAX_MEMBERS)
+    prune_dead(node);
+    if (alive_count(node) >= BEAM_MAX_MEMBERS)
         return NULL;
     beam_member_t *m = calloc(1, sizeof *m);
     if (!m)

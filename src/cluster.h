@@ -11,7 +11,8 @@
 #include "procs.h"
 #include "resources.h"
 
-#define BEAM_MAX_MEMBERS 256
+#define BEAM_MAX_MEMBERS 256     /* live nodes in one cluster */
+#define BEAM_MAX_DEAD_MEMBERS 64 /* dead ones kept for the tables (ray.nodes() shows them) */
 
 typedef struct beam_member_s {
     uint32_t index;

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,6 +231,16 @@ int beam_link_up(const beam_node_t *node)
     return node->head_link && node->head_link->state == S_UP;
 }
 
+/* Once the peer is known, the link carries any frame either side accepts
+ * from its clients (the larger limit, with room for the wrapping): a frame
+ * one side refuses then fails that one client, not the whole node. */
+static void size_link(beam_link_t *l, int64_t peer_max_frame)
+{
+    uint64_t mine = l->node->limits.max_frame, peer = peer_max_frame > 0 ? (uint64_t)peer_max_frame : 0;
+    uint64_t cap = (mine > peer ? mine : peer) + 4096;
+    l->dec.lim.max_frame = cap > UINT32_MAX ? UINT32_MAX : (uint32_t)cap;
+}
+
 /* ---------- the handshake ---------- */
 
 static void mac(const links_t *ls, const char *label, const unsigned char *a, const unsigned char *b,
@@ -345,10 +356,14 @@ static void head_on_join(beam_link_t *l, const beam_msg_t *m)
         return;
     }
     l->state = S_UP;
-    l->dec.lim.max_frame = l->node->limits.max_frame + 4096;
+    int64_t peer_max = 0;
+    beam_field_int(&m->params, "max_frame", &peer_max);
+    size_link(l, peer_max);
     beam_enc_t enc;
     beam_enc_init(&enc);
-    beam_enc_push(&enc, "welcome", 2);
+    beam_enc_push(&enc, "welcome", 3);
+    beam_pack_key(&enc.pk, "max_frame");
+    msgpack_pack_uint32(&enc.pk, l->node->limits.max_frame);
     beam_pack_key(&enc.pk, "node_index");
     msgpack_pack_uint32(&enc.pk, l->member->index);
     beam_pack_key(&enc.pk, "head_id");
@@ -380,6 +395,13 @@ static void head_on_up(beam_link_t *l, const beam_msg_t *m)
         if (get_vconn(m, &vconn) < 0 || beam_field_bin(&m->params, "frame", &body, &len) != 0 ||
             !(c = beam_conn_find_remote(node, l, vconn)))
             return;
+        if (len > node->limits.max_frame) {
+            /* the member's limit let it through; the head's does not */
+            beam_conn_reply_error(c, 0, "too_large", "protocol error: frame length %u is over the head's limit of %u",
+                                  len, node->limits.max_frame);
+            beam_conn_close(c, "a frame over the head's limit");
+            return;
+        }
         beam_dispatch(c, body, len);
     } else if (beam_str_eq(m->op, m->op_len, "client_open")) {
         if (get_vconn(m, &vconn) < 0)
@@ -465,7 +487,9 @@ static void member_hello(beam_link_t *l)
     beam_id_hex(node->node_id, BEAM_NODE_ID_SIZE, node->node_hex);
     beam_enc_t enc;
     beam_enc_init(&enc);
-    beam_enc_push(&enc, "join", 6);
+    beam_enc_push(&enc, "join", 7);
+    beam_pack_key(&enc.pk, "max_frame");
+    msgpack_pack_uint32(&enc.pk, node->limits.max_frame);
     beam_pack_key(&enc.pk, "node_id");
     beam_pack_bin(&enc.pk, node->node_id, BEAM_NODE_ID_SIZE);
     beam_pack_key(&enc.pk, "node_ip");
@@ -587,9 +611,13 @@ static void member_on_frame(beam_link_t *l, const beam_msg_t *m)
         }
         l->node->node_index = (uint32_t)index;
         l->state = S_UP;
-        l->dec.lim.max_frame = l->node->limits.max_frame + 4096;
+        int64_t peer_max = 0;
+        beam_field_int(&m->params, "max_frame", &peer_max);
+        size_link(l, peer_max);
         beam_log(BEAM_LOG_INFO, "joined the head at %s as node %s (member %u)", l->peer, l->node->node_hex,
                  l->node->node_index);
+        if (l->node->on_joined)
+            l->node->on_joined(l->node);
         return;
     }
     case S_UP:
@@ -897,13 +925,30 @@ static void on_connected(uv_connect_t *req, int status)
     start_link(l);
 }
 
+/* The lookup holds the link like a handle does: a link closed meanwhile is
+ * freed here, once the lookup is back. */
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    beam_link_t *l = req->data;
+    int rc = status;
+    if (rc == 0 && !l->closing)
+        rc = uv_tcp_connect(&l->connect, &l->tcp, res->ai_addr, on_connected);
+    uv_freeaddrinfo(res);
+    free(req);
+    if (rc < 0 && !l->closing) {
+        beam_log(BEAM_LOG_WARN, "cannot reach the head at %s: %s", l->peer, uv_strerror(rc));
+        link_close(l, uv_strerror(rc)); /* a retry is scheduled */
+    }
+    if (--l->handles == 0) {
+        beam_decoder_destroy(&l->dec);
+        free(l);
+    }
+}
+
+/* Resolves the head's name (an address or a host name) and connects. */
 static int connect_head(beam_node_t *node)
 {
     links_t *ls = node->links;
-    struct sockaddr_in addr;
-    int rc = uv_ip4_addr(ls->opts.head_host, ls->opts.head_port, &addr);
-    if (rc < 0)
-        return rc;
     beam_link_t *l = link_new(node, SIDE_MEMBER);
     if (!l)
         return UV_ENOMEM;
@@ -911,10 +956,21 @@ static int connect_head(beam_node_t *node)
     l->state = S_CONNECTING;
     l->connect.data = l;
     node->head_link = l;
-    if ((rc = uv_tcp_connect(&l->connect, &l->tcp, (const struct sockaddr *)&addr, on_connected)) < 0) {
-        link_close(l, uv_strerror(rc));
-        return 0; /* a retry is scheduled */
+    uv_getaddrinfo_t *req = malloc(sizeof *req);
+    char port[16];
+    snprintf(port, sizeof port, "%d", ls->opts.head_port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    int rc = req ? 0 : UV_ENOMEM;
+    if (req) {
+        req->data = l;
+        rc = uv_getaddrinfo(node->loop, req, on_resolved, ls->opts.head_host, port, &hints);
+        if (rc < 0)
+            free(req);
+        else
+            l->handles++;
     }
+    if (rc < 0)
+        link_close(l, uv_strerror(rc)); /* a retry is scheduled */
     return 0;
 }
 

@@ -59,6 +59,10 @@ typedef struct beam_node_s {
                            size_t len);
     void (*on_proc_exit)(struct beam_node_s *node, const char *actor, long pid, int64_t status,
                          int term_signal);
+    /* a member was welcomed by its head (beamd announces readiness then) */
+    void (*on_joined)(struct beam_node_s *node);
+    int ready_fd;
+    int announced;
     uint32_t next_conn;
     uint64_t start_ms;
     int stopping;

@@ -181,54 +181,87 @@ static void complete_waiters(beam_node_t *node, beam_pg_t *pg, int ok)
     }
 }
 
-/* Reserves every bundle on the cluster's live nodes. Returns 0 once placed,
- * or the algorithm's error. */
+/* The nodes the group's unplaced bundles may go to: every live member, less
+ * those already holding one of its bundles for STRICT_SPREAD, and only the
+ * node holding them for STRICT_PACK (a group re-placing bundles it lost). */
+static size_t candidates(beam_node_t *node, const beam_pg_t *pg, beam_member_t **out)
+{
+    beam_member_t *alive[BEAM_MAX_MEMBERS];
+    size_t na = beam_cluster_alive(node, alive, BEAM_MAX_MEMBERS), n = 0;
+    beam_member_t *packed = NULL;
+    for (uint32_t i = 0; i < pg->nbundles && !packed; i++)
+        if (pg->bundles[i].placed && pg->strategy == BEAM_PG_STRICT_PACK)
+            packed = pg->bundles[i].member;
+    for (size_t k = 0; k < na; k++) {
+        int used = 0;
+        for (uint32_t i = 0; i < pg->nbundles; i++)
+            used |= pg->bundles[i].placed && pg->bundles[i].member == alive[k];
+        if ((pg->strategy == BEAM_PG_STRICT_SPREAD && used) || (packed && alive[k] != packed))
+            continue;
+        out[n++] = alive[k];
+    }
+    return n;
+}
+
+/* Reserves the group's unplaced bundles (all of them, the first time) on
+ * the cluster's live nodes, all or none. Returns 0 once every bundle is
+ * placed, or the algorithm's error. */
 static int try_place(beam_node_t *node, beam_pg_t *pg)
 {
     beam_member_t *members[BEAM_MAX_MEMBERS];
     beam_pool_t *nodes[BEAM_MAX_MEMBERS];
-    size_t nn = beam_cluster_alive(node, members, BEAM_MAX_MEMBERS);
+    size_t nn = candidates(node, pg, members);
     for (size_t i = 0; i < nn; i++)
         nodes[i] = members[i]->pool;
+    uint32_t *todo = calloc(pg->nbundles, sizeof *todo);
     int *where = calloc(pg->nbundles, sizeof *where);
     beam_demand_t *d = calloc(pg->nbundles, sizeof *d);
-    if (!where || !d) {
+    if (!todo || !where || !d) {
+        free(todo);
         free(where);
         free(d);
         return -ENOMEM;
     }
+    uint32_t n = 0;
     for (uint32_t i = 0; i < pg->nbundles; i++)
-        d[i] = pg->bundles[i].demand;
+        if (!pg->bundles[i].placed) {
+            todo[n] = i;
+            d[n++] = pg->bundles[i].demand;
+        }
     pg->attempts++;
-    int rc = beam_place(nodes, nn, d, pg->nbundles, pg->strategy, where);
-    for (uint32_t i = 0; rc == 0 && i < pg->nbundles; i++) {
-        beam_bundle_t *b = &pg->bundles[i];
-        if (beam_pool_take(nodes[where[i]], &b->demand, &b->grant) != 0 ||
-            beam_pool_from_grant(&b->pool, nodes[where[i]], &b->grant) != 0) {
-            /* cannot happen after a successful simulation; undo to stay atomic */
+    int rc = beam_place(nodes, nn, d, n, pg->strategy, where);
+    for (uint32_t k = 0; rc == 0 && k < n; k++) {
+        beam_bundle_t *b = &pg->bundles[todo[k]];
+        if (beam_pool_take(nodes[where[k]], &b->demand, &b->grant) != 0 ||
+            beam_pool_from_grant(&b->pool, nodes[where[k]], &b->grant) != 0) {
+            /* cannot happen after a successful plan; undo what this call took */
             beam_log(BEAM_LOG_ERROR, "placement group %s: reservation failed after planning", pg->hex);
-            for (uint32_t j = 0; j <= i && j < pg->nbundles; j++)
-                if (pg->bundles[j].placed || j < i) {
-                    beam_pool_give(nodes[where[j]], &pg->bundles[j].grant);
-                    beam_pool_destroy(&pg->bundles[j].pool);
-                    pg->bundles[j].placed = 0;
-                }
+            for (uint32_t j = 0; j < k; j++) {
+                beam_bundle_t *u = &pg->bundles[todo[j]];
+                beam_pool_give(nodes[where[j]], &u->grant);
+                beam_pool_destroy(&u->pool);
+                u->placed = 0;
+                u->member = NULL;
+            }
             rc = -EAGAIN;
             break;
         }
         b->placed = 1;
-        b->member = members[where[i]];
+        b->member = members[where[k]];
     }
+    free(todo);
     free(where);
     free(d);
     if (rc == 0) {
+        int again = pg->state == BEAM_PG_RESCHEDULING;
         pg->state = BEAM_PG_CREATED;
-        pg->placed_ms = uv_now(node->loop);
-        beam_log(BEAM_LOG_INFO, "placement group %s (%s, %u bundles) placed", pg->hex,
-                 beam_pg_strategy_name(pg->strategy), pg->nbundles);
+        if (!pg->placed_ms)
+            pg->placed_ms = uv_now(node->loop);
+        beam_log(BEAM_LOG_INFO, "placement group %s (%s, %u bundles) %s", pg->hex,
+                 beam_pg_strategy_name(pg->strategy), pg->nbundles, again ? "placed again" : "placed");
         complete_waiters(node, pg, 1);
     } else if (rc == -ENOSPC && pg->attempts == 1) {
-        beam_log(BEAM_LOG_WARN, "placement group %s can never be placed on this node; it stays pending",
+        beam_log(BEAM_LOG_WARN, "placement group %s cannot be placed on the cluster as it is; it stays pending",
                  pg->hex);
     }
     return rc;
@@ -358,10 +391,8 @@ void beam_pg_remove(beam_node_t *node, beam_pg_t *pg)
 {
     if (pg->state == BEAM_PG_REMOVED)
         return;
-    int was_pending = pg->state == BEAM_PG_PENDING;
     pg->state = BEAM_PG_REMOVED;
-    if (was_pending)
-        pending_remove(node, pg);
+    pending_remove(node, pg); /* pending, or waiting to place bundles it lost */
     complete_waiters(node, pg, 0);
     beam_log(BEAM_LOG_INFO, "placement group %s removed", pg->hex);
     beam_actors_pg_removed(node, pg);
@@ -398,14 +429,29 @@ void beam_pgs_conn_gone(beam_node_t *node, struct beam_conn_s *c)
 
 void beam_pgs_member_lost(beam_node_t *node, beam_member_t *m)
 {
+    /* the actors placed there are already gone (their grants given back),
+     * so the lost bundles' pools can go; the group waits to be placed again */
     for (beam_pg_t *pg = node->pgs; pg; pg = pg->hh.next) {
-        if (pg->state != BEAM_PG_CREATED)
+        if (pg->state != BEAM_PG_CREATED && pg->state != BEAM_PG_RESCHEDULING)
             continue;
-        for (uint32_t i = 0; i < pg->nbundles; i++)
-            if (pg->bundles[i].placed && pg->bundles[i].member == m) {
-                pg->state = BEAM_PG_RESCHEDULING;
-                beam_log(BEAM_LOG_WARN, "placement group %s lost bundle %u with node %s", pg->hex, i, m->hex);
-            }
+        int lost = 0;
+        for (uint32_t i = 0; i < pg->nbundles; i++) {
+            beam_bundle_t *b = &pg->bundles[i];
+            if (!b->placed || b->member != m)
+                continue;
+            beam_pool_destroy(&b->pool);
+            b->placed = 0;
+            b->member = NULL;
+            lost++;
+            beam_log(BEAM_LOG_WARN, "placement group %s lost bundle %u with node %s", pg->hex, i, m->hex);
+        }
+        if (lost && pg->state == BEAM_PG_CREATED) {
+            pg->state = BEAM_PG_RESCHEDULING;
+            beam_pg_t **tail = &node->pending_pgs;
+            while (*tail)
+                tail = &(*tail)->pending_next;
+            *tail = pg;
+        }
     }
 }
 

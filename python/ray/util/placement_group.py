@@ -119,7 +119,8 @@ def _entry(t):
         "placement_group_id": t["placement_group_id"],
         "name": t["name"],
         "bundles": {i: dict(b) for i, b in enumerate(t["bundles"])},
-        "bundles_to_node_id": {i: n for i, n in enumerate(t["bundles_to_node_id"]) if n},
+        # every bundle, '' where it has no node (pending, or lost with its node), as Ray
+        "bundles_to_node_id": dict(enumerate(t["bundles_to_node_id"])),
         "strategy": t["strategy"],
         "state": t["state"],
         "stats": {
