@@ -221,6 +221,30 @@ static void op_get(req_t *r)
         beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
 }
 
+static int cmp_id(const void *a, const void *b)
+{
+    return memcmp(*(const char *const *)a, *(const char *const *)b, BEAM_OBJECT_ID_SIZE);
+}
+
+/* 1 if some id appears twice (sorted copy: n log n, so a huge wait cannot
+ * stall the loop), 0 if not, -1 without memory. */
+static int has_repeat(const msgpack_object_array *ids)
+{
+    if (ids->size < 2)
+        return 0;
+    const char **v = malloc(ids->size * sizeof *v);
+    if (!v)
+        return -1;
+    for (uint32_t i = 0; i < ids->size; i++)
+        v[i] = ids->ptr[i].via.bin.ptr;
+    qsort(v, ids->size, sizeof *v, cmp_id);
+    int dup = 0;
+    for (uint32_t i = 1; i < ids->size && !dup; i++)
+        dup = memcmp(v[i - 1], v[i], BEAM_OBJECT_ID_SIZE) == 0;
+    free(v);
+    return dup;
+}
+
 static void op_wait(req_t *r)
 {
     const msgpack_object_array *ids;
@@ -232,12 +256,15 @@ static void op_wait(req_t *r)
         bad(r, "num_returns", "must be between 1 and the number of objects");
         return;
     }
-    for (uint32_t i = 0; i < ids->size; i++)
-        for (uint32_t j = i + 1; j < ids->size; j++)
-            if (memcmp(ids->ptr[i].via.bin.ptr, ids->ptr[j].via.bin.ptr, BEAM_OBJECT_ID_SIZE) == 0) {
-                bad(r, "objs", "must not repeat an id (wait requires unique refs)");
-                return;
-            }
+    int dup = has_repeat(ids);
+    if (dup < 0) {
+        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        return;
+    }
+    if (dup) {
+        bad(r, "objs", "must not repeat an id (wait requires unique refs)");
+        return;
+    }
     if (r->msgid == 0) {
         bad(r, "msgid", "must not be 0 for wait");
         return;
@@ -753,6 +780,7 @@ static void op_actor_ready(req_t *r)
         check(r, beam_field_str(r->params, "error", &error, &len), "error", "must be a str", 0))
         return;
     beam_actor_ready(r->node, a, ok, error, len);
+    beam_conn_reply_empty(r->conn, r->msgid);
 }
 
 static void op_task_done(req_t *r)
@@ -784,6 +812,7 @@ static void op_task_done(req_t *r)
         beam_conn_reply_error(r->conn, r->msgid, "not_found", "this worker was given no call with that id");
         return;
     }
+    beam_conn_reply_empty(r->conn, r->msgid);
 }
 
 /* --- status --- */

@@ -386,6 +386,17 @@ void beam_waiters_cancel(beam_node_t *node, beam_conn_t *conn)
     }
 }
 
+static void drop_self(beam_refs_t *refs, const char *id)
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < refs->nobjs; i++) {
+        const char *r = refs->objs + (size_t)i * BEAM_OBJECT_ID_SIZE;
+        if (memcmp(r, id, BEAM_OBJECT_ID_SIZE) != 0)
+            memmove(refs->objs + (size_t)k++ * BEAM_OBJECT_ID_SIZE, r, BEAM_OBJECT_ID_SIZE);
+    }
+    refs->nobjs = k;
+}
+
 void beam_object_complete(beam_node_t *node, beam_object_t *o, int status, char *data,
                           size_t len, beam_refs_t *refs)
 {
@@ -403,6 +414,7 @@ void beam_object_complete(beam_node_t *node, beam_object_t *o, int status, char 
     if (refs) {
         o->refs = *refs;
         memset(refs, 0, sizeof *refs);
+        drop_self(&o->refs, o->id); /* a value naming itself would pin itself forever */
         beam_refs_pin(node, &o->refs);
     }
     /* answering a waiter detaches it from o, so walk a snapshot */

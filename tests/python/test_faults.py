@@ -479,9 +479,6 @@ def test_task_done_for_an_unknown_call_does_not_leak(ray_start, beamd):
     assert grown < 32 * 1024, f"beamd grew by {grown} KiB for 100 MiB of refused results"
 
 
-@pytest.mark.xfail(strict=True, reason="beamd bug: actor_ready and task_done (src/dispatch.c) never reply, "
-                   "even to a msgid other than 0, so a worker that sends them as requests waits forever; "
-                   "they should reply {} when a reply is asked for, as put and submit do")
 def test_worker_ops_sent_as_requests_get_a_reply(ray_start, beamd):
     ray = ray_start
     v = _victim(ray).remote()

@@ -1096,9 +1096,6 @@ def _stop_hard(d):
     subprocess.run(["rm", "-rf", d.dir], check=False)
 
 
-@pytest.mark.xfail(strict=True, reason="beamd bug: op_wait (src/dispatch.c) checks objs for repeats with a "
-                   "nested loop, O(n^2) memcmps inside the event loop; a wait on 120k ids stalls every client "
-                   "for seconds (a frame of 4M ids, within the default limits, for hours)")
 def test_a_wait_on_many_ids_does_not_stall_the_daemon():
     d = Beamd(extra=["--log-level", "info"])
     try:
@@ -1120,9 +1117,6 @@ def test_a_wait_on_many_ids_does_not_stall_the_daemon():
         _stop_hard(d)
 
 
-@pytest.mark.xfail(strict=True, reason="beamd bug: a put whose refs name its own id pins itself "
-                   "(beam_object_complete pins every ref, src/objects.c), so it is never freed after its "
-                   "holders release it; dispatch should drop or refuse a self-reference")
 def test_a_put_that_names_itself_is_freed():
     d = Beamd(extra=["--log-level", "info"])
     try:
