@@ -38,6 +38,10 @@ struct beam_link_s {
     int closing;
     int handles;
     unsigned char my_nonce[NONCE_BYTES], peer_nonce[NONCE_BYTES];
+    /* after the handshake every frame body is sealed (XChaCha20-Poly1305
+     * secretstream, one stream each way, keyed from the token and both nonces) */
+    crypto_secretstream_xchacha20poly1305_state tx, rx;
+    int tx_on, rx_on;
     beam_decoder_t dec;
     beam_member_t *member;
     uint64_t born_ms, last_rx_ms;
@@ -137,6 +141,25 @@ static int send_raw(beam_link_t *l, char *buf, size_t len)
     return 0;
 }
 
+/* Seals one frame's body for the wire: a new frame holding the ciphertext. */
+static char *seal(beam_link_t *l, char *plain, size_t len, size_t *out_len)
+{
+    size_t body = len - BEAM_FRAME_HEADER, clen = body + crypto_secretstream_xchacha20poly1305_ABYTES;
+    char *out = clen <= UINT32_MAX ? malloc(BEAM_FRAME_HEADER + clen) : NULL;
+    if (out) {
+        crypto_secretstream_xchacha20poly1305_push(&l->tx, (unsigned char *)out + BEAM_FRAME_HEADER, NULL,
+                                                   (const unsigned char *)plain + BEAM_FRAME_HEADER, body, NULL, 0,
+                                                   crypto_secretstream_xchacha20poly1305_TAG_MESSAGE);
+        out[0] = (char)(clen >> 24);
+        out[1] = (char)(clen >> 16);
+        out[2] = (char)(clen >> 8);
+        out[3] = (char)clen;
+        *out_len = BEAM_FRAME_HEADER + clen;
+    }
+    free(plain);
+    return out;
+}
+
 int beam_link_send_enc(beam_link_t *l, beam_enc_t *enc)
 {
     size_t len;
@@ -146,6 +169,8 @@ int beam_link_send_enc(beam_link_t *l, beam_enc_t *enc)
     }
     char *buf = beam_enc_take(enc, &len);
     beam_enc_destroy(enc);
+    if (buf && l->tx_on && !l->closing)
+        buf = seal(l, buf, len, &len); /* one frame per encoder: each is sealed whole */
     return send_raw(l, buf, len);
 }
 
@@ -254,6 +279,19 @@ static void mac(const links_t *ls, const char *label, const unsigned char *a, co
     crypto_auth_hmacsha256_final(&st, out);
 }
 
+/* One direction's stream key: BLAKE2b-256 keyed with the token over the
+ * label and both nonces (head's first), so each link gets fresh keys. */
+static void stream_key(const links_t *ls, const char *label, const unsigned char *head_nonce,
+                       const unsigned char *member_nonce, unsigned char *key)
+{
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, ls->opts.token, BEAM_TOKEN_BYTES, crypto_secretstream_xchacha20poly1305_KEYBYTES);
+    crypto_generichash_update(&st, (const unsigned char *)label, strlen(label));
+    crypto_generichash_update(&st, head_nonce, NONCE_BYTES);
+    crypto_generichash_update(&st, member_nonce, NONCE_BYTES);
+    crypto_generichash_final(&st, key, crypto_secretstream_xchacha20poly1305_KEYBYTES);
+}
+
 static int mac_ok(const links_t *ls, const char *label, const unsigned char *a, const unsigned char *b,
                   const char *got, uint32_t len)
 {
@@ -264,16 +302,21 @@ static int mac_ok(const links_t *ls, const char *label, const unsigned char *a, 
     return sodium_memcmp(want, got, sizeof want) == 0;
 }
 
-static void send_nonce_push(beam_link_t *l, const char *op, const unsigned char *mac_bytes)
+/* challenge {nonce}; auth and auth_ok {nonce, mac, stream}: stream is the
+ * sender's secretstream header for what it sends after this message. */
+static void send_nonce_push(beam_link_t *l, const char *op, const unsigned char *mac_bytes,
+                            const unsigned char *stream_header)
 {
     beam_enc_t enc;
     beam_enc_init(&enc);
-    beam_enc_push(&enc, op, mac_bytes ? 2 : 1);
+    beam_enc_push(&enc, op, mac_bytes ? 3 : 1);
     beam_pack_key(&enc.pk, "nonce");
     beam_pack_bin(&enc.pk, l->my_nonce, NONCE_BYTES);
     if (mac_bytes) {
         beam_pack_key(&enc.pk, "mac");
         beam_pack_bin(&enc.pk, mac_bytes, crypto_auth_hmacsha256_BYTES);
+        beam_pack_key(&enc.pk, "stream");
+        beam_pack_bin(&enc.pk, stream_header, crypto_secretstream_xchacha20poly1305_HEADERBYTES);
     }
     beam_enc_end(&enc, 0);
     beam_link_send_enc(l, &enc);
@@ -456,8 +499,22 @@ static void head_on_frame(beam_link_t *l, const beam_msg_t *m)
             link_close(l, "authentication failed");
             return;
         }
+        const char *peer_header;
+        if (beam_field_bin(&m->params, "stream", &peer_header, &len) != 0 ||
+            len != crypto_secretstream_xchacha20poly1305_HEADERBYTES) {
+            link_close(l, "auth without a stream header");
+            return;
+        }
+        unsigned char key[crypto_secretstream_xchacha20poly1305_KEYBYTES];
+        unsigned char header[crypto_secretstream_xchacha20poly1305_HEADERBYTES];
+        stream_key(ls, "beam-m2h-v1", l->my_nonce, l->peer_nonce, key);
+        crypto_secretstream_xchacha20poly1305_init_pull(&l->rx, (const unsigned char *)peer_header, key);
+        stream_key(ls, "beam-h2m-v1", l->my_nonce, l->peer_nonce, key);
+        crypto_secretstream_xchacha20poly1305_init_push(&l->tx, header, key);
+        sodium_memzero(key, sizeof key);
         mac(ls, "beam-head-v1", l->peer_nonce, l->my_nonce, mine);
-        send_nonce_push(l, "auth_ok", mine);
+        send_nonce_push(l, "auth_ok", mine, header);
+        l->tx_on = l->rx_on = 1; /* from here on, both ways sealed */
         l->state = S_AUTHED;
         return;
     }
@@ -588,8 +645,14 @@ static void member_on_frame(beam_link_t *l, const beam_msg_t *m)
             return;
         }
         randombytes_buf(l->my_nonce, NONCE_BYTES);
+        unsigned char key[crypto_secretstream_xchacha20poly1305_KEYBYTES];
+        unsigned char header[crypto_secretstream_xchacha20poly1305_HEADERBYTES];
+        stream_key(ls, "beam-m2h-v1", l->peer_nonce, l->my_nonce, key);
+        crypto_secretstream_xchacha20poly1305_init_push(&l->tx, header, key);
+        sodium_memzero(key, sizeof key);
         mac(ls, "beam-node-v1", l->peer_nonce, l->my_nonce, mine);
-        send_nonce_push(l, "auth", mine);
+        send_nonce_push(l, "auth", mine, header);
+        l->tx_on = 1;
         l->state = S_WAIT_AUTH_OK;
         return;
     }
@@ -600,6 +663,17 @@ static void member_on_frame(beam_link_t *l, const beam_msg_t *m)
             link_close(l, "the head failed authentication");
             return;
         }
+        const char *peer_header;
+        if (beam_field_bin(&m->params, "stream", &peer_header, &len) != 0 ||
+            len != crypto_secretstream_xchacha20poly1305_HEADERBYTES) {
+            link_close(l, "auth_ok without a stream header");
+            return;
+        }
+        unsigned char key[crypto_secretstream_xchacha20poly1305_KEYBYTES];
+        stream_key(ls, "beam-h2m-v1", l->peer_nonce, l->my_nonce, key);
+        crypto_secretstream_xchacha20poly1305_init_pull(&l->rx, (const unsigned char *)peer_header, key);
+        sodium_memzero(key, sizeof key);
+        l->rx_on = 1;
         member_hello(l);
         l->state = S_WAIT_WELCOME;
         return;
@@ -705,7 +779,25 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     while (rc == 0 && !l->closing && (rc = beam_decoder_next(&l->dec, &frame, &len)) == 1) {
         beam_msg_t m;
         char err[160];
+        unsigned char *plain = NULL;
+        if (l->rx_on) {
+            /* a frame that fails to open was not sealed by the peer: forged,
+             * replayed, reordered or cut; the link ends */
+            unsigned long long plen;
+            unsigned char tag;
+            plain = len >= crypto_secretstream_xchacha20poly1305_ABYTES ? malloc(len) : NULL;
+            if (!plain || crypto_secretstream_xchacha20poly1305_pull(&l->rx, plain, &plen, &tag,
+                                                                     (const unsigned char *)frame, len, NULL, 0) != 0) {
+                free(plain);
+                beam_log(BEAM_LOG_WARN, "link with %s: a frame failed authentication", l->peer);
+                link_close(l, "a frame failed authentication");
+                return;
+            }
+            frame = (const char *)plain;
+            len = (size_t)plen;
+        }
         if (beam_msg_parse(frame, len, &l->node->limits, &m, err, sizeof err) < 0) {
+            free(plain);
             link_close(l, err);
             return;
         }
@@ -714,6 +806,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         else
             member_on_frame(l, &m);
         beam_msg_destroy(&m);
+        free(plain);
         rc = 0;
     }
     if (rc < 0 && !l->closing)
@@ -871,7 +964,7 @@ static void on_node_connection(uv_stream_t *server, int status)
     l->state = S_CHALLENGED;
     randombytes_buf(l->my_nonce, NONCE_BYTES);
     start_link(l);
-    send_nonce_push(l, "challenge", NULL);
+    send_nonce_push(l, "challenge", NULL, NULL);
 }
 
 static links_t *links_get(beam_node_t *node, const beam_cluster_opts_t *opts)

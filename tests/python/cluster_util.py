@@ -466,6 +466,40 @@ def head_mac(token, member_nonce, head_nonce):
     return hmac.new(token, b"beam-head-v1" + member_nonce + head_nonce, hashlib.sha256).digest()
 
 
+def stream_key(token, label, head_nonce, member_nonce):
+    """One direction's link key, as src/link.c derives it (BLAKE2b-256 keyed
+    with the token)."""
+    import hashlib
+
+    return hashlib.blake2b(label + head_nonce + member_nonce, digest_size=32, key=token).digest()
+
+
+class SealedStream:
+    """The sending half of a link's libsodium secretstream, through ctypes,
+    so a hand-written peer can speak past the handshake."""
+
+    def __init__(self, key):
+        import ctypes
+        import ctypes.util
+
+        self._c = ctypes
+        self._na = ctypes.CDLL(ctypes.util.find_library("sodium") or "libsodium.so.23")
+        assert self._na.sodium_init() >= 0
+        self._state = ctypes.create_string_buffer(self._na.crypto_secretstream_xchacha20poly1305_statebytes())
+        self.header = ctypes.create_string_buffer(24)
+        assert self._na.crypto_secretstream_xchacha20poly1305_init_push(self._state, self.header, key) == 0
+        self.header = self.header.raw
+
+    def seal_frame(self, obj):
+        c = self._c
+        body = mp_pack(obj)
+        out = c.create_string_buffer(len(body) + 17)
+        n = c.c_ulonglong()
+        assert self._na.crypto_secretstream_xchacha20poly1305_push(
+            self._state, out, c.byref(n), body, c.c_ulonglong(len(body)), None, c.c_ulonglong(0), c.c_ubyte(0)) == 0
+        return n.value.to_bytes(4, "big") + out.raw[:n.value]
+
+
 class RawPeer:
     """A TCP connection to a head's node port, spoken by hand."""
 

@@ -21,7 +21,7 @@ import time
 import pytest
 
 from cluster_util import (Cluster, RawPeer, cluster, driver_env, frame, head_mac, make_cluster,  # noqa: F401
-                          node_mac, read_token)
+                          node_mac, read_token, SealedStream, stream_key)
 from conftest import beam_processes, run_driver, wait_until
 
 HEAD_IP, M1, M2 = "127.0.0.1", "127.0.0.2", "127.0.0.3"
@@ -597,7 +597,7 @@ def test_good_mac_and_replayed_answer(cluster):
     first = RawPeer(HEAD_IP, cluster.port)
     nonce1 = first.read_frame()[2]["nonce"]
     mine = os.urandom(32)
-    answer = frame([2, "auth", {"nonce": mine, "mac": node_mac(token, nonce1, mine)}])
+    answer = frame([2, "auth", {"nonce": mine, "mac": node_mac(token, nonce1, mine), "stream": os.urandom(24)}])
     first.send(answer)
     ok = first.read_frame(3)
     assert ok[:2] == [2, "auth_ok"], ok
@@ -713,11 +713,14 @@ def test_dead_nodes_do_not_fill_the_cluster(cluster):
         p = RawPeer(HEAD_IP, cluster.port)
         nonce = p.read_frame()[2]["nonce"]
         mine = os.urandom(32)
-        p.push("auth", {"nonce": mine, "mac": node_mac(token, nonce, mine)})
+        tx = SealedStream(stream_key(token, b"beam-m2h-v1", nonce, mine))
+        p.push("auth", {"nonce": mine, "mac": node_mac(token, nonce, mine), "stream": tx.header})
         assert p.read_frame()[1] == "auth_ok"
-        p.push("join", {"node_id": os.urandom(28), "node_ip": f"127.0.1.{i % 250 + 1}", "hostname": "flap",
-                        "socket": "/nonexistent", "resources": [["CPU", 10000]], "gpus": []})
-        p.read_frame()
+        p.send(tx.seal_frame([2, "join", {"node_id": os.urandom(28), "node_ip": f"127.0.1.{i % 250 + 1}",
+                                          "hostname": "flap", "socket": "/nonexistent",
+                                          "resources": [["CPU", 10000]], "gpus": []}]))
+        p.sock.settimeout(5)
+        assert p.sock.recv(4096)  # the sealed welcome (a refused join would be closed instead)
         p.close()
     # a real node can still join
     late = cluster.member_node(ip=M2).start()
@@ -910,3 +913,29 @@ def test_an_oversized_frame_fails_one_call_not_the_node(make_cluster):
         pass  # refusing the big call is fine; taking the node down is not
     assert c.alive_nodes().get(M1) == ids[M1], member.read_log()[-800:]
     assert ray.get(a.size.remote(b"y"), timeout=5) == 1
+
+
+def test_frames_after_the_handshake_must_be_sealed(cluster):
+    """Past the handshake every frame is sealed (secretstream keyed from the
+    token and both nonces): a plain join, or a sealed one with a flipped
+    byte, ends the link and joins nothing."""
+    token = read_token(cluster.token_file)
+    before = len(cluster.node_table())
+    join = [2, "join", {"node_id": os.urandom(28), "node_ip": "127.0.1.77", "hostname": "x",
+                        "socket": "/nonexistent", "resources": [["CPU", 10000]], "gpus": []}]
+    for tamper in ("plain", "flipped"):
+        p = RawPeer(HEAD_IP, cluster.port)
+        nonce = p.read_frame()[2]["nonce"]
+        mine = os.urandom(32)
+        tx = SealedStream(stream_key(token, b"beam-m2h-v1", nonce, mine))
+        p.push("auth", {"nonce": mine, "mac": node_mac(token, nonce, mine), "stream": tx.header})
+        assert p.read_frame()[1] == "auth_ok"
+        if tamper == "plain":
+            p.send(frame(join))
+        else:
+            sealed = bytearray(tx.seal_frame(join))
+            sealed[20] ^= 1
+            p.send(bytes(sealed))
+        assert p.closed_by_peer(3), tamper
+    assert len(cluster.node_table()) == before
+    assert "a frame failed authentication" in cluster.head.read_log()
