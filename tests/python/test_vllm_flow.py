@@ -15,6 +15,15 @@ from conftest import beam_processes, wait_until
 WORLD = 4
 
 
+def gone(pid):
+    """The process has exited (or is only a zombie waiting for its parent)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 class RayWorkerProc:
     """Shaped like vLLM's worker: a light constructor, discovery, init, run()."""
 
@@ -131,4 +140,4 @@ def test_ray_executor_v2_lifecycle(beamd):
             pass
     ray.shutdown()
     assert wait_until(lambda: beam_processes(beamd.socket) == [], timeout=10)
-    assert all(not os.path.exists(f"/proc/{p}") or open(f"/proc/{p}/stat").read().split()[2] == "Z" for p in pids)
+    assert wait_until(lambda: all(gone(p) for p in pids), timeout=10)
