@@ -864,6 +864,19 @@ static void pack_actor(msgpack_packer *pk, const beam_node_t *node, const beam_a
     beam_pack_str(pk, a->death ? a->death : "");
 }
 
+/* [{id, available}] for each GPU device of a pool. */
+static void pack_gpus(msgpack_packer *pk, const beam_pool_t *pool)
+{
+    msgpack_pack_array(pk, pool->ngpus);
+    for (int i = 0; i < pool->ngpus; i++) {
+        msgpack_pack_map(pk, 2);
+        beam_pack_key(pk, "id");
+        beam_pack_str(pk, pool->gpu_ids[i]);
+        beam_pack_key(pk, "available");
+        msgpack_pack_double(pk, (double)pool->gpu_avail[i] / BEAM_RES_UNIT);
+    }
+}
+
 static void pack_member(msgpack_packer *pk, const beam_member_t *m)
 {
     msgpack_pack_map(pk, 11);
@@ -891,14 +904,7 @@ static void pack_member(msgpack_packer *pk, const beam_member_t *m)
     beam_pack_key(pk, "resources_available");
     pack_resources(pk, m->pool, 1);
     beam_pack_key(pk, "gpus");
-    msgpack_pack_array(pk, m->pool->ngpus);
-    for (int i = 0; i < m->pool->ngpus; i++) {
-        msgpack_pack_map(pk, 2);
-        beam_pack_key(pk, "id");
-        beam_pack_str(pk, m->pool->gpu_ids[i]);
-        beam_pack_key(pk, "available");
-        msgpack_pack_double(pk, (double)m->pool->gpu_avail[i] / BEAM_RES_UNIT);
-    }
+    pack_gpus(pk, m->pool);
 }
 
 static void op_status(req_t *r)
@@ -938,14 +944,7 @@ static void op_status(req_t *r)
     beam_pack_key(pk, "resources_available");
     pack_resources(pk, &node->pool, 1);
     beam_pack_key(pk, "gpus");
-    msgpack_pack_array(pk, node->pool.ngpus);
-    for (int i = 0; i < node->pool.ngpus; i++) {
-        msgpack_pack_map(pk, 2);
-        beam_pack_key(pk, "id");
-        beam_pack_str(pk, node->pool.gpu_ids[i]);
-        beam_pack_key(pk, "available");
-        msgpack_pack_double(pk, (double)node->pool.gpu_avail[i] / BEAM_RES_UNIT);
-    }
+    pack_gpus(pk, &node->pool);
     beam_pack_key(pk, "actors");
     msgpack_pack_array(pk, HASH_COUNT(node->actors));
     for (beam_actor_t *a = node->actors; a; a = a->hh.next)
