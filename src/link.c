@@ -839,13 +839,19 @@ static void on_timer(uv_timer_t *t)
     send_heartbeat(l);
 }
 
-static void on_link_handle_close(uv_handle_t *h)
+/* Drops one of the things holding the link (its handles, a pending name
+ * lookup); the last frees it. */
+static void link_unref(beam_link_t *l)
 {
-    beam_link_t *l = h->data;
     if (--l->handles == 0) {
         beam_decoder_destroy(&l->dec);
         free(l);
     }
+}
+
+static void on_link_handle_close(uv_handle_t *h)
+{
+    link_unref(h->data);
 }
 
 static void schedule_reconnect(beam_node_t *node);
@@ -1032,10 +1038,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
         beam_log(BEAM_LOG_WARN, "cannot reach the head at %s: %s", l->peer, uv_strerror(rc));
         link_close(l, uv_strerror(rc)); /* a retry is scheduled */
     }
-    if (--l->handles == 0) {
-        beam_decoder_destroy(&l->dec);
-        free(l);
-    }
+    link_unref(l);
 }
 
 /* Resolves the head's name (an address or a host name) and connects. */

@@ -147,17 +147,23 @@ static const char *const beam_vars[] = {
     "BEAM_NODE_ID=", "BEAM_NODE_IP=", "BEAM_GPU_IDS=", "BEAM_DRIVER_PID=", "BEAM_PARENT_PID=", NULL,
 };
 
-static int beam_owned(const char *kv, int noset_cuda)
+/* 1 if kv ("K=V") starts with one of the "K=" prefixes in list. */
+static int has_prefix(const char *kv, const char *const *list)
 {
-    for (const char *const *p = beam_vars; *p; p++)
+    for (const char *const *p = list; *p; p++)
         if (strncmp(kv, *p, strlen(*p)) == 0)
             return 1;
-    return !noset_cuda && strncmp(kv, "CUDA_VISIBLE_DEVICES=", 21) == 0;
+    return 0;
 }
 
-static int env_has(char *const *env, const char *key)
+static int beam_owned(const char *kv, int noset_cuda)
 {
-    size_t klen = strlen(key);
+    return has_prefix(kv, beam_vars) || (!noset_cuda && strncmp(kv, "CUDA_VISIBLE_DEVICES=", 21) == 0);
+}
+
+/* 1 if env sets the variable named by key[0..klen). */
+static int env_has(char *const *env, const char *key, size_t klen)
+{
     for (char *const *e = env; e && *e; e++)
         if (strncmp(*e, key, klen) == 0 && (*e)[klen] == '=')
             return 1;
@@ -165,24 +171,16 @@ static int env_has(char *const *env, const char *key)
 }
 
 /* A variable of the daemon's own environment that the worker does not
- * inherit: beam's, CUDA_VISIBLE_DEVICES (set from the assignment), or one the
- * runtime_env sets. */
+ * inherit: beam's, CUDA_VISIBLE_DEVICES (set from the assignment), the
+ * service manager's channels (beamd's alone), or one the runtime_env sets. */
 static int env_overridden(const char *kv, char *const *extra)
 {
-    /* the service manager's channels are beamd's alone, not its workers' */
     static const char *const service[] = {"NOTIFY_SOCKET=", "WATCHDOG_USEC=", "WATCHDOG_PID=", "LISTEN_FDS=",
                                           "LISTEN_PID=", "LISTEN_FDNAMES=", NULL};
-    for (const char *const *p = service; *p; p++)
-        if (strncmp(kv, *p, strlen(*p)) == 0)
-            return 1;
-    if (beam_owned(kv, 0))
+    if (has_prefix(kv, service) || beam_owned(kv, 0))
         return 1;
     const char *eq = strchr(kv, '=');
-    size_t klen = eq ? (size_t)(eq - kv) : strlen(kv);
-    for (char *const *e = extra; e && *e; e++)
-        if (strncmp(*e, kv, klen) == 0 && (*e)[klen] == '=')
-            return 1;
-    return 0;
+    return env_has(extra, kv, eq ? (size_t)(eq - kv) : strlen(kv));
 }
 
 static char *kv(const char *key, const char *value)
@@ -247,7 +245,7 @@ static char **worker_env(beam_node_t *node, const beam_spawn_t *s, const char *h
     fail |= !(env[k++] = kv("BEAM_PARENT_PID", num));
     if (!s->noset_cuda)
         fail |= !(env[k++] = kv("CUDA_VISIBLE_DEVICES", s->gpus));
-    else if (getenv("CUDA_VISIBLE_DEVICES") && !env_has(s->env, "CUDA_VISIBLE_DEVICES"))
+    else if (getenv("CUDA_VISIBLE_DEVICES") && !env_has(s->env, "CUDA_VISIBLE_DEVICES", 20))
         fail |= !(env[k++] = kv("CUDA_VISIBLE_DEVICES", getenv("CUDA_VISIBLE_DEVICES")));
     if (fail) {
         beam_strv_free(env);
