@@ -6,7 +6,7 @@ packages=(
   cmake gcc make pkg-config
   libuv1-dev libmsgpack-dev libcmocka-dev uthash-dev libsystemd-dev libsodium-dev
   python3-dev python3-cloudpickle python3-pytest
-  valgrind iproute2 cppcheck clang
+  valgrind iproute2 cppcheck clang libclang-rt-14-dev  # clang: the libFuzzer targets (scripts/fuzz.sh) and their runtime
   python3-torch  # tests/python/test_cluster_torch.py (gloo across nodes); the test skips without it
 )
 missing=()
