@@ -21,6 +21,11 @@ import pytest
 
 import ray
 
+try:
+    from cluster_util import make_cluster  # noqa: F401  (a fixture)
+except ImportError:  # pragma: no cover - cluster_util needs nothing beam-only, but keep Ray's run safe
+    pass
+
 ON_RAY = getattr(ray, "__commit__", "") != "beam"
 beam_only = pytest.mark.skipif(ON_RAY, reason="checks beam itself")
 
@@ -622,3 +627,46 @@ def test_status_shows_namespace_and_detached(ray_env):
     mine = [x for x in ray_env.status()["actors"] if x["name"] == "opt-status"]
     assert len(mine) == 1 and mine[0]["namespace"] == "opt-st" and mine[0]["detached"] is True
     ray.kill(a)
+
+
+# --- NodeAffinitySchedulingStrategy on a cluster of beamds ---
+
+
+@beam_only
+def test_node_affinity_across_nodes(make_cluster):
+    """Head 127.0.0.1 and members 127.0.0.2, 127.0.0.3: hard affinity pins
+    to the member asked for; a member that dies takes a hard-pinned pending
+    actor with it (unschedulable) while a soft one goes elsewhere."""
+    ray.shutdown()  # this module's other driver (ray_env), if it ran: this test has its own cluster
+    c = make_cluster(members=2, gpus=0, cpus=2)
+    ray.init(address=c.head.socket)
+    try:
+        ids = c.alive_nodes()
+        m1, m2 = c.members
+        for node in (c.head, m1, m2):
+            a = Where.options(scheduling_strategy=_affinity(ids[node.ip], False)).remote()
+            assert ray.get(a.node.remote(), timeout=60) == ids[node.ip]
+            ray.kill(a)
+        # fill member 2, then ask for it hard and soft: both wait for room there
+        hog = Where.options(num_cpus=2, scheduling_strategy=_affinity(ids[m2.ip], False)).remote()
+        assert ray.get(hog.node.remote(), timeout=60) == ids[m2.ip]
+        hard = Where.options(num_cpus=1, scheduling_strategy=_affinity(ids[m2.ip], False)).remote()
+        soft = Where.options(num_cpus=1, scheduling_strategy=_affinity(ids[m2.ip], True)).remote()
+        hard_ref, soft_ref = hard.node.remote(), soft.node.remote()
+        assert ray.wait([hard_ref, soft_ref], num_returns=2, timeout=1.0)[0] == []
+        # the member dies: the hard one can never be placed, the soft one goes elsewhere
+        dead = ids[m2.ip]
+        m2.expect_signal = True
+        m2.kill9()
+        assert c.wait_dead(dead, 30)
+        with pytest.raises(ray.exceptions.ActorUnschedulableError):
+            ray.get(hard_ref, timeout=60)
+        assert ray.get(soft_ref, timeout=60) in (ids[c.head.ip], ids[m1.ip])
+        # a node that is gone: hard is unschedulable at once, soft runs anywhere
+        late = Where.options(scheduling_strategy=_affinity(dead, False)).remote()
+        with pytest.raises(ray.exceptions.ActorUnschedulableError):
+            ray.get(late.node.remote(), timeout=60)
+        anywhere = Where.options(scheduling_strategy=_affinity(dead, True)).remote()
+        assert ray.get(anywhere.node.remote(), timeout=60) in (ids[c.head.ip], ids[m1.ip])
+    finally:
+        ray.shutdown()
