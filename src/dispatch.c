@@ -624,9 +624,14 @@ static void op_kill(req_t *r)
 static void op_get_actor(req_t *r)
 {
     char nm[NAME_MAX_LEN + 1], ns[NAME_MAX_LEN + 1];
-    if (name_field(r, "name", nm, 1) < 0 || name_field(r, "namespace", ns, 0) < 0)
+    const char *name;
+    uint32_t len;
+    if (check(r, beam_field_str(r->params, "name", &name, &len), "name", "must be a str", 1) ||
+        name_field(r, "namespace", ns, 0) < 0)
         return;
-    beam_actor_t *a = beam_actor_find_name(r->node, ns, nm);
+    /* a name longer than any create_actor takes names no actor: not found */
+    snprintf(nm, sizeof nm, "%.*s", (int)(len < NAME_MAX_LEN ? len : NAME_MAX_LEN), name);
+    beam_actor_t *a = len > NAME_MAX_LEN || has_nul(name, len) ? NULL : beam_actor_find_name(r->node, ns, nm);
     if (!a) {
         beam_conn_reply_error(r->conn, r->msgid, "not_found",
                               "Failed to look up actor with name '%s'. This could because 1. You are trying to look "
