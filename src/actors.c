@@ -298,6 +298,47 @@ static int take_affinity(beam_node_t *node, beam_actor_t *a)
     return a->affinity_soft ? -ENOENT : -EHOSTUNREACH;
 }
 
+/* How many SPREAD actors hold resources on member m. */
+static size_t spread_load(beam_node_t *node, const beam_member_t *m)
+{
+    size_t n = 0;
+    beam_actor_t *x, *tmp;
+    HASH_ITER(hh, node->actors, x, tmp)
+        if (x->spread && x->member == m && x->has_grant)
+            n++;
+    return n;
+}
+
+/* Places the actor on any live node with room: the owner's first, as Ray
+ * prefers the local node; with SPREAD, the node holding the fewest SPREAD
+ * actors first (ties in member order), so they are dealt round the nodes as
+ * by Ray's round-robin spread policy. Returns 0 or -EAGAIN. */
+static int take_anywhere(beam_node_t *node, beam_actor_t *a)
+{
+    beam_member_t *home = a->owner && a->owner->member ? a->owner->member : node->self;
+    beam_member_t *alive[BEAM_MAX_MEMBERS];
+    size_t rank[BEAM_MAX_MEMBERS];
+    size_t n = beam_cluster_alive(node, alive, BEAM_MAX_MEMBERS);
+    for (size_t i = 0; i < n; i++)
+        rank[i] = a->spread ? spread_load(node, alive[i]) : alive[i] != home;
+    for (size_t i = 1; i < n; i++) /* a stable sort by rank: n is small */
+        for (size_t j = i; j > 0 && rank[j - 1] > rank[j]; j--) {
+            beam_member_t *m = alive[j];
+            size_t r = rank[j];
+            alive[j] = alive[j - 1];
+            rank[j] = rank[j - 1];
+            alive[j - 1] = m;
+            rank[j - 1] = r;
+        }
+    for (size_t i = 0; i < n; i++)
+        if (beam_pool_take(alive[i]->pool, &a->demand, &a->grant) == 0) {
+            a->pool = alive[i]->pool;
+            a->member = alive[i];
+            return 0;
+        }
+    return -EAGAIN;
+}
+
 /* Takes the actor's demand from its pool: the node's, or its placement
  * group's bundle (any bundle with room when the index is -1). Returns 0,
  * -EAGAIN (not now), -ECANCELED (its group is gone) or -EHOSTUNREACH (its
@@ -309,24 +350,8 @@ static int take_resources(beam_node_t *node, beam_actor_t *a)
         if (rc != -ENOENT)
             return rc;
     }
-    if (!a->pg) {
-        /* the owner's node first, as Ray prefers the local node; then any other */
-        beam_member_t *home = a->owner && a->owner->member ? a->owner->member : node->self;
-        beam_member_t *alive[BEAM_MAX_MEMBERS];
-        size_t n = beam_cluster_alive(node, alive, BEAM_MAX_MEMBERS);
-        for (size_t pass = 0; pass < 2; pass++)
-            for (size_t i = 0; i < n; i++) {
-                beam_member_t *m = alive[i];
-                if ((pass == 0) != (m == home))
-                    continue;
-                if (beam_pool_take(m->pool, &a->demand, &a->grant) == 0) {
-                    a->pool = m->pool;
-                    a->member = m;
-                    return 0;
-                }
-            }
-        return -EAGAIN;
-    }
+    if (!a->pg)
+        return take_anywhere(node, a);
     if (a->pg->state == BEAM_PG_REMOVED)
         return -ECANCELED;
     if (a->pg->state != BEAM_PG_CREATED && a->pg->state != BEAM_PG_RESCHEDULING)
@@ -419,6 +444,7 @@ int beam_actor_create(beam_node_t *node, beam_conn_t *owner, const char *id, cha
     opts->name = opts->namespace = opts->job_namespace = NULL;
     a->detached = opts->detached;
     a->max_concurrency = opts->max_concurrency > 0 ? opts->max_concurrency : 1;
+    a->spread = opts->spread;
     a->has_affinity = opts->has_affinity;
     a->affinity_soft = opts->affinity_soft;
     memcpy(a->affinity, opts->affinity, BEAM_NODE_ID_SIZE);

@@ -53,6 +53,7 @@ typedef struct beam_actor_options_s {
     char *job_namespace; /* the creator's namespace: the worker's own */
     int detached;        /* lifetime="detached": outlives its owner and its handles */
     int max_concurrency; /* calls the worker runs at once (it enforces it) */
+    int spread;          /* scheduling_strategy="SPREAD" */
     int has_affinity;    /* NodeAffinitySchedulingStrategy */
     int affinity_soft;
     char affinity[BEAM_NODE_ID_SIZE];
@@ -68,6 +69,7 @@ typedef struct beam_actor_s {
     char *job_namespace; /* given to the worker in init */
     int detached;
     int max_concurrency;
+    int spread;
     int has_affinity, affinity_soft;
     char affinity[BEAM_NODE_ID_SIZE];
     int death_status; /* what its calls fail with: BEAM_OBJ_ACTOR_DIED or _UNSCHEDULABLE */

@@ -445,7 +445,8 @@ static int actor_options(req_t *r, beam_actor_options_t *o)
         check(r, beam_field_int(r->params, "max_concurrency", &conc), "max_concurrency", "must be an int", 0) ||
         check(r, beam_field_id(r->params, "node_id", BEAM_NODE_ID_SIZE, &node_id), "node_id",
               "must be a 28-byte bin", 0) ||
-        check(r, beam_field_bool(r->params, "soft", &o->affinity_soft), "soft", "must be a bool", 0))
+        check(r, beam_field_bool(r->params, "soft", &o->affinity_soft), "soft", "must be a bool", 0) ||
+        check(r, beam_field_bool(r->params, "spread", &o->spread), "spread", "must be a bool", 0))
         return -1;
     if (conc < 1 || conc > 100000) {
         bad(r, "max_concurrency", "must be 1..100000");
@@ -499,8 +500,12 @@ static void op_create_actor(req_t *r)
             return;
         }
     }
-    if (opts.has_affinity && pg) {
-        bad(r, "node_id", "and placement_group exclude each other");
+    if ((opts.has_affinity || opts.spread) && pg) {
+        bad(r, opts.spread ? "spread" : "node_id", "and placement_group exclude each other");
+        return;
+    }
+    if (opts.has_affinity && opts.spread) {
+        bad(r, "spread", "and node_id exclude each other");
         return;
     }
     if (cls_len == 0 || cls_len > 256 || has_nul(cls, cls_len) || python_len == 0 || has_nul(python, python_len) ||

@@ -58,6 +58,14 @@ async def _resolve_args_async(args, kwargs):
     return _substitute(args, kwargs, refs, await asyncio.gather(*refs))
 
 
+def _exit_now(exc):
+    """Ends the process as an uncaught SystemExit would on the main thread."""
+    code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def _has_async_methods(cls):
     return any(inspect.iscoroutinefunction(m) or inspect.isasyncgenfunction(m) for _, m in inspect.getmembers(cls))
 
@@ -195,6 +203,20 @@ class Worker:
                 outcome = (False, e)
             self.finish(params, outcome)
 
+    def call_in_thread(self, params):
+        """call() on a pool thread: sys.exit() in a method ends the actor as
+        it does on the main thread, rather than only that thread."""
+        try:
+            self.call(params)
+        except SystemExit as e:
+            _exit_now(e)
+
+    async def call_on_loop(self, params):
+        try:
+            await self.call_async(params)
+        except SystemExit as e:
+            _exit_now(e)
+
     def finish(self, params, outcome):
         """Pickles a call's outcome, (True, value) or (False, exception),
         sends it as the call's result, and sends queued releases."""
@@ -247,9 +269,9 @@ class Worker:
             if op != "call":
                 continue
             if self.loop is not None:
-                asyncio.run_coroutine_threadsafe(self.call_async(params), self.loop)
+                asyncio.run_coroutine_threadsafe(self.call_on_loop(params), self.loop)
             elif self.pool is not None:
-                self.pool.submit(self.call, params)
+                self.pool.submit(self.call_in_thread, params)
             else:
                 self.call(params)
 

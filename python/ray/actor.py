@@ -205,7 +205,9 @@ def _create_actor(actor_class, args, kwargs):
         "actors": actors,
     }
     strategy = _opts.strategy_of(opts)
-    if isinstance(strategy, _ss.NodeAffinitySchedulingStrategy):
+    if strategy == "SPREAD":
+        params["spread"] = True
+    elif isinstance(strategy, _ss.NodeAffinitySchedulingStrategy):
         params["node_id"] = _node_id_bytes(strategy.node_id)
         params["soft"] = bool(strategy.soft)
     elif isinstance(strategy, _ss.PlacementGroupSchedulingStrategy) and strategy.placement_group is not None:

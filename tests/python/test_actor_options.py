@@ -153,6 +153,25 @@ def test_default_actor_runs_one_call_at_a_time_in_order(ray_env):
     assert threads == {"MainThread"}
 
 
+@ray.remote(max_concurrency=2)
+class Quitter:
+    def quit(self):
+        sys.exit(0)
+
+    def ping(self):
+        return "pong"
+
+
+@pytest.mark.ray_compat
+def test_sys_exit_in_a_threaded_actor_ends_the_actor(ray_env):
+    q = Quitter.remote()
+    assert ray.get(q.ping.remote(), timeout=60) == "pong"
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(q.quit.remote(), timeout=60)
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(q.ping.remote(), timeout=60)
+
+
 # --- asyncio actors ---
 
 
@@ -520,6 +539,13 @@ def test_node_affinity_to_a_full_node_waits_for_room(ray_env):
     ray.kill(soft_actor)
 
 
+@pytest.mark.ray_compat
+def test_spread_strategy_on_one_node(ray_env):
+    a = Where.options(scheduling_strategy="SPREAD").remote()
+    assert ray.get(a.node.remote(), timeout=60) == ray.get_runtime_context().get_node_id()
+    ray.kill(a)
+
+
 # --- the deprecated placement_group= options ---
 
 
@@ -557,7 +583,6 @@ def test_placement_group_option_places_the_actor_in_the_group(ray_env):
     {"max_restarts": -1},
     {"max_pending_calls": 10},
     {"accelerator_type": "A100"},
-    {"scheduling_strategy": "SPREAD"},
 ])
 def test_actor_options_beam_does_not_run_are_refused(ray_env, options):
     with pytest.raises(NotImplementedError, match=f"beam does not implement the actor option {list(options)[0]}"):
@@ -617,6 +642,34 @@ def test_options_that_change_nothing_are_accepted(ray_env):
     assert ray.get(one.options(name="labelled").remote(), timeout=60) == 1
 
 
+@beam_only
+def test_detached_actor_ends_with_the_daemon():
+    from conftest import Beamd, beam_processes
+
+    d = Beamd(num_gpus=0, num_cpus=2)
+    try:
+        out = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+            import os, ray
+            ray.init()
+
+            @ray.remote
+            class Stays:
+                def pid(self):
+                    return os.getpid()
+
+            s = Stays.options(name="opt-stays", lifetime="detached").remote()
+            print("PID", ray.get(s.pid.remote()))
+        """)], capture_output=True, text=True, timeout=120, env=dict(os.environ, BEAM_SOCKET=d.socket))
+        assert out.returncode == 0, out.stderr
+        pid = int(out.stdout.split("PID ")[1].split()[0])
+        # the driver is gone, its detached actor is not
+        assert beam_processes(d.socket) == [pid]
+    finally:
+        rc = d.stop()
+    assert rc == 0
+    assert _eventually(lambda: not beam_processes(d.socket), 10)
+
+
 # --- beam's own tables ---
 
 
@@ -668,5 +721,9 @@ def test_node_affinity_across_nodes(make_cluster):
             ray.get(late.node.remote(), timeout=60)
         anywhere = Where.options(scheduling_strategy=_affinity(dead, True)).remote()
         assert ray.get(anywhere.node.remote(), timeout=60) in (ids[c.head.ip], ids[m1.ip])
+        ray.kill(anywhere)
+        # SPREAD deals actors round the live nodes: the one holding fewer actors first
+        spread = [Where.options(scheduling_strategy="SPREAD").remote() for _ in range(2)]
+        assert {ray.get(x.node.remote(), timeout=60) for x in spread} == {ids[c.head.ip], ids[m1.ip]}
     finally:
         ray.shutdown()

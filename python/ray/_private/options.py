@@ -69,8 +69,7 @@ def _check_strategy(what, strategy):
                     "_fail_on_unavailable)", "only node_id and soft are run")
         return
     if strategy == "SPREAD":
-        _refuse(what, "scheduling_strategy", strategy, "beam places an actor on its owner's node first; "
-                "it does not spread actors across nodes")
+        return
     if isinstance(strategy, str):
         raise ValueError(f"Invalid scheduling_strategy {strategy!r}: expected 'DEFAULT', 'SPREAD', a "
                          f"PlacementGroupSchedulingStrategy or a NodeAffinitySchedulingStrategy.")
