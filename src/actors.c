@@ -26,11 +26,12 @@ beam_actor_t *beam_actor_find(beam_node_t *node, const char *id)
     return a;
 }
 
-beam_actor_t *beam_actor_find_name(beam_node_t *node, const char *name)
+beam_actor_t *beam_actor_find_name(beam_node_t *node, const char *ns, const char *name)
 {
     beam_actor_t *a, *tmp;
     HASH_ITER(hh, node->actors, a, tmp)
-        if (a->name && a->state != BEAM_ACTOR_DEAD && strcmp(a->name, name) == 0)
+        if (a->name && a->state != BEAM_ACTOR_DEAD && strcmp(a->name, name) == 0 &&
+            strcmp(a->namespace ? a->namespace : "", ns) == 0)
             return a;
     return NULL;
 }
@@ -81,11 +82,11 @@ static void call_complete(beam_node_t *node, beam_call_t *call, int status, char
     call_free(call);
 }
 
-static void call_fail(beam_node_t *node, beam_call_t *call, const char *message)
+static void call_fail(beam_node_t *node, beam_call_t *call, int status, const char *message)
 {
     beam_object_t *o = beam_object_find(node, call->obj);
     if (o)
-        beam_object_fail(node, o, BEAM_OBJ_ACTOR_DIED, message);
+        beam_object_fail(node, o, status, message);
     beam_refs_unpin(node, &call->refs);
     call_free(call);
 }
@@ -131,10 +132,11 @@ static int idle(const beam_actor_t *a)
     return !a->queue && !a->sent;
 }
 
-/* No handle and no carrier names the actor: it ends once its queue drains. */
+/* No handle and no carrier names the actor: it ends once its queue drains
+ * (a detached actor does not: only ray.kill ends it). */
 static void check_unreferenced(beam_node_t *node, beam_actor_t *a)
 {
-    if (a->state == BEAM_ACTOR_DEAD || a->holders > 0 || a->pins > 0)
+    if (a->state == BEAM_ACTOR_DEAD || a->detached || a->holders > 0 || a->pins > 0)
         return;
     a->stop_when_idle = 1;
     if (idle(a))
@@ -278,29 +280,78 @@ static void pending_remove(beam_node_t *node, beam_actor_t *a)
         }
 }
 
+/* NodeAffinitySchedulingStrategy, as Ray's NodeAffinitySchedulingPolicy:
+ * the target node when it is alive and could ever fit the demand (waiting
+ * for room there, soft or not); otherwise anywhere if soft, or never.
+ * Returns 0 (placed), -EAGAIN, -ENOENT (not the target: place it anywhere)
+ * or -EHOSTUNREACH (hard, and the node is gone or too small). */
+static int take_affinity(beam_node_t *node, beam_actor_t *a)
+{
+    beam_member_t *m = beam_cluster_find_id(node, a->affinity);
+    if (m && m->alive && beam_pool_feasible(m->pool, &a->demand) == 0) {
+        if (beam_pool_take(m->pool, &a->demand, &a->grant) < 0)
+            return -EAGAIN;
+        a->pool = m->pool;
+        a->member = m;
+        return 0;
+    }
+    return a->affinity_soft ? -ENOENT : -EHOSTUNREACH;
+}
+
+/* How many SPREAD actors hold resources on member m. */
+static size_t spread_load(beam_node_t *node, const beam_member_t *m)
+{
+    size_t n = 0;
+    beam_actor_t *x, *tmp;
+    HASH_ITER(hh, node->actors, x, tmp)
+        if (x->spread && x->member == m && x->has_grant)
+            n++;
+    return n;
+}
+
+/* Places the actor on any live node with room: the owner's first, as Ray
+ * prefers the local node; with SPREAD, the node holding the fewest SPREAD
+ * actors first (ties in member order), so they are dealt round the nodes as
+ * by Ray's round-robin spread policy. Returns 0 or -EAGAIN. */
+static int take_anywhere(beam_node_t *node, beam_actor_t *a)
+{
+    beam_member_t *home = a->owner && a->owner->member ? a->owner->member : node->self;
+    beam_member_t *alive[BEAM_MAX_MEMBERS];
+    size_t rank[BEAM_MAX_MEMBERS];
+    size_t n = beam_cluster_alive(node, alive, BEAM_MAX_MEMBERS);
+    for (size_t i = 0; i < n; i++)
+        rank[i] = a->spread ? spread_load(node, alive[i]) : alive[i] != home;
+    for (size_t i = 1; i < n; i++) /* a stable sort by rank: n is small */
+        for (size_t j = i; j > 0 && rank[j - 1] > rank[j]; j--) {
+            beam_member_t *m = alive[j];
+            size_t r = rank[j];
+            alive[j] = alive[j - 1];
+            rank[j] = rank[j - 1];
+            alive[j - 1] = m;
+            rank[j - 1] = r;
+        }
+    for (size_t i = 0; i < n; i++)
+        if (beam_pool_take(alive[i]->pool, &a->demand, &a->grant) == 0) {
+            a->pool = alive[i]->pool;
+            a->member = alive[i];
+            return 0;
+        }
+    return -EAGAIN;
+}
+
 /* Takes the actor's demand from its pool: the node's, or its placement
  * group's bundle (any bundle with room when the index is -1). Returns 0,
- * -EAGAIN (not now), or -ECANCELED (its group is gone). */
+ * -EAGAIN (not now), -ECANCELED (its group is gone) or -EHOSTUNREACH (its
+ * hard node affinity can never be met). */
 static int take_resources(beam_node_t *node, beam_actor_t *a)
 {
-    if (!a->pg) {
-        /* the owner's node first, as Ray prefers the local node; then any other */
-        beam_member_t *home = a->owner && a->owner->member ? a->owner->member : node->self;
-        beam_member_t *alive[BEAM_MAX_MEMBERS];
-        size_t n = beam_cluster_alive(node, alive, BEAM_MAX_MEMBERS);
-        for (size_t pass = 0; pass < 2; pass++)
-            for (size_t i = 0; i < n; i++) {
-                beam_member_t *m = alive[i];
-                if ((pass == 0) != (m == home))
-                    continue;
-                if (beam_pool_take(m->pool, &a->demand, &a->grant) == 0) {
-                    a->pool = m->pool;
-                    a->member = m;
-                    return 0;
-                }
-            }
-        return -EAGAIN;
+    if (!a->pg && a->has_affinity) {
+        int rc = take_affinity(node, a);
+        if (rc != -ENOENT)
+            return rc;
     }
+    if (!a->pg)
+        return take_anywhere(node, a);
     if (a->pg->state == BEAM_PG_REMOVED)
         return -ECANCELED;
     if (a->pg->state != BEAM_PG_CREATED && a->pg->state != BEAM_PG_RESCHEDULING)
@@ -340,6 +391,14 @@ void beam_actors_schedule(beam_node_t *node)
             p = &node->pending; /* the death may have changed the list */
             continue;
         }
+        if (rc == -EHOSTUNREACH) {
+            /* Ray's text, raised as ActorUnschedulableError */
+            a->death_status = BEAM_OBJ_UNSCHEDULABLE;
+            actor_die(node, a, "The node specified via NodeAffinitySchedulingStrategy doesn't exist any "
+                               "more or is infeasible, and soft=False was specified.");
+            p = &node->pending;
+            continue;
+        }
         a->has_grant = 1;
         beam_grant_gpu_list(a->pool, &a->grant, a->gpus, sizeof a->gpus);
         rc = spawn_worker(node, a);
@@ -355,10 +414,12 @@ void beam_actors_schedule(beam_node_t *node)
 }
 
 int beam_actor_create(beam_node_t *node, beam_conn_t *owner, const char *id, char *class_name,
-                      char *name, beam_actor_spec_t *spec, const beam_demand_t *demand, beam_pg_t *pg,
-                      int bundle_index, int capture_child_tasks)
+                      beam_actor_options_t *opts, beam_actor_spec_t *spec, const beam_demand_t *demand,
+                      beam_pg_t *pg, int bundle_index, int capture_child_tasks)
 {
-    if (beam_actor_find(node, id) || (name && *name && beam_actor_find_name(node, name)))
+    int named = opts->name && *opts->name;
+    if (beam_actor_find(node, id) ||
+        (named && beam_actor_find_name(node, opts->namespace ? opts->namespace : "", opts->name)))
         return -EEXIST;
     beam_actor_t *a = calloc(1, sizeof *a);
     if (!a)
@@ -372,7 +433,22 @@ int beam_actor_create(beam_node_t *node, beam_conn_t *owner, const char *id, cha
     memcpy(a->id, id, BEAM_ACTOR_ID_SIZE);
     beam_id_hex(id, BEAM_ACTOR_ID_SIZE, a->hex);
     a->class_name = class_name;
-    a->name = (name && *name) ? name : (free(name), NULL);
+    if (named) {
+        a->name = opts->name;
+        a->namespace = opts->namespace;
+    } else {
+        free(opts->name);
+        free(opts->namespace);
+    }
+    a->job_namespace = opts->job_namespace;
+    opts->name = opts->namespace = opts->job_namespace = NULL;
+    a->detached = opts->detached;
+    a->max_concurrency = opts->max_concurrency > 0 ? opts->max_concurrency : 1;
+    a->spread = opts->spread;
+    a->has_affinity = opts->has_affinity;
+    a->affinity_soft = opts->affinity_soft;
+    memcpy(a->affinity, opts->affinity, BEAM_NODE_ID_SIZE);
+    a->death_status = BEAM_OBJ_ACTOR_DIED;
     a->spec = *spec;
     memset(spec, 0, sizeof *spec);
     a->demand = *demand;
@@ -421,7 +497,7 @@ void beam_actor_submit(beam_node_t *node, beam_actor_t *a, const char *obj, char
     memset(refs, 0, sizeof *refs);
     beam_refs_pin(node, &call->refs);
     if (a->state == BEAM_ACTOR_DEAD) {
-        call_fail(node, call, a->death);
+        call_fail(node, call, a->death_status, a->death);
         return;
     }
     if (a->state == BEAM_ACTOR_ALIVE && a->worker) {
@@ -471,7 +547,7 @@ void beam_actor_send_init(beam_node_t *node, beam_actor_t *a)
     for (char **p = a->spec.sys_path; p && *p; p++)
         npath++;
     beam_enc_init(&enc);
-    beam_enc_push(&enc, "init", 11);
+    beam_enc_push(&enc, "init", 13);
     beam_pack_key(&enc.pk, "actor");
     beam_pack_bin(&enc.pk, a->id, BEAM_ACTOR_ID_SIZE);
     beam_pack_key(&enc.pk, "class_name");
@@ -504,6 +580,10 @@ void beam_actor_send_init(beam_node_t *node, beam_actor_t *a)
         msgpack_pack_true(&enc.pk);
     else
         msgpack_pack_false(&enc.pk);
+    beam_pack_key(&enc.pk, "namespace");
+    beam_pack_str(&enc.pk, a->job_namespace ? a->job_namespace : "");
+    beam_pack_key(&enc.pk, "max_concurrency");
+    msgpack_pack_int(&enc.pk, a->max_concurrency);
     beam_enc_end(&enc, 0);
     beam_conn_send_enc(a->worker, &enc);
 }
@@ -555,13 +635,13 @@ static void actor_die(beam_node_t *node, beam_actor_t *a, const char *message)
     while (a->sent) {
         beam_call_t *call = a->sent;
         a->sent = call->next;
-        call_fail(node, call, a->death ? a->death : message);
+        call_fail(node, call, a->death_status, a->death ? a->death : message);
     }
     a->sent_tail = NULL;
     while (a->queue) {
         beam_call_t *call = a->queue;
         a->queue = call->next;
-        call_fail(node, call, a->death ? a->death : message);
+        call_fail(node, call, a->death_status, a->death ? a->death : message);
     }
     a->queue_tail = NULL;
     spec_free(node, &a->spec);
@@ -586,6 +666,8 @@ static void maybe_free(beam_node_t *node, beam_actor_t *a)
     HASH_DEL(node->actors, a);
     free(a->class_name);
     free(a->name);
+    free(a->namespace);
+    free(a->job_namespace);
     free(a->death);
     free(a);
 }
@@ -623,7 +705,7 @@ void beam_actors_conn_gone(beam_node_t *node, beam_conn_t *c)
     HASH_ITER(hh, node->actors, a, tmp)
         if (a->owner == c) {
             a->owner = NULL;
-            a->doomed = a->state != BEAM_ACTOR_DEAD;
+            a->doomed = a->state != BEAM_ACTOR_DEAD && !a->detached;
         }
     kill_doomed(node, "The actor is dead because its owner has died (the driver or actor that "
                       "created it disconnected).");
@@ -678,6 +760,8 @@ void beam_actors_destroy(beam_node_t *node)
         spec_free(node, &a->spec);
         free(a->class_name);
         free(a->name);
+        free(a->namespace);
+        free(a->job_namespace);
         free(a->death);
         free(a);
     }

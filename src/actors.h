@@ -44,12 +44,35 @@ typedef struct beam_actor_spec_s {
     int noset_cuda;
 } beam_actor_spec_t;
 
+/* The options of create_actor beyond resources and placement group. The
+ * strings are owned by whoever holds the struct (beam_actor_create takes
+ * them). */
+typedef struct beam_actor_options_s {
+    char *name;          /* NULL or "": anonymous */
+    char *namespace;     /* the name's namespace (named actors only) */
+    char *job_namespace; /* the creator's namespace: the worker's own */
+    int detached;        /* lifetime="detached": outlives its owner and its handles */
+    int max_concurrency; /* calls the worker runs at once (it enforces it) */
+    int spread;          /* scheduling_strategy="SPREAD" */
+    int has_affinity;    /* NodeAffinitySchedulingStrategy */
+    int affinity_soft;
+    char affinity[BEAM_NODE_ID_SIZE];
+} beam_actor_options_t;
+
 typedef struct beam_actor_s {
     char id[BEAM_ACTOR_ID_SIZE];
     char hex[2 * BEAM_ACTOR_ID_SIZE + 1];
     int state;
     char *class_name;
     char *name;
+    char *namespace;     /* of the name; NULL when anonymous */
+    char *job_namespace; /* given to the worker in init */
+    int detached;
+    int max_concurrency;
+    int spread;
+    int has_affinity, affinity_soft;
+    char affinity[BEAM_NODE_ID_SIZE];
+    int death_status; /* what its calls fail with: BEAM_OBJ_ACTOR_DIED or _UNSCHEDULABLE */
     beam_actor_spec_t spec;
     beam_demand_t demand;
     beam_grant_t grant;
@@ -81,15 +104,17 @@ typedef struct beam_actor_s {
 } beam_actor_t;
 
 beam_actor_t *beam_actor_find(beam_node_t *node, const char *id);
-/* Adds an actor (it takes ownership of spec, class_name and name) and
- * schedules it. Returns 0, -EEXIST for a taken id or name, -ENOMEM. */
+/* Adds an actor (it takes ownership of spec, class_name and the strings of
+ * opts, which it clears, on success only) and schedules it. Returns 0,
+ * -EEXIST for a taken id or name (in that namespace), -ENOMEM. */
 int beam_actor_create(beam_node_t *node, struct beam_conn_s *owner, const char *id,
-                      char *class_name, char *name, beam_actor_spec_t *spec,
+                      char *class_name, beam_actor_options_t *opts, beam_actor_spec_t *spec,
                       const beam_demand_t *demand, struct beam_pg_s *pg, int bundle_index,
                       int capture_child_tasks);
 /* Its placement group was removed: kills every actor placed in it. */
 void beam_actors_pg_removed(beam_node_t *node, struct beam_pg_s *pg);
-beam_actor_t *beam_actor_find_name(beam_node_t *node, const char *name);
+/* The live (not dead) actor with this name in namespace ns, or NULL. */
+beam_actor_t *beam_actor_find_name(beam_node_t *node, const char *ns, const char *name);
 /* Queues a call. Takes ownership of method, args and refs. The return object
  * must exist; on a dead actor it completes at once with the death. */
 void beam_actor_submit(beam_node_t *node, beam_actor_t *a, const char *obj, char *method,

@@ -412,16 +412,66 @@ static int demand_field(req_t *r, beam_demand_t *d)
     return 0;
 }
 
+/* The longest name or namespace create_actor and get_actor accept. */
+#define NAME_MAX_LEN 1024
+
+/* A str field of at most NAME_MAX_LEN bytes without NUL, copied into out
+ * (NUL-terminated); absent is "" unless required. Replies and returns -1 on
+ * a bad one. */
+static int name_field(req_t *r, const char *field, char out[NAME_MAX_LEN + 1], int required)
+{
+    const char *s = "";
+    uint32_t n = 0;
+    if (check(r, beam_field_str(r->params, field, &s, &n), field, "must be a str", required))
+        return -1;
+    if (n > NAME_MAX_LEN || has_nul(s, n)) {
+        bad(r, field, "must be a str of at most 1024 bytes without NUL");
+        return -1;
+    }
+    memcpy(out, s, n);
+    out[n] = '\0';
+    return 0;
+}
+
+/* The scheduling options of create_actor beyond the placement group:
+ * lifetime, concurrency and node affinity. Replies and returns -1 on a bad
+ * field. */
+static int actor_options(req_t *r, beam_actor_options_t *o)
+{
+    int64_t conc = 1;
+    const char *node_id = NULL;
+    memset(o, 0, sizeof *o);
+    if (check(r, beam_field_bool(r->params, "detached", &o->detached), "detached", "must be a bool", 0) ||
+        check(r, beam_field_int(r->params, "max_concurrency", &conc), "max_concurrency", "must be an int", 0) ||
+        check(r, beam_field_id(r->params, "node_id", BEAM_NODE_ID_SIZE, &node_id), "node_id",
+              "must be a 28-byte bin", 0) ||
+        check(r, beam_field_bool(r->params, "soft", &o->affinity_soft), "soft", "must be a bool", 0) ||
+        check(r, beam_field_bool(r->params, "spread", &o->spread), "spread", "must be a bool", 0))
+        return -1;
+    if (conc < 1 || conc > 100000) {
+        bad(r, "max_concurrency", "must be 1..100000");
+        return -1;
+    }
+    o->max_concurrency = (int)conc;
+    if (node_id) {
+        o->has_affinity = 1;
+        memcpy(o->affinity, node_id, BEAM_NODE_ID_SIZE);
+    }
+    return 0;
+}
+
 static void op_create_actor(req_t *r)
 {
-    const char *id, *cls, *cdata, *args, *python, *cwd = "", *name = "";
-    uint32_t cls_len, cdata_len, args_len, python_len, cwd_len = 0, name_len = 0;
+    const char *id, *cls, *cdata, *args, *python, *cwd = "";
+    uint32_t cls_len, cdata_len, args_len, python_len, cwd_len = 0;
+    char nm[NAME_MAX_LEN + 1], ns[NAME_MAX_LEN + 1], job_ns[NAME_MAX_LEN + 1];
     int noset = 0, capture = 0;
     int64_t bundle_index = -1;
     const char *pg_id = NULL;
     beam_pg_t *pg = NULL;
     beam_demand_t demand;
     beam_actor_spec_t spec;
+    beam_actor_options_t opts;
     memset(&spec, 0, sizeof spec);
     if (check(r, beam_field_id(r->params, "actor", BEAM_ACTOR_ID_SIZE, &id), "actor", "must be a 16-byte bin", 1) ||
         check(r, beam_field_str(r->params, "class_name", &cls, &cls_len), "class_name", "must be a str", 1) ||
@@ -429,7 +479,8 @@ static void op_create_actor(req_t *r)
         check(r, beam_field_bin(r->params, "args", &args, &args_len), "args", "must be a bin", 1) ||
         check(r, beam_field_str(r->params, "python", &python, &python_len), "python", "must be a str", 1) ||
         check(r, beam_field_str(r->params, "cwd", &cwd, &cwd_len), "cwd", "must be a str", 0) ||
-        check(r, beam_field_str(r->params, "name", &name, &name_len), "name", "must be a str", 0) ||
+        name_field(r, "name", nm, 0) < 0 || name_field(r, "namespace", ns, 0) < 0 ||
+        name_field(r, "job_namespace", job_ns, 0) < 0 || actor_options(r, &opts) < 0 ||
         check(r, beam_field_bool(r->params, "noset_cuda", &noset), "noset_cuda", "must be a bool", 0) ||
         check(r, beam_field_id(r->params, "placement_group", BEAM_PG_ID_SIZE, &pg_id), "placement_group",
               "must be an 18-byte bin", 0) ||
@@ -449,19 +500,25 @@ static void op_create_actor(req_t *r)
             return;
         }
     }
+    if ((opts.has_affinity || opts.spread) && pg) {
+        bad(r, opts.spread ? "spread" : "node_id", "and placement_group exclude each other");
+        return;
+    }
+    if (opts.has_affinity && opts.spread) {
+        bad(r, "spread", "and node_id exclude each other");
+        return;
+    }
     if (cls_len == 0 || cls_len > 256 || has_nul(cls, cls_len) || python_len == 0 || has_nul(python, python_len) ||
-        has_nul(cwd, cwd_len) || has_nul(name, name_len) || name_len > 1024) {
-        bad(r, "class_name", "python, cwd and name must be str without NUL (class_name 1..256 bytes)");
+        has_nul(cwd, cwd_len)) {
+        bad(r, "class_name", "python and cwd must be str without NUL (class_name 1..256 bytes)");
         return;
     }
     if (beam_actor_find(r->node, id)) {
         beam_conn_reply_error(r->conn, r->msgid, "exists", "actor id is already in use");
         return;
     }
-    char nm[1025];
-    snprintf(nm, sizeof nm, "%.*s", (int)name_len, name);
-    if (name_len && beam_actor_find_name(r->node, nm)) {
-        beam_conn_reply_error(r->conn, r->msgid, "exists", "The name %s (namespace=None) is already taken.", nm);
+    if (*nm && beam_actor_find_name(r->node, ns, nm)) {
+        beam_conn_reply_error(r->conn, r->msgid, "exists", "The name %s (namespace=%s) is already taken.", nm, ns);
         return;
     }
     if (!(spec.sys_path = str_array(r, "sys_path")))
@@ -482,18 +539,19 @@ static void op_create_actor(req_t *r)
     spec.cwd = dup_str(cwd, cwd_len);
     spec.noset_cuda = noset;
     char *class_name = dup_str(cls, cls_len);
-    char *actor_name = dup_str(name, name_len);
-    if (!spec.class_data || !spec.args || !spec.python || !spec.cwd || !class_name || !actor_name) {
+    opts.name = strdup(nm);
+    opts.namespace = strdup(ns);
+    opts.job_namespace = strdup(job_ns);
+    if (!spec.class_data || !spec.args || !spec.python || !spec.cwd || !class_name || !opts.name ||
+        !opts.namespace || !opts.job_namespace) {
         free(class_name);
-        free(actor_name);
         beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
         goto fail_quiet;
     }
-    int rc = beam_actor_create(r->node, r->conn, id, class_name, actor_name, &spec, &demand, pg,
+    int rc = beam_actor_create(r->node, r->conn, id, class_name, &opts, &spec, &demand, pg,
                                (int)bundle_index, capture);
     if (rc < 0) {
         free(class_name);
-        free(actor_name);
         beam_conn_reply_error(r->conn, r->msgid, rc == -EEXIST ? "exists" : "internal",
                               "the actor could not be created: %s", strerror(-rc));
         goto fail_quiet;
@@ -501,6 +559,9 @@ static void op_create_actor(req_t *r)
     beam_conn_reply_empty(r->conn, r->msgid);
     return;
 fail_quiet:
+    free(opts.name);
+    free(opts.namespace);
+    free(opts.job_namespace);
     free(spec.class_data);
     free(spec.args);
     free(spec.python);
@@ -567,15 +628,20 @@ static void op_kill(req_t *r)
 
 static void op_get_actor(req_t *r)
 {
+    char nm[NAME_MAX_LEN + 1], ns[NAME_MAX_LEN + 1];
     const char *name;
     uint32_t len;
-    if (check(r, beam_field_str(r->params, "name", &name, &len), "name", "must be a str", 1))
+    if (check(r, beam_field_str(r->params, "name", &name, &len), "name", "must be a str", 1) ||
+        name_field(r, "namespace", ns, 0) < 0)
         return;
-    char nm[1025];
-    snprintf(nm, sizeof nm, "%.*s", (int)(len < 1024 ? len : 1024), name);
-    beam_actor_t *a = beam_actor_find_name(r->node, nm);
+    /* a name longer than any create_actor takes names no actor: not found */
+    snprintf(nm, sizeof nm, "%.*s", (int)(len < NAME_MAX_LEN ? len : NAME_MAX_LEN), name);
+    beam_actor_t *a = len > NAME_MAX_LEN || has_nul(name, len) ? NULL : beam_actor_find_name(r->node, ns, nm);
     if (!a) {
-        beam_conn_reply_error(r->conn, r->msgid, "not_found", "Failed to look up actor with name '%s'.", nm);
+        beam_conn_reply_error(r->conn, r->msgid, "not_found",
+                              "Failed to look up actor with name '%s'. This could because 1. You are trying to look "
+                              "up a named actor you didn't create. 2. The named actor died. 3. You did not use a "
+                              "namespace matching the namespace of the actor.", nm);
         return;
     }
     if (beam_conn_hold(&r->conn->held_actors, a->id, BEAM_ACTOR_ID_SIZE) == 1)
@@ -836,13 +902,20 @@ static uint32_t count_calls(const beam_call_t *c)
 
 static void pack_actor(msgpack_packer *pk, const beam_node_t *node, const beam_actor_t *a)
 {
-    msgpack_pack_map(pk, 11);
+    msgpack_pack_map(pk, 13);
     beam_pack_key(pk, "actor_id");
     beam_pack_str(pk, a->hex);
     beam_pack_key(pk, "class_name");
     beam_pack_str(pk, a->class_name);
     beam_pack_key(pk, "name");
     beam_pack_str(pk, a->name ? a->name : "");
+    beam_pack_key(pk, "namespace");
+    beam_pack_str(pk, a->namespace ? a->namespace : "");
+    beam_pack_key(pk, "detached");
+    if (a->detached)
+        msgpack_pack_true(pk);
+    else
+        msgpack_pack_false(pk);
     beam_pack_key(pk, "state");
     beam_pack_str(pk, beam_actor_state_name(a->state));
     beam_pack_key(pk, "pid");

@@ -3,13 +3,26 @@
 
 It connects back to beamd with the id and token beamd put in its
 environment, receives the pickled class and arguments (``init``), builds the
-instance, then runs calls one at a time in the order they were submitted.
-It dies with beamd (parent-death signal, and EOF on its socket).
+instance, then runs calls as Ray does:
+
+- a plain actor (max_concurrency 1) runs them one at a time on the main
+  thread, in the order they were submitted;
+- a threaded actor (max_concurrency N > 1) on a pool of N threads, up to N
+  at once, in no promised order;
+- an asyncio actor (any ``async def`` method) on one event loop in a thread
+  of its own, up to max_concurrency (default 1000) at once. The constructor
+  and sync methods run on that loop's thread too, blocking it, as in Ray.
+
+The main thread only reads pushes and hands calls out. It dies with beamd
+(parent-death signal, and EOF on its socket).
 """
 
+import asyncio
+import inspect
 import os
 import signal
 import sys
+import threading
 import traceback
 
 
@@ -21,10 +34,40 @@ def _resolve_args(args, kwargs):
     refs += [v for v in kwargs.values() if isinstance(v, ray.ObjectRef)]
     if not refs:
         return args, kwargs
-    values = dict(zip(refs, ray.get(refs)))
+    return _substitute(args, kwargs, refs, ray.get(refs))
+
+
+def _substitute(args, kwargs, refs, values):
+    import ray
+
+    values = dict(zip(refs, values))
     args = tuple(values[a] if isinstance(a, ray.ObjectRef) else a for a in args)
     kwargs = {k: values[v] if isinstance(v, ray.ObjectRef) else v for k, v in kwargs.items()}
     return args, kwargs
+
+
+async def _resolve_args_async(args, kwargs):
+    """As _resolve_args, without blocking the event loop: an argument may be
+    the result of another call to this very actor."""
+    import ray
+
+    refs = [a for a in args if isinstance(a, ray.ObjectRef)]
+    refs += [v for v in kwargs.values() if isinstance(v, ray.ObjectRef)]
+    if not refs:
+        return args, kwargs
+    return _substitute(args, kwargs, refs, await asyncio.gather(*refs))
+
+
+def _exit_now(exc):
+    """Ends the process as an uncaught SystemExit would on the main thread."""
+    code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _has_async_methods(cls):
+    return any(inspect.iscoroutinefunction(m) or inspect.isasyncgenfunction(m) for _, m in inspect.getmembers(cls))
 
 
 def _task_error(name, exc, actor_repr, actor_id):
@@ -45,6 +88,9 @@ class Worker:
         self.client = rt.client
         self.instance = None
         self.class_name = "Actor"
+        self.pool = None  # a threaded actor's threads
+        self.loop = None  # an asyncio actor's event loop
+        self.slots = None  # its asyncio.Semaphore(max_concurrency)
 
     def construct(self, init):
         from ray._private import serialization as ser
@@ -58,19 +104,48 @@ class Worker:
         self.rt.actor_name = init.get("name") or None
         self.rt.placement_group_id = init.get("placement_group") or None
         self.rt.capture_child_tasks = bool(init.get("capture_child_tasks"))
+        self.rt.namespace = init.get("namespace") or self.rt.namespace
+        concurrency = max(1, int(init.get("max_concurrency") or 1))
         # not counted: an actor's handle to itself must not keep it alive
         self.rt.actor_handle = ActorHandle(self.rt.actor_id, self.class_name, None, _counted=False)
         try:
             cls = ser.loads(init["class_data"])
             args, kwargs = ser.loads(init["args"])
-            args, kwargs = _resolve_args(args, kwargs)
-            self.instance = cls(*args, **kwargs)
+            if _has_async_methods(cls):
+                self._start_loop(concurrency)
+                future = asyncio.run_coroutine_threadsafe(self._construct_async(cls, args, kwargs), self.loop)
+                self.instance = future.result()
+            else:
+                if concurrency > 1:
+                    from concurrent.futures import ThreadPoolExecutor
+
+                    self.pool = ThreadPoolExecutor(concurrency, thread_name_prefix="beam-actor")
+                args, kwargs = _resolve_args(args, kwargs)
+                self.instance = cls(*args, **kwargs)
         except Exception as e:
             err = _task_error("__init__", e, self.class_name, self.rt.actor_id.hex())
             self.client.send("actor_ready", {"ok": False, "error": str(err)})
             self.client.close()
             os._exit(1)
         self.client.send("actor_ready", {"ok": True})
+
+    def _start_loop(self, concurrency):
+        self.loop = asyncio.new_event_loop()
+        started = threading.Event()
+
+        def run():
+            asyncio.set_event_loop(self.loop)
+            self.slots = asyncio.Semaphore(concurrency)
+            started.set()
+            self.loop.run_forever()
+
+        # Ray's name for it; daemon: os._exit ends the process anyway
+        threading.Thread(target=run, name="AsyncIO Thread: default", daemon=True).start()
+        started.wait()
+
+    async def _construct_async(self, cls, args, kwargs):
+        args, kwargs = await _resolve_args_async(args, kwargs)
+        return cls(*args, **kwargs)
 
     def _method(self, name):
         import inspect
@@ -86,20 +161,74 @@ class Worker:
             raise AttributeError(f"'{self.class_name}' object has no attribute '{name}'") from None
         return getattr(self.instance, name)
 
+    def _terminate(self, params):
+        from ray._private import serialization as ser
+
+        self.reply(params["obj"], 0, ser.dumps(None)[0], [], [])
+        self.client.close()
+        os._exit(0)
+
     def call(self, params):
+        """Runs one call on this thread and sends its result."""
+        from ray._private import serialization as ser
+
+        name = params["method"]
+        if name == "__ray_terminate__":
+            self._terminate(params)
+        try:
+            args, kwargs = ser.loads(params["args"])
+            args, kwargs = _resolve_args(args, kwargs)
+            outcome = (True, self._method(name)(*args, **kwargs))
+        except Exception as e:
+            outcome = (False, e)
+        self.finish(params, outcome)
+
+    async def call_async(self, params):
+        """Runs one call on the event loop (a sync method blocks it, as in
+        Ray) and sends its result."""
+        from ray._private import serialization as ser
+
+        async with self.slots:
+            name = params["method"]
+            if name == "__ray_terminate__":
+                self._terminate(params)
+            try:
+                args, kwargs = ser.loads(params["args"])
+                args, kwargs = await _resolve_args_async(args, kwargs)
+                result = self._method(name)(*args, **kwargs)
+                if inspect.isawaitable(result):
+                    result = await result
+                outcome = (True, result)
+            except Exception as e:
+                outcome = (False, e)
+            self.finish(params, outcome)
+
+    def call_in_thread(self, params):
+        """call() on a pool thread: sys.exit() in a method ends the actor as
+        it does on the main thread, rather than only that thread."""
+        try:
+            self.call(params)
+        except SystemExit as e:
+            _exit_now(e)
+
+    async def call_on_loop(self, params):
+        try:
+            await self.call_async(params)
+        except SystemExit as e:
+            _exit_now(e)
+
+    def finish(self, params, outcome):
+        """Pickles a call's outcome, (True, value) or (False, exception),
+        sends it as the call's result, and sends queued releases."""
         from ray._private import serialization as ser
 
         name = params["method"]
         status, objs, actors = 0, [], []
         try:
-            if name == "__ray_terminate__":
-                self.reply(params["obj"], 0, ser.dumps(None)[0], [], [])
-                self.client.close()
-                os._exit(0)
-            args, kwargs = ser.loads(params["args"])
-            args, kwargs = _resolve_args(args, kwargs)
-            result = self._method(name)(*args, **kwargs)
-            data, objs, actors = ser.dumps(result)
+            ok, value = outcome
+            if not ok:
+                raise value
+            data, objs, actors = ser.dumps(value)
         except Exception as e:
             status = 1
             err = _task_error(name, e, self.class_name, self.rt.actor_id.hex())
@@ -116,6 +245,12 @@ class Worker:
             err = _task_error(name, ValueError(f"the result of {self.class_name}.{name}() could not be sent: {e}"),
                               self.class_name, self.rt.actor_id.hex())
             self.reply(params["obj"], 1, ser.dumps(err)[0], [], [])
+        # the call's refs died with it; _beam only sends queued releases
+        # with a later message, and an idle worker sends none
+        try:
+            self.client.flush()
+        except ConnectionError:
+            os._exit(0)
 
     def reply(self, obj, status, data, objs, actors):
         from ray._private import serialization as ser
@@ -131,14 +266,14 @@ class Worker:
             if push is None:
                 continue
             op, params = push
-            if op == "call":
+            if op != "call":
+                continue
+            if self.loop is not None:
+                asyncio.run_coroutine_threadsafe(self.call_on_loop(params), self.loop)
+            elif self.pool is not None:
+                self.pool.submit(self.call_in_thread, params)
+            else:
                 self.call(params)
-                # the call's refs died with it; _beam only sends queued
-                # releases with a later message, and an idle worker sends none
-                try:
-                    self.client.flush()
-                except ConnectionError:
-                    os._exit(0)
 
 
 def main():

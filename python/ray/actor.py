@@ -11,6 +11,7 @@ import os
 import sys
 
 from ray._private import ids as _ids
+from ray._private import options as _opts
 from ray._private import refcount as _refcount
 from ray._private import serialization as _ser
 from ray._private import worker as _worker
@@ -19,20 +20,15 @@ from ray._private.object_ref import ObjectRef
 # Method names every actor answers, handled by the worker itself.
 BUILTIN_METHODS = ("__ray_ready__", "__ray_terminate__", "__ray_call__")
 
-_ACTOR_OPTIONS = {
-    "num_cpus", "num_gpus", "resources", "memory", "object_store_memory", "accelerator_type",
-    "name", "namespace", "lifetime", "max_restarts", "max_task_retries", "max_pending_calls",
-    "max_concurrency", "concurrency_groups", "scheduling_strategy", "runtime_env",
-    "get_if_exists", "_metadata", "enable_task_events", "label_selector", "_labels",
-    "allow_out_of_order_execution", "num_returns", "retry_exceptions", "max_retries",
-    "_generator_backpressure_num_objects", "max_calls", "fallback_strategy",
-}
+# Ray 2.43's actor options; ray/_private/options.py says what beam does with each
+_ACTOR_OPTIONS = frozenset(_opts.ACTOR_OPTIONS)
 
 
-def _check_options(options):
-    for key in options:
-        if key not in _ACTOR_OPTIONS:
-            raise ValueError(f"Invalid option keyword {key} for actors. Valid ones are {sorted(_ACTOR_OPTIONS)}.")
+def _check_options(options, task=False):
+    if task:
+        _opts.check_task_options(options)
+    else:
+        _opts.check_actor_options(options)
     for key in ("num_cpus", "num_gpus", "memory"):
         value = options.get(key)
         if value is None:
@@ -134,16 +130,47 @@ class ActorClass:
         return self._pickled
 
 
+def _has_async_methods(cls):
+    """Ray's rule: a class with any async def (or async generator) method is
+    an asyncio actor."""
+    return any(inspect.iscoroutinefunction(m) or inspect.isasyncgenfunction(m)
+               for _, m in inspect.getmembers(cls))
+
+
+def _node_id_bytes(node_id):
+    """A NodeAffinitySchedulingStrategy's node_id (hex, as Ray takes it) as bytes."""
+    try:
+        raw = bytes.fromhex(node_id)
+    except (TypeError, ValueError):
+        raw = b""
+    if len(raw) != 28:
+        raise ValueError(f"NodeAffinitySchedulingStrategy: node_id must be a node's hex id (56 hex digits), "
+                         f"got {node_id!r}.")
+    return raw
+
+
 def _create_actor(actor_class, args, kwargs):
     from ray.util import scheduling_strategies as _ss
 
     rt = _worker.runtime()
     opts = actor_class._options
-    if opts.get("get_if_exists") and opts.get("name"):
+    name = opts.get("name")
+    if name == "":
+        raise ValueError("Actor name cannot be an empty string.")
+    namespace = opts.get("namespace")
+    if opts.get("get_if_exists"):
         try:
-            return get_actor(opts["name"])
+            return get_actor(name, namespace=namespace)
         except ValueError:
-            pass
+            try:
+                return _create_actor(actor_class.options(get_if_exists=False), args, kwargs)
+            except ValueError:
+                pass  # lost the race to create it
+            return get_actor(name, namespace=namespace)
+    max_concurrency = opts.get("max_concurrency")
+    if max_concurrency is None:
+        max_concurrency = (_opts.DEFAULT_MAX_CONCURRENCY_ASYNC if _has_async_methods(actor_class._cls)
+                           else _opts.DEFAULT_MAX_CONCURRENCY_THREADED)
     actor_id = rt.ids.actor_id()
     data, objs, actors = _ser.dumps((args, kwargs))
     env = _env_vars(rt.runtime_env, opts.get("runtime_env"))
@@ -169,12 +196,21 @@ def _create_actor(actor_class, args, kwargs):
         "python": sys.executable,
         "sys_path": sys_path,
         "cwd": os.getcwd(),
-        "name": opts.get("name") or "",
+        "name": name or "",
+        "namespace": namespace or rt.namespace,
+        "job_namespace": rt.namespace,
+        "detached": opts.get("lifetime") == "detached",
+        "max_concurrency": int(max_concurrency),
         "objects": objs,
         "actors": actors,
     }
-    strategy = opts.get("scheduling_strategy")
-    if isinstance(strategy, _ss.PlacementGroupSchedulingStrategy) and strategy.placement_group is not None:
+    strategy = _opts.strategy_of(opts)
+    if strategy == "SPREAD":
+        params["spread"] = True
+    elif isinstance(strategy, _ss.NodeAffinitySchedulingStrategy):
+        params["node_id"] = _node_id_bytes(strategy.node_id)
+        params["soft"] = bool(strategy.soft)
+    elif isinstance(strategy, _ss.PlacementGroupSchedulingStrategy) and strategy.placement_group is not None:
         params["placement_group"] = strategy.placement_group.id.binary()
         params["bundle_index"] = int(strategy.placement_group_bundle_index)
         params["capture_child_tasks"] = bool(strategy.placement_group_capture_child_tasks)
@@ -191,6 +227,10 @@ def _create_actor(actor_class, args, kwargs):
     except _beam.RemoteError as e:
         handle._forget()
         code, message = (e.args + ("", ""))[:2]
+        if code == "exists" and name:
+            raise ValueError(f"The name {name} (namespace={namespace}) is already taken. Please use a different "
+                             f"name or get the existing actor using ray.get_actor('{name}', "
+                             f"namespace='{namespace}')") from None
         if code == "exists":
             raise ValueError(message) from None
         raise ValueError(f"beam could not create the actor: {message}") from None
@@ -198,12 +238,17 @@ def _create_actor(actor_class, args, kwargs):
 
 
 def get_actor(name, namespace=None):
-    """ray.get_actor: a handle to a live named actor; ValueError if none."""
+    """ray.get_actor: a handle to a live named actor in namespace (None: this
+    job's namespace); ValueError if none."""
     import _beam
 
+    if not name:
+        raise ValueError("Please supply a non-empty value to get_actor")
+    if namespace is not None:
+        _opts.validate_namespace(namespace)
     rt = _worker.runtime()
     try:
-        reply = rt.client.request("get_actor", {"name": name})
+        reply = rt.client.request("get_actor", {"name": name, "namespace": namespace or rt.namespace})
     except _beam.RemoteError as e:
         raise ValueError((e.args + ("", ""))[1]) from None
     # the daemon counted this connection as a holder when it answered
@@ -317,8 +362,11 @@ class RemoteFunction:
     a fresh worker process (an actor that ends after its one call)."""
 
     def __init__(self, fn, options=None):
-        _check_options({k: v for k, v in (options or {}).items() if k not in ("num_returns", "max_retries",
-                                                                               "retry_exceptions")})
+        if inspect.iscoroutinefunction(fn):
+            raise ValueError(
+                "'async def' should not be used for remote tasks. You can wrap the async function with "
+                "`asyncio.run(f())`. See more at:https://docs.ray.io/en/latest/ray-core/actors/async_api.html ")
+        _check_options(options or {}, task=True)
         self._function = fn
         self._options = dict(options or {})
         self.__name__ = fn.__name__
@@ -336,8 +384,9 @@ class RemoteFunction:
         return RemoteFunction(self._function, merged)
 
     def remote(self, *args, **kwargs):
-        opts = {k: v for k, v in self._options.items() if k in _ACTOR_OPTIONS and k not in (
-            "num_returns", "max_retries", "retry_exceptions", "max_calls")}
+        # the task options beam accepts have no actor counterpart to pass on
+        # (a task's name only labels it in Ray's dashboard: no named actor)
+        opts = {k: v for k, v in self._options.items() if k in _ACTOR_OPTIONS and k != "name"}
         opts.setdefault("num_cpus", 1)
         runner = ActorClass(_TaskRunner, opts)
         handle = runner.remote()

@@ -71,7 +71,7 @@ class RuntimeContext:
 
     @property
     def namespace(self):
-        return self._rt.namespace or "default"
+        return self._rt.namespace
 
     @property
     def gcs_address(self):

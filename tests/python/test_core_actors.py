@@ -557,11 +557,13 @@ def test_named_actor_visible_to_another_driver(ray_start):
             self.n += 1
             return self.n
 
-    s = Shared.options(name="beam-t-shared").remote()
+    # named actors are scoped per namespace, and each driver has its own
+    # anonymous one unless it names one (as in Ray)
+    s = Shared.options(name="beam-t-shared", namespace="beam-t").remote()
     assert ray.get(s.bump.remote()) == 1
     out = run_driver(textwrap.dedent("""
         import ray
-        ray.init()
+        ray.init(namespace="beam-t")
         h = ray.get_actor("beam-t-shared")
         print("GOT", ray.get(h.bump.remote()))
     """))
@@ -642,7 +644,7 @@ def test_subprocess_of_an_actor_connects_back(ray_start, beamd):
             env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address)
             code = ("import ray; ray.init(); print(ray.get_runtime_context().get_node_id()); "
                     "print(ray.get_runtime_context().get_actor_id()); "
-                    "h = ray.get_actor('beam-t-spawner'); print(ray.get(h.ping.remote()))")
+                    "h = ray.get_actor('beam-t-spawner', namespace='beam-t'); print(ray.get(h.ping.remote()))")
             out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                                  timeout=30)
             return out.returncode, out.stdout.split(), out.stderr[-2000:]
@@ -652,7 +654,7 @@ def test_subprocess_of_an_actor_connects_back(ray_start, beamd):
 
     # run() blocks the actor, so ping must go to a second one
     s = Spawner.remote()
-    named = Spawner.options(name="beam-t-spawner").remote()
+    named = Spawner.options(name="beam-t-spawner", namespace="beam-t").remote()
     assert ray.get(named.ping.remote()) == "spawner-pong"
     rc, lines, err = ray.get(s.run.remote(), timeout=30)
     assert rc == 0, err

@@ -453,7 +453,7 @@ def test_borrowed_actor_dies_when_owner_driver_exits(beamd):
             def pid(self):
                 return os.getpid()
 
-        a = Owned.options(name="beam-t-owned").remote()
+        a = Owned.options(name="beam-t-owned", namespace="beam-t").remote()
         print("PID", ray.get(a.pid.remote()), flush=True)
         sys.stdin.readline()
     """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=dict(os.environ))
@@ -462,7 +462,7 @@ def test_borrowed_actor_dies_when_owner_driver_exits(beamd):
         assert line.startswith("PID "), line
         pid = int(line.split()[1])
         ray.init()
-        h = ray.get_actor("beam-t-owned")
+        h = ray.get_actor("beam-t-owned", namespace="beam-t")
         assert ray.get(h.pid.remote(), timeout=5) == pid
         owner.stdin.write("\n")
         owner.stdin.flush()

@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 import time
+import uuid
 
 from ray import exceptions as _exc
 from ray._private import ids as _ids
@@ -19,7 +20,7 @@ from ray._private import refcount as _refcount
 from ray._private import serialization as _ser
 from ray._private.object_ref import ObjectRef
 
-STATUS_OK, STATUS_TASK_ERROR, STATUS_ACTOR_DIED, STATUS_LOST = 0, 1, 2, 3
+STATUS_OK, STATUS_TASK_ERROR, STATUS_ACTOR_DIED, STATUS_LOST, STATUS_UNSCHEDULABLE = 0, 1, 2, 3, 4
 
 _runtime = None
 _init_lock = threading.RLock()
@@ -132,6 +133,11 @@ def init(address=None, *, num_cpus=None, num_gpus=None, ignore_reinit_error=Fals
     unknown = [k for k in kwargs if k not in _INIT_KWARGS and not k.startswith("_")]
     if unknown:
         raise RuntimeError(f"Unknown keyword argument(s): {', '.join(unknown)}")
+    namespace = kwargs.get("namespace")
+    if namespace is not None:
+        from ray._private.options import validate_namespace
+
+        validate_namespace(namespace)
     with _init_lock:
         if _runtime is not None:
             if ignore_reinit_error:
@@ -167,8 +173,9 @@ def init(address=None, *, num_cpus=None, num_gpus=None, ignore_reinit_error=Fals
                 private.stop()
             raise
         env = _runtime_env_dict(runtime_env)
+        # as Ray: a job without a namespace gets an anonymous one of its own
         _runtime = Runtime(client, hello, "driver", private=private, runtime_env=env,
-                           namespace=kwargs.get("namespace"))
+                           namespace=namespace or str(uuid.uuid4()))
         if private:
             # processes this driver starts (vLLM's engine cores) join its
             # daemon, as Ray's children find the cluster the driver started
@@ -296,6 +303,8 @@ def _value(status, data, ref):
     if status == STATUS_ACTOR_DIED:
         init_failed = "error raised in its creation task" in message
         return None, _exc.ActorDiedError(error_msg=message, actor_init_failed=init_failed)
+    if status == STATUS_UNSCHEDULABLE:
+        return None, _exc.ActorUnschedulableError(message)
     return None, _exc.ObjectLostError(ref.hex(), call_site=message)
 
 

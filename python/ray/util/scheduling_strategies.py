@@ -14,9 +14,15 @@ class PlacementGroupSchedulingStrategy:
 
 
 class NodeAffinitySchedulingStrategy:
-    """Place the actor on the node with this id (soft: anywhere if it is gone)."""
+    """Place the actor on the node with this hex id, as Ray's node affinity
+    policy: while the node is alive and could ever fit the actor it waits
+    there for room (soft or not); when it is gone or too small, soft places
+    it anywhere, hard fails it (ActorUnschedulableError). The underscored
+    flags are refused when set (ray/_private/options.py)."""
 
     def __init__(self, node_id, soft, _spill_on_unavailable=False, _fail_on_unavailable=False):
+        if not isinstance(node_id, str):
+            node_id = node_id.hex()  # a NodeID, as Ray allows
         self.node_id = node_id
         self.soft = soft
         self._spill_on_unavailable = _spill_on_unavailable

@@ -1,0 +1,181 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The options of ``@ray.remote(...)`` and ``.options(...)``: Ray 2.43's lists,
+and for each one what beam does with it.
+
+Every option Ray 2.43 accepts is either run by beam, accepted because it
+changes nothing on beam (the reason is written beside it), or refused with
+``NotImplementedError`` naming the option, never silently ignored. The table
+in docs/API.md is this module in prose; keep the two in step.
+"""
+
+# Ray 2.43's names (ray/_private/ray_option_utils.py): common, actor-only, task-only.
+COMMON_OPTIONS = (
+    "accelerator_type", "memory", "name", "num_cpus", "num_gpus", "object_store_memory",
+    "placement_group", "placement_group_bundle_index", "placement_group_capture_child_tasks",
+    "resources", "runtime_env", "scheduling_strategy", "_metadata", "enable_task_events", "_labels",
+)
+ACTOR_ONLY_OPTIONS = (
+    "concurrency_groups", "lifetime", "max_concurrency", "max_restarts", "max_task_retries",
+    "max_pending_calls", "namespace", "get_if_exists",
+)
+TASK_ONLY_OPTIONS = (
+    "max_calls", "max_retries", "num_returns", "retry_exceptions", "_generator_backpressure_num_objects",
+)
+ACTOR_OPTIONS = COMMON_OPTIONS + ACTOR_ONLY_OPTIONS
+TASK_OPTIONS = COMMON_OPTIONS + TASK_ONLY_OPTIONS
+
+DEFAULT_MAX_CONCURRENCY_THREADED = 1
+DEFAULT_MAX_CONCURRENCY_ASYNC = 1000
+
+
+def _refuse(what, key, value, why):
+    raise NotImplementedError(
+        f"beam does not implement the {what} option {key}={value!r}: {why}. "
+        f"beam refuses it rather than ignore it (see docs/API.md, Options)."
+    )
+
+
+def _counting(key, value, infinite):
+    if value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"The type of keyword '{key}' must be (<class 'int'>, <class 'NoneType'>), "
+                        f"but received type {type(value)}")
+    if infinite and value < -1:
+        raise ValueError(f"The keyword '{key}' only accepts None, 0, -1 or a positive integer, "
+                         f"where -1 represents infinity.")
+    if not infinite and value < 0:
+        raise ValueError(f"The keyword '{key}' only accepts None, 0 or a positive integer.")
+
+
+def validate_namespace(namespace):
+    """Ray's ray._private.utils.validate_namespace."""
+    if not isinstance(namespace, str):
+        raise TypeError("namespace must be None or a string.")
+    if namespace == "":
+        raise ValueError('"" is not a valid namespace. Pass None to not specify a namespace.')
+
+
+def _check_strategy(what, strategy):
+    from ray.util import scheduling_strategies as ss
+
+    if strategy is None or strategy == "DEFAULT":
+        return
+    if isinstance(strategy, ss.PlacementGroupSchedulingStrategy):
+        return
+    if isinstance(strategy, ss.NodeAffinitySchedulingStrategy):
+        if strategy._spill_on_unavailable or strategy._fail_on_unavailable:
+            _refuse(what, "scheduling_strategy", "NodeAffinitySchedulingStrategy(_spill_on_unavailable/"
+                    "_fail_on_unavailable)", "only node_id and soft are run")
+        return
+    if strategy == "SPREAD":
+        return
+    if isinstance(strategy, str):
+        raise ValueError(f"Invalid scheduling_strategy {strategy!r}: expected 'DEFAULT', 'SPREAD', a "
+                         f"PlacementGroupSchedulingStrategy or a NodeAffinitySchedulingStrategy.")
+    raise TypeError(f"The type of keyword 'scheduling_strategy' must be a scheduling strategy, "
+                    f"but received type {type(strategy)}")
+
+
+def _check_common(what, options):
+    if options.get("accelerator_type") is not None:
+        _refuse(what, "accelerator_type", options["accelerator_type"],
+                "beam nodes advertise no accelerator types")
+    pg = options.get("placement_group", "default")
+    if pg not in ("default", None) and options.get("scheduling_strategy") is not None:
+        raise ValueError("Placement groups should be specified via the scheduling_strategy option. "
+                         "The placement_group option is deprecated.")
+    if options.get("placement_group") is not None and not isinstance(options["placement_group"], str):
+        from ray.util.placement_group import PlacementGroup
+
+        if not isinstance(options["placement_group"], PlacementGroup):
+            raise TypeError("The type of keyword 'placement_group' must be a PlacementGroup, "
+                            f"but received type {type(options['placement_group'])}")
+    _check_strategy(what, options.get("scheduling_strategy"))
+    # accepted, no effect on beam: _metadata (a note for Ray's libraries),
+    # enable_task_events (Ray's task event stream, which beam does not have),
+    # _labels (actor labels, shown only by Ray's state API)
+
+
+def check_actor_options(options, in_options=False):
+    """Raises for an option beam refuses or Ray would refuse; returns None."""
+    for key in options:
+        if key not in ACTOR_OPTIONS:
+            raise ValueError(f"Invalid option keyword {key} for actors. Valid ones are {list(ACTOR_OPTIONS)}.")
+    _check_common("actor", options)
+    if in_options and "concurrency_groups" in options:
+        raise ValueError("Setting 'concurrency_groups' is not supported in '.options()'.")
+    if options.get("concurrency_groups"):
+        _refuse("actor", "concurrency_groups", options["concurrency_groups"],
+                "use max_concurrency (one pool for all methods)")
+    _counting("max_concurrency", options.get("max_concurrency"), False)
+    if options.get("max_concurrency") == 0:
+        raise ValueError("max_concurrency must be at least 1.")
+    _counting("max_restarts", options.get("max_restarts"), True)
+    if options.get("max_restarts"):
+        _refuse("actor", "max_restarts", options["max_restarts"], "beam does not restart actors")
+    # max_task_retries: with no restarts Ray never retries an actor call
+    # either, so any value behaves as Ray's with max_restarts=0
+    _counting("max_task_retries", options.get("max_task_retries"), True)
+    _counting("max_pending_calls", options.get("max_pending_calls"), True)
+    if options.get("max_pending_calls") not in (None, -1):
+        _refuse("actor", "max_pending_calls", options["max_pending_calls"],
+                "beam does not limit a handle's pending calls (PendingCallsLimitExceeded)")
+    lifetime = options.get("lifetime")
+    if lifetime is not None and not isinstance(lifetime, str):
+        raise TypeError(f"The type of keyword 'lifetime' must be (<class 'str'>, <class 'NoneType'>), "
+                        f"but received type {type(lifetime)}")
+    if lifetime not in (None, "detached", "non_detached"):
+        raise ValueError("actor `lifetime` argument must be one of 'detached', 'non_detached' and 'None'.")
+    if options.get("namespace") is not None:
+        validate_namespace(options["namespace"])
+    name = options.get("name")
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be None or a string, got: '{type(name)}'.")
+    if "get_if_exists" in options and not isinstance(options["get_if_exists"], bool):
+        raise TypeError(f"The type of keyword 'get_if_exists' must be <class 'bool'>, "
+                        f"but received type {type(options['get_if_exists'])}")
+    if options.get("get_if_exists") and not options.get("name"):
+        raise ValueError("The actor name must be specified to use `get_if_exists`.")
+    # object_store_memory on an actor: deprecated in Ray, which reserves
+    # nothing for it either
+
+
+def check_task_options(options, in_options=False):
+    """As check_actor_options, for remote functions."""
+    for key in options:
+        if key not in TASK_OPTIONS:
+            raise ValueError(f"Invalid option keyword {key} for remote functions. "
+                             f"Valid ones are {list(TASK_OPTIONS)}.")
+    _check_common("task", options)
+    if options.get("object_store_memory") is not None:
+        raise ValueError("Setting 'object_store_memory' is not implemented for tasks")
+    if in_options and "max_calls" in options:
+        raise ValueError("Setting 'max_calls' is not supported in '.options()'.")
+    # max_calls: beam runs every task in a fresh worker process, which is
+    # what any max_calls allows
+    _counting("max_calls", options.get("max_calls"), False)
+    _counting("max_retries", options.get("max_retries"), True)
+    if options.get("max_retries") not in (None, 0):
+        _refuse("task", "max_retries", options["max_retries"], "beam does not retry a task whose worker died")
+    retry = options.get("retry_exceptions")
+    if retry not in (None, False):
+        _refuse("task", "retry_exceptions", retry, "beam does not retry a task that raised")
+    if options.get("num_returns") not in (None, 1):
+        _refuse("task", "num_returns", options["num_returns"], "a beam task returns one object")
+    if options.get("_generator_backpressure_num_objects") is not None:
+        _refuse("task", "_generator_backpressure_num_objects", options["_generator_backpressure_num_objects"],
+                "beam has no generator tasks")
+
+
+def strategy_of(options):
+    """The scheduling strategy, with the deprecated placement_group=...
+    options turned into the PlacementGroupSchedulingStrategy they mean."""
+    from ray.util import scheduling_strategies as ss
+
+    pg = options.get("placement_group", "default")
+    if pg not in ("default", None) and not isinstance(pg, str):
+        return ss.PlacementGroupSchedulingStrategy(
+            pg, options.get("placement_group_bundle_index", -1),
+            options.get("placement_group_capture_child_tasks"))
+    return options.get("scheduling_strategy")
