@@ -113,7 +113,8 @@ class Node:
 
     def popen(self, *args, env=None):
         e = dict(self.env, **(env or {}))
-        return subprocess.Popen(self.wrap + list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        return subprocess.Popen(self.wrap + list(args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True,
                                 env=e, cwd=self.home)
 
     def session(self):

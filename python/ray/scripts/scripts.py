@@ -346,10 +346,20 @@ def cmd_start(argv):
         proc = subprocess.Popen(args + ["--ready-fd", str(w)], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 pass_fds=(w,), close_fds=True, start_new_session=not a.block)
     os.close(w)
+
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt
+
+    saved = {sig: signal.signal(sig, interrupted) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         ok = wait_ready(r, proc)
+    except KeyboardInterrupt:
+        # stopped while waiting: no daemon is left behind
+        ok = None
     finally:
         os.close(r)
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
     if not ok:
         if proc.poll() is None:
             proc.terminate()
@@ -361,7 +371,8 @@ def cmd_start(argv):
         with open(log_path, "rb") as f:
             tail = f.read()[-3000:].decode(errors="replace")
         what = "join the cluster at " + a.address if a.address else "start"
-        raise Failure(f"beamd did not {what} (exit status {proc.returncode}); its log ({log_path}):\n{tail}")
+        why = "interrupted" if ok is None else f"exit status {proc.returncode}"
+        raise Failure(f"beamd did not {what} ({why}); its log ({log_path}):\n{tail}")
     ready_s = time.monotonic() - t0
 
     st = daemon_status(sock)
