@@ -206,15 +206,21 @@ def remove_session(temp_root, pid):
             pass
 
 
-def daemon_status(sock):
+def daemon_hello(sock, status=True):
+    """(hello, status) from the daemon at sock: hello describes that node,
+    status the whole cluster as its daemon sees it."""
     import _beam
 
     client = _beam.Client(sock)
     try:
-        client.request("hello", {"role": "ctl", "pid": os.getpid()})
-        return client.request("status", {})
+        hello = client.request("hello", {"role": "ctl", "pid": os.getpid()})
+        return hello, (client.request("status", {}) if status else None)
     finally:
         client.close()
+
+
+def daemon_status(sock):
+    return daemon_hello(sock)[1]
 
 
 def route_ip_to(host, port):
@@ -375,8 +381,8 @@ def cmd_start(argv):
         raise Failure(f"beamd did not {what} ({why}); its log ({log_path}):\n{tail}")
     ready_s = time.monotonic() - t0
 
-    st = daemon_status(sock)
-    node_ip = st.get("node_ip", ip or "127.0.0.1")
+    hello, _ = daemon_hello(sock, status=False)
+    node_ip = hello.get("node_ip") or ip or "127.0.0.1"
     cluster = f"{node_ip}:{port}" if a.head else a.address
     sess = {
         "pid": proc.pid, "socket": sock, "cluster": cluster, "head": bool(a.head), "node_ip": node_ip,
