@@ -18,6 +18,9 @@ import venv_util
 from venv_util import REPO, Node
 
 
+pytestmark = venv_util.skip_in_sanitizer_pass
+
+
 @pytest.fixture(scope="module")
 def venv():
     return venv_util.installed_venv()

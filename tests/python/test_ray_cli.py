@@ -45,8 +45,9 @@ class CliNode(venv_util.Node):
     """A node whose `ray` is this build's (python -m ray.scripts.scripts)."""
 
     def __init__(self, **env):
-        super().__init__(venv=None, PYTHONPATH=os.environ.get("PYTHONPATH", ""),
-                         BEAM_BEAMD=os.environ["BEAM_BEAMD"], **env)
+        keep = {k: v for k, v in os.environ.items()
+                if k in ("PYTHONPATH", "BEAM_BEAMD", "LD_PRELOAD") or k.startswith(("ASAN_", "UBSAN_"))}
+        super().__init__(venv=None, **keep, **env)
         self.started = []
 
     def ray(self, *args, **kw):

@@ -23,7 +23,7 @@ import venv_util
 from test_cluster_netns import _SKIP, NetnsPair, _ip
 from venv_util import REPO, Node, read_until
 
-pytestmark = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
+pytestmark = [pytest.mark.skipif(_SKIP is not None, reason=_SKIP or ""), venv_util.skip_in_sanitizer_pass]
 
 
 def _ns_pids(ns):
