@@ -348,3 +348,20 @@ def test_interrupted_join_leaves_no_daemon(nodes):
             p.kill()
         p.wait()
     head.stop()
+
+
+def test_temp_dir(nodes, tmp_path):
+    """--temp-dir holds the session's folder; ray.init and `ray stop` still
+    find it through Ray's default temp folder."""
+    n = nodes()
+    port = free_port()
+    custom = os.path.join(n.home, "rt")
+    out = n.start("--head", f"--port={port}", "--node-ip-address=127.0.0.1", f"--temp-dir={custom}")
+    assert out.returncode == 0, out.stderr
+    assert n.session()["socket"].startswith(custom + "/session_")
+    with open(os.path.join(custom, "ray_current_cluster")) as f:
+        assert f.read() == f"127.0.0.1:{port}"
+    got = n.python("import ray; ray.init(); print(ray.get_runtime_context().get_node_id())")
+    assert got.returncode == 0, got.stderr
+    assert n.stop().stdout == "Stopped all 1 Ray processes.\n"
+    assert not os.path.exists(os.path.join(custom, "ray_current_cluster"))

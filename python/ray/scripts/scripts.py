@@ -195,11 +195,15 @@ def remove_session(temp_root, pid):
     info, current = session_paths(temp_root)
     try:
         with open(info) as f:
-            if json.load(f).get("pid") != pid:
-                return
+            sess = json.load(f)
     except (OSError, ValueError):
         return
-    for p in (info, current):
+    if sess.get("pid") != pid:
+        return
+    paths = [info, current]
+    if sess.get("temp_dir") and sess["temp_dir"] != temp_root:
+        paths.append(session_paths(sess["temp_dir"])[1])
+    for p in paths:
         try:
             os.unlink(p)
         except OSError:
@@ -279,9 +283,14 @@ def cmd_start(argv):
                 raise Failure(f"Use the '--num-{k.lower()}s' command line argument instead of '{k}' in --resources.")
     check_auth_mode()
 
-    temp_root = os.path.abspath(a.temp_dir) if a.temp_dir else _node.ray_temp_dir()
+    # the session's folder goes in --temp-dir; what finds it (beam_node.json,
+    # ray_current_cluster) always in Ray's default temp folder, where
+    # ray.init and `ray stop` look
+    info_root = _node.ray_temp_dir()
+    temp_root = os.path.abspath(a.temp_dir) if a.temp_dir else info_root
+    os.makedirs(info_root, exist_ok=True)
     os.makedirs(temp_root, exist_ok=True)
-    running = _node.read_session(temp_root)
+    running = _node.read_session(info_root)
     if running:
         raise Failure(
             f"Ray is already running on this node: beamd (pid {running['pid']}) of the cluster at "
@@ -389,9 +398,11 @@ def cmd_start(argv):
         "listen_ip": listen_ip, "session_dir": session_dir, "log": log_path, "token_file": token_path,
         "block_pid": os.getpid() if a.block else None, "temp_dir": temp_root, "ready_s": round(ready_s, 3),
     }
-    info, current = session_paths(temp_root)
+    info, current = session_paths(info_root)
     write_atomic(info, json.dumps(sess, indent=1) + "\n")
     write_atomic(current, cluster)
+    if temp_root != info_root:
+        write_atomic(session_paths(temp_root)[1], cluster)
 
     say(f"Local node IP: {node_ip}")
     say()
@@ -427,7 +438,7 @@ def cmd_start(argv):
     say(f"(beam: beamd pid {proc.pid} ready in {ready_s:.2f} s, serving {sock}; log {log_path})")
     if not a.block:
         return 0
-    return block(proc, temp_root)
+    return block(proc, info_root)
 
 
 def wait_ready(fd, proc, timeout=READY_TIMEOUT_S):
