@@ -9,6 +9,7 @@ nothing of beam behind."""
 import base64
 import hashlib
 import os
+import socket
 import subprocess
 import zipfile
 
@@ -75,7 +76,10 @@ def test_readme_demo_from_the_venv(venv):
     """README's single-node path, as a pip user runs it: `ray start --head`,
     the demo as a driver with plain ray.init(), `ray stop`."""
     node = Node(venv)
-    out = node.ray("start", "--head", "--port", str(20000 + os.getpid() % 20000), "--node-ip-address", "127.0.0.1",
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = node.ray("start", "--head", "--port", str(port), "--node-ip-address", "127.0.0.1",
                    "--num-gpus", "4")
     try:
         assert out.returncode == 0, out.stdout + out.stderr
