@@ -146,7 +146,11 @@ def test_head_makes_token_ignores_ray_flags_and_stops(nodes):
     assert " 0.0/2.0 accel" in usage
     assert any(u.endswith(" memory") and u.startswith(" 0B/") for u in usage)
     out = n.stop()
-    assert out.stdout == "Stopped all 1 Ray processes.\n", out
+    assert out.stdout.endswith(", 0 worker process(es)\nStopped all 1 Ray processes.\n"), out
+    assert out.stdout.startswith(f"beam: stopped beamd (pid {n.started[0]}) of the cluster at 127.0.0.1:{port}")
+    # with nothing started, ray.init() starts a private daemon again
+    got = n.python("import ray; print(ray.init()['address'])")
+    assert got.returncode == 0 and f"/beam-{os.getuid()}/driver-" in got.stdout, got
     assert n.session() is None
     assert not os.path.exists(os.path.join(n.tmp, "ray", "ray_current_cluster"))
 
@@ -157,6 +161,9 @@ def test_auth_mode(nodes):
     assert out.returncode == 1
     assert "RAY_AUTH_MODE=disabled is refused: beam never runs a cluster without authentication" in out.stderr
     assert n.session() is None and not os.path.exists(os.path.join(n.home, ".ray"))
+    n = nodes(RAY_AUTH_TOKEN_PATH="/nonexistent/token")
+    out = n.start("--head", f"--port={free_port()}", "--node-ip-address=127.0.0.1")
+    assert out.returncode == 1 and "cannot read the cluster token from /nonexistent/token" in out.stderr
     n = nodes(RAY_AUTH_MODE="token")
     out = n.start("--head", f"--port={free_port()}", "--node-ip-address=127.0.0.1")
     assert out.returncode == 0, out.stderr
@@ -243,8 +250,8 @@ def test_two_nodes_tokens_status_and_init(nodes):
     assert f"cluster at 127.0.0.1:{port}, not to {other}" in out.stdout
     assert f"NODE {member_id}" in out.stdout
 
-    assert member.stop().stdout.startswith("Stopped all ")
-    assert head.stop().stdout.startswith("Stopped all ")
+    assert "\nStopped all 1 Ray processes." in member.stop().stdout
+    assert "\nStopped all 1 Ray processes." in head.stop().stdout
 
 
 def test_block_stop_takes_workers_and_blocker(nodes):
@@ -273,6 +280,7 @@ def test_block_stop_takes_workers_and_blocker(nodes):
         assert out.returncode == 0
         count = int(out.stdout.split("Stopped all ", 1)[1].split()[0])
         assert count >= 3, out.stdout  # beamd, the worker, the blocking ray start
+        assert f"and the blocking `ray start` (pid {blocker.pid})" in out.stdout
         assert blocker.wait(20) == 0
         assert not alive(worker) and not alive(sess["pid"])
         assert n.session() is None
@@ -363,5 +371,5 @@ def test_temp_dir(nodes, tmp_path):
         assert f.read() == f"127.0.0.1:{port}"
     got = n.python("import ray; ray.init(); print(ray.get_runtime_context().get_node_id())")
     assert got.returncode == 0, got.stderr
-    assert n.stop().stdout == "Stopped all 1 Ray processes.\n"
+    assert n.stop().stdout.endswith("\nStopped all 1 Ray processes.\n")
     assert not os.path.exists(os.path.join(custom, "ray_current_cluster"))

@@ -562,6 +562,11 @@ def cmd_stop(argv):
     if left:
         warn(f"beam: {len(left)} process(es) did not stop within 16 s and were killed: "
              + ", ".join(map(str, left)))
+    workers = len(procs) - 1 - (1 if blocker in procs else 0)
+    what = f"beamd (pid {pid}) of the cluster at {sess.get('cluster')}, {workers} worker process(es)"
+    if blocker in procs:
+        what += f" and the blocking `ray start` (pid {blocker})"
+    say(f"beam: stopped {what}")
     say(f"Stopped all {len(procs)} Ray processes.")
     return 0
 
