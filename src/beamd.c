@@ -47,6 +47,7 @@ typedef struct options_s {
     int port;
     const char *address;   /* --address HOST:PORT: join that head */
     const char *token_file;
+    const char *listen_ip; /* --listen-ip: where the head listens (default --node-ip) */
     double node_timeout;   /* seconds */
 } options_t;
 
@@ -72,6 +73,7 @@ static void usage(FILE *f)
             "cluster:\n"
             "  --head               be the head: listen for nodes on --node-ip:--port\n"
             "  --port P             the head's TCP port (default 6379)\n"
+            "  --listen-ip IP       where the head listens (default --node-ip; 0.0.0.0: every address)\n"
             "  --address HOST:PORT  join the head there as a node\n"
             "  --token-file PATH    the cluster token (the head makes one when the file is missing)\n"
             "  --node-timeout S     a node or head silent this long is dead (default 3)\n"
@@ -92,7 +94,7 @@ static int parse_u32(const char *s, uint32_t *out)
 static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
 {
     enum { O_SOCKET = 1, O_CPUS, O_GPUS, O_MEM, O_RES, O_IP, O_FRAME, O_DEPTH, O_ITEMS, O_STR, O_OUTQ,
-           O_LOG, O_READY, O_PARENT, O_HELP, O_HEAD, O_PORT, O_ADDRESS, O_TOKEN, O_TIMEOUT };
+           O_LOG, O_READY, O_PARENT, O_HELP, O_HEAD, O_PORT, O_ADDRESS, O_TOKEN, O_TIMEOUT, O_LISTEN };
     static const struct option longopts[] = {
         {"socket", 1, 0, O_SOCKET},     {"num-cpus", 1, 0, O_CPUS},  {"num-gpus", 1, 0, O_GPUS},
         {"memory", 1, 0, O_MEM},        {"resource", 1, 0, O_RES},   {"node-ip", 1, 0, O_IP},
@@ -101,6 +103,7 @@ static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
         {"ready-fd", 1, 0, O_READY},    {"exit-with-parent", 0, 0, O_PARENT}, {"help", 0, 0, O_HELP},
         {"head", 0, 0, O_HEAD},         {"port", 1, 0, O_PORT},      {"address", 1, 0, O_ADDRESS},
         {"token-file", 1, 0, O_TOKEN},  {"node-timeout", 1, 0, O_TIMEOUT},
+        {"listen-ip", 1, 0, O_LISTEN},
         {0, 0, 0, 0},
     };
     int c;
@@ -152,6 +155,7 @@ static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
             break;
         case O_ADDRESS: o->address = optarg; break;
         case O_TOKEN: o->token_file = optarg; break;
+        case O_LISTEN: o->listen_ip = optarg; break;
         case O_TIMEOUT:
             o->node_timeout = strtod(optarg, &end);
             if (*end || o->node_timeout <= 0) goto bad;
@@ -284,7 +288,7 @@ static int cluster_options(beam_node_t *node, const options_t *o, beam_cluster_o
     memset(co, 0, sizeof *co);
     co->timeout_ms = (uint64_t)((o->node_timeout > 0 ? o->node_timeout : 3.0) * 1000);
     co->heartbeat_ms = co->timeout_ms / 4 ? co->timeout_ms / 4 : 1;
-    co->listen_ip = node->node_ip;
+    co->listen_ip = o->listen_ip ? o->listen_ip : node->node_ip;
     co->port = o->port ? o->port : 6379;
     if (o->address) {
         static char host[64];
@@ -441,7 +445,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "beamd: head listening for nodes on %s:%d. To join a node, run on it:\n"
                         "  beamd --address %s:%d --token-file %s --node-ip <that node's ip>\n"
                         "(copy %s there first; it is the cluster's secret)\n",
-                co.listen_ip, co.port, co.listen_ip, co.port, token_path, token_path);
+                co.listen_ip, co.port, node.node_ip, co.port, token_path, token_path);
     } else if (o.address) {
         if (beam_link_join(&node, &co) < 0) {
             fprintf(stderr, "beamd: cannot join %s\n", o.address);

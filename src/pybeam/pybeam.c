@@ -12,6 +12,20 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#if PY_VERSION_HEX < 0x030A0000
+/* CPython 3.9 has no PyModule_AddObjectRef (3.10): the same, from AddObject,
+ * which steals the reference only when it succeeds. */
+static int PyModule_AddObjectRef(PyObject *m, const char *name, PyObject *v)
+{
+    Py_XINCREF(v);
+    if (PyModule_AddObject(m, name, v) < 0) {
+        Py_XDECREF(v);
+        return -1;
+    }
+    return 0;
+}
+#endif
+
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>

@@ -14,21 +14,30 @@ import tempfile
 import time
 
 
-def beamd_path():
-    """$BEAM_BEAMD, else the beamd built beside the _beam extension, else PATH."""
-    env = os.environ.get("BEAM_BEAMD")
+def program_path(name, search_path=True):
+    """Where beam's program `name` (beamd or beamctl) is: $BEAM_BEAMD /
+    $BEAM_BEAMCTL, else inside this package (ray/_bin, where a pip install
+    puts it), else beside the _beam extension (a build tree), else on PATH."""
+    env = os.environ.get("BEAM_" + name.upper())
     if env:
         return env
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cands = [os.path.join(here, "_bin", name)]
     try:
         import _beam
 
-        here = os.path.dirname(os.path.abspath(_beam.__file__))
-        for cand in (os.path.join(here, "..", "beamd"), os.path.join(here, "beamd")):
-            if os.access(cand, os.X_OK):
-                return os.path.normpath(cand)
+        ext = os.path.dirname(os.path.abspath(_beam.__file__))
+        cands += [os.path.join(ext, "..", name), os.path.join(ext, name)]
     except ImportError:
         pass
-    return shutil.which("beamd")
+    for cand in cands:
+        if os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return os.path.normpath(cand)
+    return shutil.which(name) if search_path else None
+
+
+def beamd_path():
+    return program_path("beamd")
 
 
 def socket_answers(path):
@@ -108,3 +117,77 @@ class PrivateDaemon:
                 self.proc.kill()
                 self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# --- The node's session: what `ray start` leaves for ray.init and `ray stop`.
+#
+# `ray start` writes, in Ray's temp folder ($RAY_TMPDIR/ray, else
+# $TMPDIR/ray, else /tmp/ray, as Ray's get_ray_temp_dir):
+#   ray_current_cluster   the cluster's address, HOST:PORT (Ray's file)
+#   beam_node.json        this node's daemon: socket, pid, cluster, session dir
+# ray.init() / address="auto" / "HOST:PORT" read them to find the daemon.
+
+SESSION_FILE = "beam_node.json"
+
+
+def ray_temp_dir():
+    """Ray's default temp folder (ray._private.utils.get_ray_temp_dir)."""
+    if os.environ.get("RAY_TMPDIR"):
+        base = os.environ["RAY_TMPDIR"]
+    elif os.environ.get("TMPDIR"):
+        base = os.environ["TMPDIR"]
+    else:
+        base = "/tmp"
+    return os.path.join(base, "ray")
+
+
+def pid_alive(pid):
+    """True when pid runs (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{int(pid)}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def read_session(temp_dir=None):
+    """The session `ray start` left on this node, as a dict, when its beamd
+    still runs and answers; else None."""
+    import json
+
+    path = os.path.join(temp_dir or ray_temp_dir(), SESSION_FILE)
+    try:
+        with open(path) as f:
+            sess = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(sess, dict) or not pid_alive(sess.get("pid", 0)):
+        return None
+    if not socket_answers(sess.get("socket", "")):
+        return None
+    return sess
+
+
+def _addresses_of(host):
+    import socket as _s
+
+    try:
+        return {ai[4][0] for ai in _s.getaddrinfo(host, None, proto=_s.IPPROTO_TCP)}
+    except OSError:
+        return set()
+
+
+def same_cluster(address, sess):
+    """Whether address (HOST:PORT) names the cluster of session sess: the
+    head's address (as the head advertises it, or as a member joined it), or,
+    on the head, any address of this machine it listens on, at its port."""
+    host, _, port = address.rpartition(":")
+    chost, _, cport = sess["cluster"].rpartition(":")
+    if not host or port != cport:
+        return False
+    want = _addresses_of(host.strip("[]"))
+    if want & (_addresses_of(chost) | {chost}):
+        return True
+    if sess.get("head") and sess.get("listen_ip") in ("0.0.0.0", "::"):
+        return bool(want & ({"127.0.0.1", "::1"} | set(sess.get("local_ips", []))))
+    return False

@@ -93,37 +93,53 @@ def runtime():
     return rt
 
 
-def _resolve_address(address):
-    """Returns (socket path or None, may_start_private)."""
+def _resolve_address(address, temp_dir=None):
+    """Returns (socket path or None, may_start_private), as Ray finds its
+    cluster: the address given, else $RAY_ADDRESS; "auto" or none means this
+    node's daemon ($BEAM_SOCKET, else the one `ray start` left a session for
+    in Ray's temp folder, else the per-user default socket); HOST:PORT must
+    name the cluster this node's `ray start` daemon belongs to."""
+    from ray._private import node as _node
+
     if address in (None, ""):
         address = os.environ.get("RAY_ADDRESS") or None
     if address == "local":
         return None, True
-    if address is None:
-        # as Ray: attach to the local daemon if one answers, else start one
+    if address is None or address == "auto":
         path = os.environ.get("BEAM_SOCKET")
-        if path:
-            return path, True
-        import _beam
-
-        return _beam.default_socket_path(), True
-    if address == "auto":
-        path = os.environ.get("BEAM_SOCKET")
+        if not path:
+            sess = _node.read_session(temp_dir)
+            if sess:
+                path = sess["socket"]
         if not path:
             import _beam
 
             path = _beam.default_socket_path()
-        return path, False
+        return path, address is None
     if address.startswith("unix:"):
         address = address[5:]
     if address.startswith("beam://"):
         address = address[7:]
     if "/" in address:
         return address, False
-    # "ip:port" (a Ray address): on beam the local daemon's socket serves it
-    import _beam
+    # "HOST:PORT" (a Ray address): beam's drivers talk to their own node's
+    # daemon, which must belong to that cluster
+    sess = _node.read_session(temp_dir)
+    if sess:
+        if _node.same_cluster(address, sess):
+            return sess["socket"], False
+        raise ConnectionError(
+            f"ray.init(address={address!r}): this node's Ray (beamd, pid {sess.get('pid')}, started by "
+            f"`ray start`) belongs to the cluster at {sess['cluster']}, not to {address}. beam's drivers "
+            f"connect through their own node's daemon: run the driver on a node of {address}, or "
+            f"`ray stop` here and `ray start --address={address}` first."
+        )
+    path = os.environ.get("BEAM_SOCKET")
+    if not path:
+        import _beam
 
-    return _beam.default_socket_path(), False
+        path = _beam.default_socket_path()
+    return path, False
 
 
 def init(address=None, *, num_cpus=None, num_gpus=None, ignore_reinit_error=False, runtime_env=None,
@@ -149,7 +165,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, ignore_reinit_error=Fals
         from ray._private import node as _node
 
         explicit = address not in (None, "") or bool(os.environ.get("RAY_ADDRESS"))
-        path, may_start = _resolve_address(address)
+        path, may_start = _resolve_address(address, kwargs.get("_temp_dir"))
         private = None
         logs = kwargs.get("log_to_driver", True)
         if path and _node.socket_answers(path):
