@@ -131,14 +131,18 @@ static int idle(const beam_actor_t *a)
     return !a->queue && !a->sent;
 }
 
-/* No handle and no carrier names the actor: it ends once its queue drains. */
-static void check_unreferenced(beam_node_t *node, beam_actor_t *a)
+/* No handle and no carrier names the actor: it ends once its queue drains
+ * (a pending one at once: Ray cancels it). Returns 1 if it died here, and
+ * then the record may be freed already (actor_die ends in maybe_free). */
+static int check_unreferenced(beam_node_t *node, beam_actor_t *a)
 {
     if (a->state == BEAM_ACTOR_DEAD || a->holders > 0 || a->pins > 0)
-        return;
+        return 0;
     a->stop_when_idle = 1;
-    if (idle(a))
-        actor_die(node, a, "The actor is dead because all references to the actor were removed.");
+    if (!idle(a))
+        return 0;
+    actor_die(node, a, "The actor is dead because all references to the actor were removed.");
+    return 1;
 }
 
 void beam_actor_pin(beam_node_t *node, beam_actor_t *a)
@@ -150,8 +154,8 @@ void beam_actor_unpin(beam_node_t *node, beam_actor_t *a)
 {
     if (a->pins > 0)
         a->pins--;
-    check_unreferenced(node, a);
-    maybe_free(node, a);
+    if (!check_unreferenced(node, a))
+        maybe_free(node, a);
 }
 
 void beam_actor_hold(beam_node_t *node, beam_actor_t *a)
@@ -163,8 +167,8 @@ void beam_actor_unhold(beam_node_t *node, beam_actor_t *a)
 {
     if (a->holders > 0)
         a->holders--;
-    check_unreferenced(node, a);
-    maybe_free(node, a);
+    if (!check_unreferenced(node, a))
+        maybe_free(node, a);
 }
 
 /* Gives the actor's resources back where they came from. */
@@ -234,10 +238,11 @@ void beam_actor_worker_exited(beam_node_t *node, const char *actor, long pid, in
                      "The actor is dead because its worker process has died. Worker exit type: %s "
                      "Worker exit detail: the worker (pid %ld) exited with code %lld.",
                      status == 0 ? "INTENDED_USER_EXIT" : "SYSTEM_ERROR", pid, (long long)status);
-        actor_die(node, a, msg);
+        actor_die(node, a, msg); /* gives the grant back and may free the record */
+    } else {
+        release_grant(node, a);
+        maybe_free(node, a);
     }
-    release_grant(node, a);
-    maybe_free(node, a);
     beam_actors_schedule(node);
 }
 
@@ -615,10 +620,13 @@ void beam_actors_conn_gone(beam_node_t *node, beam_conn_t *c)
         a = c->actor;
         c->actor = NULL;
         a->worker = NULL;
-        actor_die(node, a,
-                  "The actor is dead because its worker process has died. Worker exit type: "
-                  "SYSTEM_ERROR Worker exit detail: the worker's connection to beamd closed.");
-        maybe_free(node, a);
+        /* a death ends in maybe_free: free here only one that was dead already */
+        if (a->state == BEAM_ACTOR_DEAD)
+            maybe_free(node, a);
+        else
+            actor_die(node, a,
+                      "The actor is dead because its worker process has died. Worker exit type: "
+                      "SYSTEM_ERROR Worker exit detail: the worker's connection to beamd closed.");
     }
     HASH_ITER(hh, node->actors, a, tmp)
         if (a->owner == c) {
@@ -636,6 +644,15 @@ void beam_actors_pg_removed(beam_node_t *node, beam_pg_t *pg)
         if (a->pg == pg)
             a->doomed = a->state != BEAM_ACTOR_DEAD;
     kill_doomed(node, "The actor is dead because its placement group was removed.");
+}
+
+void beam_actors_pg_forget(beam_node_t *node, beam_pg_t *pg)
+{
+    beam_actor_t *a, *tmp;
+    beam_actors_pg_removed(node, pg);
+    HASH_ITER(hh, node->actors, a, tmp)
+        if (a->pg == pg)
+            a->pg = NULL;
 }
 
 void beam_actors_member_lost(beam_node_t *node, beam_member_t *m, const char *message)
