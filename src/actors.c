@@ -648,8 +648,20 @@ void beam_actors_pg_removed(beam_node_t *node, beam_pg_t *pg)
 
 void beam_actors_pg_forget(beam_node_t *node, beam_pg_t *pg)
 {
+    /* (none should be left alive; they die one at a time, without the
+     * doomed marks a sweep further up the stack may be using) */
+    for (;;) {
+        beam_actor_t *a, *tmp, *victim = NULL;
+        HASH_ITER(hh, node->actors, a, tmp)
+            if (a->pg == pg && a->state != BEAM_ACTOR_DEAD) {
+                victim = a;
+                break;
+            }
+        if (!victim)
+            break;
+        actor_die(node, victim, "The actor is dead because its placement group was removed.");
+    }
     beam_actor_t *a, *tmp;
-    beam_actors_pg_removed(node, pg);
     HASH_ITER(hh, node->actors, a, tmp)
         if (a->pg == pg)
             a->pg = NULL;
