@@ -133,14 +133,18 @@ static int idle(const beam_actor_t *a)
 }
 
 /* No handle and no carrier names the actor: it ends once its queue drains
- * (a detached actor does not: only ray.kill ends it). */
-static void check_unreferenced(beam_node_t *node, beam_actor_t *a)
+ * (a pending one at once: Ray cancels it; a detached actor does not end:
+ * only ray.kill ends it). Returns 1 if it died here, and then the record may
+ * be freed already (actor_die ends in maybe_free). */
+static int check_unreferenced(beam_node_t *node, beam_actor_t *a)
 {
     if (a->state == BEAM_ACTOR_DEAD || a->detached || a->holders > 0 || a->pins > 0)
-        return;
+        return 0;
     a->stop_when_idle = 1;
-    if (idle(a))
-        actor_die(node, a, "The actor is dead because all references to the actor were removed.");
+    if (!idle(a))
+        return 0;
+    actor_die(node, a, "The actor is dead because all references to the actor were removed.");
+    return 1;
 }
 
 void beam_actor_pin(beam_node_t *node, beam_actor_t *a)
@@ -152,8 +156,8 @@ void beam_actor_unpin(beam_node_t *node, beam_actor_t *a)
 {
     if (a->pins > 0)
         a->pins--;
-    check_unreferenced(node, a);
-    maybe_free(node, a);
+    if (!check_unreferenced(node, a))
+        maybe_free(node, a);
 }
 
 void beam_actor_hold(beam_node_t *node, beam_actor_t *a)
@@ -165,8 +169,8 @@ void beam_actor_unhold(beam_node_t *node, beam_actor_t *a)
 {
     if (a->holders > 0)
         a->holders--;
-    check_unreferenced(node, a);
-    maybe_free(node, a);
+    if (!check_unreferenced(node, a))
+        maybe_free(node, a);
 }
 
 /* Gives the actor's resources back where they came from. */
@@ -236,10 +240,11 @@ void beam_actor_worker_exited(beam_node_t *node, const char *actor, long pid, in
                      "The actor is dead because its worker process has died. Worker exit type: %s "
                      "Worker exit detail: the worker (pid %ld) exited with code %lld.",
                      status == 0 ? "INTENDED_USER_EXIT" : "SYSTEM_ERROR", pid, (long long)status);
-        actor_die(node, a, msg);
+        actor_die(node, a, msg); /* gives the grant back and may free the record */
+    } else {
+        release_grant(node, a);
+        maybe_free(node, a);
     }
-    release_grant(node, a);
-    maybe_free(node, a);
     beam_actors_schedule(node);
 }
 
@@ -697,10 +702,13 @@ void beam_actors_conn_gone(beam_node_t *node, beam_conn_t *c)
         a = c->actor;
         c->actor = NULL;
         a->worker = NULL;
-        actor_die(node, a,
-                  "The actor is dead because its worker process has died. Worker exit type: "
-                  "SYSTEM_ERROR Worker exit detail: the worker's connection to beamd closed.");
-        maybe_free(node, a);
+        /* a death ends in maybe_free: free here only one that was dead already */
+        if (a->state == BEAM_ACTOR_DEAD)
+            maybe_free(node, a);
+        else
+            actor_die(node, a,
+                      "The actor is dead because its worker process has died. Worker exit type: "
+                      "SYSTEM_ERROR Worker exit detail: the worker's connection to beamd closed.");
     }
     HASH_ITER(hh, node->actors, a, tmp)
         if (a->owner == c) {
@@ -718,6 +726,27 @@ void beam_actors_pg_removed(beam_node_t *node, beam_pg_t *pg)
         if (a->pg == pg)
             a->doomed = a->state != BEAM_ACTOR_DEAD;
     kill_doomed(node, "The actor is dead because its placement group was removed.");
+}
+
+void beam_actors_pg_forget(beam_node_t *node, beam_pg_t *pg)
+{
+    /* (none should be left alive; they die one at a time, without the
+     * doomed marks a sweep further up the stack may be using) */
+    for (;;) {
+        beam_actor_t *a, *tmp, *victim = NULL;
+        HASH_ITER(hh, node->actors, a, tmp)
+            if (a->pg == pg && a->state != BEAM_ACTOR_DEAD) {
+                victim = a;
+                break;
+            }
+        if (!victim)
+            break;
+        actor_die(node, victim, "The actor is dead because its placement group was removed.");
+    }
+    beam_actor_t *a, *tmp;
+    HASH_ITER(hh, node->actors, a, tmp)
+        if (a->pg == pg)
+            a->pg = NULL;
 }
 
 void beam_actors_member_lost(beam_node_t *node, beam_member_t *m, const char *message)
