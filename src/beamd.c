@@ -48,6 +48,7 @@ typedef struct options_s {
     const char *address;   /* --address HOST:PORT: join that head */
     const char *token_file;
     double node_timeout;   /* seconds */
+    uint32_t max_handshakes, max_handshakes_per_ip; /* 0: link.h's defaults */
 } options_t;
 
 static void usage(FILE *f)
@@ -75,6 +76,10 @@ static void usage(FILE *f)
             "  --address HOST:PORT  join the head there as a node\n"
             "  --token-file PATH    the cluster token (the head makes one when the file is missing)\n"
             "  --node-timeout S     a node or head silent this long is dead (default 3)\n"
+            "  --max-handshakes N   head: node connections held in the handshake at once\n"
+            "                       (default 64); more are closed at accept\n"
+            "  --max-handshakes-per-ip N\n"
+            "                       the same, from one address (default 8)\n"
             "  --help\n");
 }
 
@@ -92,7 +97,8 @@ static int parse_u32(const char *s, uint32_t *out)
 static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
 {
     enum { O_SOCKET = 1, O_CPUS, O_GPUS, O_MEM, O_RES, O_IP, O_FRAME, O_DEPTH, O_ITEMS, O_STR, O_OUTQ,
-           O_LOG, O_READY, O_PARENT, O_HELP, O_HEAD, O_PORT, O_ADDRESS, O_TOKEN, O_TIMEOUT };
+           O_LOG, O_READY, O_PARENT, O_HELP, O_HEAD, O_PORT, O_ADDRESS, O_TOKEN, O_TIMEOUT, O_HANDSHAKES,
+           O_HANDSHAKES_IP };
     static const struct option longopts[] = {
         {"socket", 1, 0, O_SOCKET},     {"num-cpus", 1, 0, O_CPUS},  {"num-gpus", 1, 0, O_GPUS},
         {"memory", 1, 0, O_MEM},        {"resource", 1, 0, O_RES},   {"node-ip", 1, 0, O_IP},
@@ -101,6 +107,7 @@ static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
         {"ready-fd", 1, 0, O_READY},    {"exit-with-parent", 0, 0, O_PARENT}, {"help", 0, 0, O_HELP},
         {"head", 0, 0, O_HEAD},         {"port", 1, 0, O_PORT},      {"address", 1, 0, O_ADDRESS},
         {"token-file", 1, 0, O_TOKEN},  {"node-timeout", 1, 0, O_TIMEOUT},
+        {"max-handshakes", 1, 0, O_HANDSHAKES}, {"max-handshakes-per-ip", 1, 0, O_HANDSHAKES_IP},
         {0, 0, 0, 0},
     };
     int c;
@@ -155,6 +162,14 @@ static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
         case O_TIMEOUT:
             o->node_timeout = strtod(optarg, &end);
             if (*end || o->node_timeout <= 0) goto bad;
+            break;
+        case O_HANDSHAKES:
+            if (parse_u32(optarg, &u) || u > 65536) goto bad;
+            o->max_handshakes = u;
+            break;
+        case O_HANDSHAKES_IP:
+            if (parse_u32(optarg, &u) || u > 65536) goto bad;
+            o->max_handshakes_per_ip = u;
             break;
         case O_HELP: usage(stdout); exit(0);
         default: usage(stderr); return -1;
@@ -286,6 +301,8 @@ static int cluster_options(beam_node_t *node, const options_t *o, beam_cluster_o
     co->heartbeat_ms = co->timeout_ms / 4 ? co->timeout_ms / 4 : 1;
     co->listen_ip = node->node_ip;
     co->port = o->port ? o->port : 6379;
+    co->max_handshakes = (int)o->max_handshakes;
+    co->max_handshakes_per_ip = (int)o->max_handshakes_per_ip;
     if (o->address) {
         static char host[64];
         const char *colon = strrchr(o->address, ':');

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,7 +23,6 @@
 
 #define NONCE_BYTES 32
 #define PREAUTH_MAX_FRAME 4096
-#define AUTH_TIMEOUT_MS 5000
 #define RECONNECT_MS 1000
 
 enum { SIDE_HEAD = 0, SIDE_MEMBER = 1 };
@@ -36,6 +36,7 @@ struct beam_link_s {
     int side;
     int state;
     int closing;
+    int quiet; /* refused at accept: closed without a log line of its own */
     int handles;
     unsigned char my_nonce[NONCE_BYTES], peer_nonce[NONCE_BYTES];
     /* after the handshake every frame body is sealed (XChaCha20-Poly1305
@@ -46,6 +47,7 @@ struct beam_link_s {
     beam_member_t *member;
     uint64_t born_ms, last_rx_ms;
     char peer[64];
+    char peer_ip[48]; /* head: the address alone, for the per-address cap */
     struct beam_link_s *next;
 };
 
@@ -58,6 +60,8 @@ typedef struct links_s {
     beam_link_t *all;
     uv_timer_t reconnect;
     int reconnect_init;
+    int fd_floor;             /* head: an accepted fd this high leaves too few */
+    uint64_t refused, refused_logged_ms;
 } links_t;
 
 typedef struct write_req_s {
@@ -961,10 +965,12 @@ static void on_timer(uv_timer_t *t)
     links_t *ls = l->node->links;
     uint64_t now = uv_now(t->loop);
     if (l->state != S_UP) {
-        if (now - l->born_ms > AUTH_TIMEOUT_MS)
+        if (now - l->born_ms >= BEAM_HANDSHAKE_TIMEOUT_MS)
             link_close(l, "the handshake took too long");
         return;
     }
+    if (uv_timer_get_repeat(t) != ls->opts.heartbeat_ms)
+        uv_timer_set_repeat(t, ls->opts.heartbeat_ms); /* up: from the handshake's pace to the heartbeat's */
     if (now - l->last_rx_ms > ls->opts.timeout_ms) {
         link_close(l, "no heartbeat within the timeout");
         return;
@@ -1006,7 +1012,8 @@ static void link_close(beam_link_t *l, const char *why)
     l->closing = 1;
     beam_node_t *node = l->node;
     link_unlist(l);
-    beam_log(l->state == S_UP ? BEAM_LOG_WARN : BEAM_LOG_INFO, "link with %s closed: %s", l->peer, why);
+    beam_log(l->quiet ? BEAM_LOG_DEBUG : l->state == S_UP ? BEAM_LOG_WARN : BEAM_LOG_INFO, "link with %s closed: %s",
+             l->peer, why);
     uv_timer_stop(&l->timer);
     uv_close((uv_handle_t *)&l->timer, on_link_handle_close);
     uv_close((uv_handle_t *)&l->tcp, on_link_handle_close);
@@ -1067,7 +1074,10 @@ static void start_link(beam_link_t *l)
     links_t *ls = l->node->links;
     uv_tcp_nodelay(&l->tcp, 1);
     uv_read_start((uv_stream_t *)&l->tcp, on_alloc, on_read);
-    uv_timer_start(&l->timer, on_timer, ls->opts.heartbeat_ms, ls->opts.heartbeat_ms);
+    /* the handshake's timeout is kept to within a second, however long the
+     * heartbeat interval is */
+    uint64_t every = ls->opts.heartbeat_ms < 1000 ? ls->opts.heartbeat_ms : 1000;
+    uv_timer_start(&l->timer, on_timer, every, every);
 }
 
 static void peer_name(beam_link_t *l)
@@ -1079,27 +1089,67 @@ static void peer_name(beam_link_t *l)
         char ip[48] = "";
         if (ss.ss_family == AF_INET) {
             uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof ip);
+            snprintf(l->peer_ip, sizeof l->peer_ip, "%s", ip);
             snprintf(l->peer, sizeof l->peer, "%s:%d", ip, ntohs(((struct sockaddr_in *)&ss)->sin_port));
         } else if (ss.ss_family == AF_INET6) {
             uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof ip);
+            snprintf(l->peer_ip, sizeof l->peer_ip, "%s", ip);
             snprintf(l->peer, sizeof l->peer, "[%s]:%d", ip, ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
         }
     }
 }
 
+/* Why a node connection just accepted must be closed at once, or NULL: too
+ * many handshakes under way (in all, or from its address), or too few fds
+ * left. Only authenticated links may stay longer than the handshake's
+ * timeout, and there are at most BEAM_MAX_MEMBERS of those. */
+static const char *refusal(links_t *ls, beam_link_t *l)
+{
+    int fd, all = 0, same = 0;
+    if (uv_fileno((uv_handle_t *)&l->tcp, &fd) == 0 && fd >= ls->fd_floor)
+        return "too few file descriptors left (kept for local clients and workers)";
+    for (beam_link_t *o = ls->all; o; o = o->next)
+        if (o != l && o->side == SIDE_HEAD && o->state != S_UP && !o->closing) {
+            all++;
+            same += strcmp(o->peer_ip, l->peer_ip) == 0;
+        }
+    if (all >= ls->opts.max_handshakes)
+        return "too many node connections in the handshake";
+    if (same >= ls->opts.max_handshakes_per_ip)
+        return "too many node connections in the handshake from that address";
+    return NULL;
+}
+
 static void on_node_connection(uv_stream_t *server, int status)
 {
     beam_node_t *node = server->data;
+    links_t *ls = node->links;
     if (status < 0)
         return;
     beam_link_t *l = link_new(node, SIDE_HEAD);
     if (!l)
         return;
     if (uv_accept(server, (uv_stream_t *)&l->tcp) != 0) {
+        l->quiet = 1;
         link_close(l, "accept failed");
         return;
     }
     peer_name(l);
+    const char *why = refusal(ls, l);
+    if (why) {
+        /* a flood is logged once per 10 s, not once per connection */
+        uint64_t now = uv_now(node->loop);
+        ls->refused++;
+        if (ls->refused_logged_ms == 0 || now - ls->refused_logged_ms >= 10000) {
+            beam_log(BEAM_LOG_WARN, "refused %llu node connection(s), the last from %s: %s",
+                     (unsigned long long)ls->refused, l->peer, why);
+            ls->refused = 0;
+            ls->refused_logged_ms = now;
+        }
+        l->quiet = 1;
+        link_close(l, why);
+        return;
+    }
     l->state = S_CHALLENGED;
     randombytes_buf(l->my_nonce, NONCE_BYTES);
     start_link(l);
@@ -1115,6 +1165,18 @@ static links_t *links_get(beam_node_t *node, const beam_cluster_opts_t *opts)
         if (!ls)
             return NULL;
         ls->opts = *opts;
+        if (ls->opts.max_handshakes <= 0)
+            ls->opts.max_handshakes = BEAM_MAX_HANDSHAKES;
+        if (ls->opts.max_handshakes_per_ip <= 0)
+            ls->opts.max_handshakes_per_ip = BEAM_MAX_HANDSHAKES_PER_IP;
+        struct rlimit rl;
+        rlim_t cur = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : 1u << 20;
+        if (cur > INT32_MAX)
+            cur = INT32_MAX;
+        /* fds are handed out lowest first: one numbered fd_floor or more
+         * means at most the reserve is left */
+        rlim_t reserve = cur / 4 < BEAM_FD_RESERVE ? cur / 4 : BEAM_FD_RESERVE;
+        ls->fd_floor = (int)(cur - reserve);
         node->links = ls;
     }
     return node->links;
@@ -1143,6 +1205,20 @@ int beam_links_listen(beam_node_t *node, const beam_cluster_opts_t *opts, char *
         return -1;
     }
     return 0;
+}
+
+int beam_links_port(beam_node_t *node)
+{
+    links_t *ls = node->links;
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    if (!ls || !ls->listening || uv_tcp_getsockname(&ls->listener, (struct sockaddr *)&ss, &len) != 0)
+        return -1;
+    if (ss.ss_family == AF_INET)
+        return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    if (ss.ss_family == AF_INET6)
+        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    return -1;
 }
 
 static void on_connected(uv_connect_t *req, int status)

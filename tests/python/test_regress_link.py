@@ -15,6 +15,7 @@ import ctypes.util
 import os
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import shutil
@@ -257,3 +258,69 @@ def test_two_daemons_started_at_once_on_one_socket_one_survives():
                 p.wait()
             p.stderr.close()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _flood(port, sources, per_source):
+    """per_source idle TCP connections to the head from each source address
+    (127.0.0.x), none of which ever answers the challenge."""
+    socks = []
+    for ip in sources:
+        for _ in range(per_source):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST: no TIME_WAIT
+            s.settimeout(2)
+            try:
+                s.bind((ip, 0))
+                s.connect((HEAD_IP, port))
+            except OSError:
+                s.close()
+                continue
+            s.setblocking(False)
+            socks.append(s)
+    return socks
+
+
+def _held(socks):
+    """How many of socks the head still holds (a refused one reads EOF or a reset)."""
+    n = 0
+    for s in socks:
+        try:
+            while True:
+                if not s.recv(65536):
+                    break  # EOF
+        except BlockingIOError:
+            n += 1  # open, nothing more to read
+        except OSError:
+            pass  # reset
+    return n
+
+
+def test_idle_unauthenticated_connections_are_capped(make_cluster):
+    """Bug 8: idle connections that never answer the challenge were not
+    capped: enough of them took every fd of the head, and local drivers
+    were then refused and workers could not start. Now at most
+    --max-handshakes-per-ip (8) from one address and --max-handshakes (64)
+    in all are held, fds are kept in reserve, and the handshake still times
+    out. The head runs with 256 fds."""
+    c = make_cluster(members=0, node_timeout=60, wrap_head=["prlimit", "--nofile=256"])
+    socks = []
+    try:
+        socks += _flood(c.port, ["127.0.0.50"], 400)
+        ok, out = _driver_works(c)
+        assert ok, "a local driver failed while idle node connections were held:\n" + out
+        assert wait_until(lambda: _held(socks) <= 8, 3, 0.05), _held(socks)
+        # the cap is per address: a real member (its link comes from
+        # 127.0.0.1) still joins
+        c.add_member()
+        # and in all: from 20 more addresses, 8 each
+        socks += _flood(c.port, [f"127.0.0.{i}" for i in range(60, 80)], 8)
+        assert wait_until(lambda: _held(socks) <= 64, 3, 0.05), _held(socks)
+        ok, out = _driver_works(c)
+        assert ok, out
+        # the handshake still times out (5 s): the ones held are let go
+        assert wait_until(lambda: _held(socks) == 0, 15, 0.1), _held(socks)
+        assert "the handshake took too long" in c.head.read_log()
+        assert c.head.alive()
+    finally:
+        for s in socks:
+            s.close()
