@@ -36,7 +36,7 @@ struct beam_link_s {
     int side;
     int state;
     int closing;
-    int quiet; /* refused at accept: closed without a log line of its own */
+    int quiet; /* refused (at accept, or a malformed message): link_close logs at debug only */
     int handles;
     unsigned char my_nonce[NONCE_BYTES], peer_nonce[NONCE_BYTES];
     /* after the handshake every frame body is sealed (XChaCha20-Poly1305
@@ -348,10 +348,14 @@ typedef struct fields_s {
     char err[160];
 } fields_t;
 
+/* what: how the field is wrong ("must be a str"); NULL: it is missing. */
 static int bad_field(fields_t *f, const char *field, const char *what)
 {
-    snprintf(f->err, sizeof f->err, "a %.*s whose '%s' %s", (int)(f->m->op_len < 32 ? f->m->op_len : 32), f->m->op,
-             field, what);
+    int n = (int)(f->m->op_len < 32 ? f->m->op_len : 32);
+    if (what)
+        snprintf(f->err, sizeof f->err, "a %.*s with a bad '%s' (it %s)", n, f->m->op, field, what);
+    else
+        snprintf(f->err, sizeof f->err, "a %.*s without '%s'", n, f->m->op, field);
     return -1;
 }
 
@@ -359,7 +363,7 @@ static int check_field(fields_t *f, int rc, const char *field, const char *what,
 {
     if (rc == 0 || (rc == -ENOENT && !required))
         return 0;
-    return bad_field(f, field, rc == -ENOENT ? "is missing" : what);
+    return bad_field(f, field, rc == -ENOENT ? NULL : what);
 }
 
 /* An int within lo..hi; *v is left as it was when the field is absent. */
@@ -422,9 +426,11 @@ static int is_op(const beam_msg_t *m, const char *op)
     return beam_str_eq(m->op, m->op_len, op);
 }
 
+/* Closes the link over a malformed message: one warning says which. */
 static void refuse(beam_link_t *l, fields_t *f)
 {
-    beam_log(BEAM_LOG_WARN, "link with %s: refused %s", l->peer, f->err);
+    beam_log(BEAM_LOG_WARN, "link with %s closed: refused %s", l->peer, f->err);
+    l->quiet = 1;
     link_close(l, f->err);
 }
 
@@ -461,7 +467,7 @@ static int pool_from_join(fields_t *f, beam_pool_t *pool)
         char id[BEAM_GPU_ID_LEN];
         snprintf(id, sizeof id, "%.*s", (int)g->via.str.size, g->via.str.ptr);
         if (beam_pool_add_gpu(pool, id) < 0)
-            return bad_field(f, "gpus", "holds too many GPUs");
+            return bad_field(f, "gpus", "holds GPU ids the pool refuses");
     }
     return 0;
 }
