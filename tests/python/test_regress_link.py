@@ -324,3 +324,23 @@ def test_idle_unauthenticated_connections_are_capped(make_cluster):
     finally:
         for s in socks:
             s.close()
+
+
+def test_node_connections_leave_fds_for_local_clients(make_cluster):
+    """Bug 8, the reserve: with the caps raised past the fd limit (256),
+    node connections stop at a quarter of the fds short of it; the rest
+    stay for local drivers and workers."""
+    c = make_cluster(members=0, node_timeout=60, wrap_head=["prlimit", "--nofile=256"], start=False)
+    c.head.args += ["--max-handshakes", "1000", "--max-handshakes-per-ip", "1000"]
+    c.start()
+    socks = []
+    try:
+        socks += _flood(c.port, ["127.0.0.50"], 400)
+        ok, out = _driver_works(c)
+        assert ok, "a local driver failed while node connections took the fds:\n" + out
+        held = _held(socks)
+        assert 100 < held < 256 - 64 + 1, held  # many held (no cap), none past the reserve
+        assert "too few file descriptors left" in c.head.read_log()
+    finally:
+        for s in socks:
+            s.close()
