@@ -42,6 +42,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdint.h>
@@ -502,8 +503,23 @@ static void peer_connect(fuzz_t *f, int i)
     CHECK(setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0);
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->port),
                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    CHECK(connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0);
+    /* non-blocking, so that libFuzzer's SIGALRM (-timeout) cannot cut the
+     * connect short (EINTR): wait for it to finish instead */
     CHECK(fcntl(fd, F_SETFL, O_NONBLOCK) == 0);
+    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+        CHECK(errno == EINPROGRESS || errno == EINTR);
+        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+        int rc;
+        while ((rc = poll(&pfd, 1, 10000)) < 0 && errno == EINTR)
+            ;
+        int soerr = -1;
+        socklen_t sl = sizeof soerr;
+        CHECK(rc == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0);
+        if (soerr != 0) {
+            fprintf(stderr, "fuzz_link: cannot connect to the head: %s\n", strerror(soerr));
+            abort();
+        }
+    }
     p->fd = fd;
     if (i == RAW_PEER) {
         pump(f, 0);
