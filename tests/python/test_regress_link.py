@@ -4,28 +4,26 @@ each against real daemons:
 
 - a token holder's malformed link messages (a `join` without a node id, of
   the wrong length or type, bad resources; bad fields in every message after
-  it) are refused with the link closed, and the head goes on serving;
+  it) are refused with the link closed, and the head goes on serving; a
+  member refuses a head's malformed messages the same way;
 - two beamd started at once on one --socket: exactly one keeps running;
 - idle unauthenticated TCP connections are capped (in all and per peer
-  address): local drivers still connect and actors still start.
+  address) and stop short of an fd reserve: local drivers still connect and
+  actors still start.
 """
 
-import ctypes
-import ctypes.util
 import os
+import shutil
 import signal
 import socket
 import struct
 import subprocess
 import tempfile
-import shutil
 import time
 
-import pytest
-
-from cluster_util import (free_port, make_cluster, frame, mp_pack, node_mac, read_token,  # noqa: F401
+from cluster_util import (driver_env, make_cluster, frame, head_mac, node_mac, read_token,  # noqa: F401
                           SealedStream, stream_key)
-from conftest import wait_until
+from conftest import run_driver, wait_until
 
 HEAD_IP = "127.0.0.1"
 
@@ -130,9 +128,6 @@ BAD_JOINS = [
 
 def _driver_works(c):
     """A fresh driver on the head still runs an actor to the end."""
-    from conftest import run_driver
-    from cluster_util import driver_env
-
     code = ("import ray\nray.init()\n"
             "@ray.remote(num_cpus=1)\nclass A:\n    def f(self, x):\n        return x + 1\n"
             "a = A.remote()\nassert ray.get(a.f.remote(41), timeout=30) == 42\nprint('ok')\n")
@@ -344,3 +339,63 @@ def test_node_connections_leave_fds_for_local_clients(make_cluster):
     finally:
         for s in socks:
             s.close()
+
+
+# (op, params) a head never sends so: each must end the member's link (the
+# member then joins again) and leave the member running
+BAD_FROM_HEAD = [
+    ("welcome", {"node_index": 0, "max_frame": 1 << 20}),
+    ("spawn", {"actor": b"a" * 15, "class_name": "A", "python": "/bin/false", "cwd": "", "env": [],
+               "sys_path": [], "gpus": "", "token": "t", "noset_cuda": 0, "owner_pid": 1}),
+    ("spawn", {"actor": b"a" * 16, "class_name": "A", "python": "/bin/false", "cwd": "", "env": [1],
+               "sys_path": [], "gpus": "", "token": "t", "noset_cuda": 0, "owner_pid": 1}),
+    ("client_frame", {"vconn": "1", "frame": b""}),
+    ("close_client", {}),
+    ("kill_worker", {"actor": 5}),
+    ("join", {}),
+]
+
+
+def test_a_member_refuses_malformed_messages_from_its_head(make_cluster):
+    """The member's side is checked the same way: a fake head with the token
+    does the real handshake, welcomes the member, then sends one malformed
+    message; the member closes that link, says why, and joins again."""
+    c = make_cluster(members=0, node_timeout=60)  # no heartbeat timeout meanwhile
+    token = read_token(c.token_file)
+    srv = socket.socket()
+    srv.bind((HEAD_IP, 0))
+    srv.listen(8)
+    srv.settimeout(10)
+    node = c.member_node(ip="127.0.0.2")
+    node.args = [a.replace(f"{HEAD_IP}:{c.port}", f"{HEAD_IP}:{srv.getsockname()[1]}") for a in node.args]
+    node.start(wait_ready=False)
+    c.members.append(node)
+    try:
+        for op, params in BAD_FROM_HEAD:
+            conn, _ = srv.accept()
+            with conn:
+                conn.settimeout(5)
+                p = LinkPeer.__new__(LinkPeer)  # its frame reader, on the head's end
+                p.sock, p.buf = conn, b""
+                head_nonce = os.urandom(32)
+                conn.sendall(frame([2, "challenge", {"nonce": head_nonce}]))
+                auth = p._frame()
+                member_nonce = auth[auth.index(b"nonce") + 7:][:32]
+                tx = SealedStream(stream_key(token, b"beam-h2m-v1", head_nonce, member_nonce))
+                conn.sendall(frame([2, "auth_ok", {"nonce": head_nonce, "mac": head_mac(token, member_nonce,
+                                                                                         head_nonce),
+                                                   "stream": tx.header}]))
+                assert p._frame() is not None  # the join (sealed)
+                if op != "welcome":
+                    conn.sendall(tx.seal_frame([2, "welcome", {"node_index": 2, "max_frame": 1 << 20,
+                                                               "head_id": os.urandom(28)}]))
+                conn.sendall(tx.seal_frame([2, op, params]))
+                assert p.closed_by_peer(5), f"{op} {params!r}: the member kept the link"
+            assert node.alive(), node.read_log()[-2000:]
+        log = node.read_log()
+        for what in ("a welcome with a bad 'node_index'", "a spawn with a bad 'actor'", "a spawn with a bad 'env'",
+                     "a client_frame with a bad 'vconn'", "a close_client without 'vconn'",
+                     "a kill_worker with a bad 'actor'", "a 'join', which the head does not send"):
+            assert what in log, (what, log[-3000:])
+    finally:
+        srv.close()
