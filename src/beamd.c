@@ -96,18 +96,18 @@ static int parse_u32(const char *s, uint32_t *out)
 
 static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
 {
+    enum { O_HANDSHAKES = 100, O_HANDSHAKES_IP }; /* getopt's values: any distinct ones */
     enum { O_SOCKET = 1, O_CPUS, O_GPUS, O_MEM, O_RES, O_IP, O_FRAME, O_DEPTH, O_ITEMS, O_STR, O_OUTQ,
-           O_LOG, O_READY, O_PARENT, O_HELP, O_HEAD, O_PORT, O_ADDRESS, O_TOKEN, O_TIMEOUT, O_HANDSHAKES,
-           O_HANDSHAKES_IP };
+           O_LOG, O_READY, O_PARENT, O_HELP, O_HEAD, O_PORT, O_ADDRESS, O_TOKEN, O_TIMEOUT };
     static const struct option longopts[] = {
         {"socket", 1, 0, O_SOCKET},     {"num-cpus", 1, 0, O_CPUS},  {"num-gpus", 1, 0, O_GPUS},
         {"memory", 1, 0, O_MEM},        {"resource", 1, 0, O_RES},   {"node-ip", 1, 0, O_IP},
         {"max-frame", 1, 0, O_FRAME},   {"max-depth", 1, 0, O_DEPTH}, {"max-items", 1, 0, O_ITEMS},
         {"max-str", 1, 0, O_STR},       {"max-outq", 1, 0, O_OUTQ},  {"log-level", 1, 0, O_LOG},
         {"ready-fd", 1, 0, O_READY},    {"exit-with-parent", 0, 0, O_PARENT}, {"help", 0, 0, O_HELP},
+        {"max-handshakes", 1, 0, O_HANDSHAKES}, {"max-handshakes-per-ip", 1, 0, O_HANDSHAKES_IP},
         {"head", 0, 0, O_HEAD},         {"port", 1, 0, O_PORT},      {"address", 1, 0, O_ADDRESS},
         {"token-file", 1, 0, O_TOKEN},  {"node-timeout", 1, 0, O_TIMEOUT},
-        {"max-handshakes", 1, 0, O_HANDSHAKES}, {"max-handshakes-per-ip", 1, 0, O_HANDSHAKES_IP},
         {0, 0, 0, 0},
     };
     int c;
@@ -189,7 +189,12 @@ static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
     }
     return 0;
 bad:
-    fprintf(stderr, "beamd: bad value '%s' for --%s\n", optarg, longopts[c - 1].name);
+    {
+        size_t i = 0;
+        while (longopts[i].name && longopts[i].val != c)
+            i++;
+        fprintf(stderr, "beamd: bad value '%s' for --%s\n", optarg, longopts[i].name ? longopts[i].name : "?");
+    }
     return -1;
 }
 
