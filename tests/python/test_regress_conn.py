@@ -1,0 +1,200 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Regression tests for issue 10, bugs 5 and 6, against a real beamd.
+
+Bug 5: the output queue's cap counted payload, not memory. Each queued
+message cost a whole 8 KiB msgpack buffer and a write request, so 100k short
+log lines to a stopped driver took ~400 MiB, and unread tiny replies ~2 GiB,
+far past --max-outq. Now a queued message costs what it holds (small ones
+are coalesced into shared blocks), the cap counts that, and an actor's
+output to a driver that does not read is dropped past the backpressure mark,
+with a "N lines dropped" line once the driver reads again.
+
+Bug 6: processes an actor started (a Popen child, a start_new_session child,
+a double-forked grandchild) outlived the actor or, with a SIGKILLed beamd,
+even the daemon. None may survive either.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import Beamd, beam_processes, wait_until
+from test_hardening import Conn, Watcher, request, rss_kib, sanitized
+
+MAX_OUTQ = 16 << 20  # soft mark (backpressure, log drop): MAX_OUTQ / 16 = 1 MiB
+
+
+def hwm_kib(pid):
+    """The process's peak RSS (VmHWM)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmHWM")
+
+
+def reset_hwm(pid):
+    """Resets VmHWM to the current RSS (writing 5 to clear_refs; Linux >= 4.0)."""
+    with open(f"/proc/{pid}/clear_refs", "w") as f:
+        f.write("5")
+
+
+def _stop_daemon(d):
+    rc = d.stop()
+    leftover = beam_processes(d.socket)
+    for pid in leftover:
+        os.kill(pid, signal.SIGKILL)
+    subprocess.run(["rm", "-rf", d.dir], check=False)
+    return rc, leftover
+
+
+@pytest.fixture
+def small_outq():
+    d = Beamd(extra=["--max-outq", str(MAX_OUTQ), "--log-level", "info"])
+    watcher = Watcher(d.socket)
+    yield d, watcher
+    watcher.stop()
+    rc, leftover = _stop_daemon(d)
+    assert rc == 0, f"beamd exited with {rc}:\n{d.read_log()[-3000:]}"
+    assert not leftover, f"beam processes left behind: {leftover}"
+
+
+def _driver(d, code, out_path):
+    env = dict(os.environ, BEAM_SOCKET=d.socket)
+    env.pop("RAY_ADDRESS", None)
+    out = open(out_path, "wb")
+    try:
+        return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=out,
+                                stderr=subprocess.STDOUT, env=env)
+    finally:
+        out.close()
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read().decode(errors="replace")
+
+
+FLOOD = """
+    import os, sys, time, ray
+    ray.init()
+
+    @ray.remote
+    class Spam:
+        def ping(self):
+            return os.getpid()
+
+        def spam(self, n, go):
+            while not os.path.exists(go):
+                time.sleep(0.01)
+            for i in range(n):
+                print(f"flood line {i:06d}")
+            sys.stdout.flush()
+            return n
+
+    a = Spam.remote()
+    ray.get(a.ping.remote())
+    print("READY", flush=True)
+    ref = a.spam.remote(N, GO)
+    print("RESULT", ray.get(ref), flush=True)
+"""
+
+
+def test_log_flood_to_a_stopped_driver_is_bounded_and_dropped_with_a_marker(small_outq, tmp_path):
+    """100k short lines from an actor to a driver stopped with SIGSTOP: beamd
+    stays within a bound derived from --max-outq (it drops what the driver
+    cannot take instead of queueing it), keeps serving another client, does
+    not drop the stopped driver, and tells it how many lines it lost."""
+    d, watcher = small_outq
+    n = 100_000
+    go = tmp_path / "go"
+    out = tmp_path / "driver.out"
+    code = FLOOD.replace("N, GO", f"{n}, {str(go)!r}")
+    drv = _driver(d, code, out)
+    try:
+        assert wait_until(lambda: "READY" in _read(out), 60), _read(out)
+        watcher.take()
+        rss0 = rss_kib(d.proc.pid)
+        reset_hwm(d.proc.pid)
+        drv.send_signal(signal.SIGSTOP)
+        go.touch()
+        # beamd has relayed (or dropped) the last line once it logs it
+        assert wait_until(lambda: f"flood line {n - 1:06d}" in d.read_log(), 120), d.read_log()[-2000:]
+        grown = hwm_kib(d.proc.pid) - rss0
+        if not sanitized(d.proc.pid):
+            # logs are dropped past MAX_OUTQ / 16 queued; MAX_OUTQ itself is generous
+            assert grown < MAX_OUTQ // 1024, f"beamd grew by {grown} KiB for {n} lines to a stopped driver"
+        answers, slowest, errors = watcher.take()
+        assert not errors and answers > 0, (answers, errors)
+        assert drv.poll() is None
+        drv.send_signal(signal.SIGCONT)
+        assert drv.wait(timeout=120) == 0, _read(out)[-3000:]
+    finally:
+        if drv.poll() is None:
+            drv.send_signal(signal.SIGCONT)
+            drv.kill()
+            drv.wait()
+    text = _read(out)
+    assert f"RESULT {n}" in text, text[-2000:]
+    got = text.count("flood line ")
+    dropped = [line for line in text.splitlines() if "lines dropped" in line]
+    assert dropped, f"no drop marker in the driver's output ({got} lines arrived)"
+    lost = sum(int(line.split(" lines dropped")[0].split()[-1]) for line in dropped)
+    assert got + lost == n, (got, lost, dropped)
+    assert 0 < got < n
+    print(f"flood: beamd peak +{grown} KiB; {got} lines arrived, {lost} dropped")
+
+
+def test_unread_tiny_replies_are_counted_by_what_they_cost(small_outq):
+    """500k pipelined requests with tiny replies, never read: beamd stops
+    reading the client at the soft mark, and what it holds for it is bounded
+    by --max-outq, not by 8 KiB a reply; another client is served meanwhile;
+    the memory goes back once the client leaves."""
+    d, watcher = small_outq
+    pid = d.proc.pid
+    c = Conn(d.socket)
+    c.hello("driver")
+    watcher.take()
+    rss0 = rss_kib(pid)
+    reset_hwm(pid)
+    n = 500_000
+    batch = 1000
+    sent_reqs = 0
+    try:
+        c.sock.setblocking(False)
+        pending = b""
+        blocked_since = None
+        while sent_reqs < n or pending:
+            if not pending:
+                pending = b"".join(request(sent_reqs + i + 10, "release", {"objects": []}) for i in range(batch))
+                sent_reqs += batch
+            try:
+                k = c.sock.send(pending)
+                pending = pending[k:]
+                blocked_since = None
+            except BlockingIOError:
+                # beamd stopped reading us (backpressure): wait a moment to be sure
+                if blocked_since is None:
+                    blocked_since = time.monotonic()
+                elif time.monotonic() - blocked_since > 1.0:
+                    break
+                time.sleep(0.01)
+        grown = hwm_kib(pid) - rss0
+        if not sanitized(pid):
+            assert grown < MAX_OUTQ // 1024 * 2, f"beamd grew by {grown} KiB ({sent_reqs} requests sent)"
+        answers, slowest, errors = watcher.take()
+        assert not errors and answers > 0, (answers, errors)
+        assert d.proc.poll() is None
+    finally:
+        c.close()
+    # the client is gone: what it had queued goes back
+    assert wait_until(lambda: d.status()["clients"]["drivers"] == 0, 10)
+    after = rss_kib(pid) - rss0
+    print(f"tiny replies: {sent_reqs} requests sent, beamd peak +{grown} KiB, +{after} KiB after the client left")
+    if not sanitized(pid):
+        assert after < MAX_OUTQ // 1024, f"beamd kept {after} KiB after the client left"
