@@ -198,3 +198,116 @@ def test_unread_tiny_replies_are_counted_by_what_they_cost(small_outq):
     print(f"tiny replies: {sent_reqs} requests sent, beamd peak +{grown} KiB, +{after} KiB after the client left")
     if not sanitized(pid):
         assert after < MAX_OUTQ // 1024, f"beamd kept {after} KiB after the client left"
+
+
+# --- bug 6: an actor's processes die with it ---------------------------------
+
+SPAWNER = """
+    import os, signal, subprocess, sys, time, ray
+    ray.init()
+
+    def _runs(pid, arg):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                return f.read().split(b"\\0")[:2] == [b"sleep", arg]
+        except OSError:
+            return False
+
+    @ray.remote
+    class Spawner:
+        def spawn(self):
+            p1 = subprocess.Popen(["sleep", "1001"])
+            p2 = subprocess.Popen(["sleep", "1002"], start_new_session=True)
+            r, w = os.pipe()
+            mid = os.fork()
+            if mid == 0:
+                os.setsid()
+                g = os.fork()
+                if g == 0:
+                    os.execvp("sleep", ["sleep", "1003"])
+                os.write(w, str(g).encode())
+                os._exit(0)
+            os.close(w)
+            g = int(os.read(r, 64))
+            os.close(r)
+            os.waitpid(mid, 0)
+            # all three run `sleep` before the test goes on
+            want = ((p1.pid, b"1001"), (p2.pid, b"1002"), (g, b"1003"))
+            while not all(_runs(pid, arg) for pid, arg in want):
+                time.sleep(0.01)
+            return [p1.pid, p2.pid, g, os.getpid()]
+
+    a = Spawner.remote()
+    pids = ray.get(a.spawn.remote())
+    print("PIDS", *pids, flush=True)
+    how = HOW
+    if how == "kill":
+        ray.kill(a)
+    elif how == "exit":
+        try:
+            ray.get(a.__ray_terminate__.remote())
+        except Exception:
+            pass
+    if how in ("kill", "exit", "beamd"):
+        time.sleep(600)
+"""
+
+
+def _alive(pid, arg):
+    """pid runs `sleep arg` (not a zombie, not a reused pid)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().split(b"\0")
+    except OSError:
+        return False
+    return state != "Z" and cmd[:2] == [b"sleep", arg.encode()]
+
+
+def _survivors(pids):
+    return [(p, a) for p, a in zip(pids, ("1001", "1002", "1003")) if _alive(p, a)]
+
+
+@pytest.mark.parametrize("how", ["kill", "exit", "driver_exit", "beamd"])
+def test_an_actors_processes_do_not_outlive_it(tmp_path, how):
+    """A Popen child, a start_new_session child and a double-forked,
+    setsid'd grandchild of an actor are all gone after (a) ray.kill of the
+    actor, (b) the actor's own exit, (c) its driver's exit, (d) SIGKILL of
+    beamd."""
+    d = Beamd()
+    out = tmp_path / "driver.out"
+    drv = _driver(d, SPAWNER.replace("HOW", repr(how)), out)
+    pids = []
+    try:
+        assert wait_until(lambda: "PIDS" in _read(out), 60), _read(out)
+        line = next(ln for ln in _read(out).splitlines() if ln.startswith("PIDS"))
+        pids = [int(x) for x in line.split()[1:4]]
+        worker = int(line.split()[4])
+        if how == "beamd":
+            assert len(_survivors(pids)) == 3, _survivors(pids)
+            d.proc.send_signal(signal.SIGKILL)
+            d.proc.wait()
+        elif how == "driver_exit":
+            assert drv.wait(timeout=60) == 0, _read(out)
+        gone = wait_until(lambda: not _survivors(pids), 15)
+        assert gone, f"{how}: still running: {_survivors(pids)}"
+        assert wait_until(lambda: not os.path.exists(f"/proc/{worker}") or not _worker_alive(worker), 15)
+    finally:
+        for p, _ in _survivors(pids):
+            os.kill(p, signal.SIGKILL)
+        if drv.poll() is None:
+            drv.kill()
+            drv.wait()
+        rc, leftover = _stop_daemon(d)
+    if how != "beamd":
+        assert rc == 0, f"beamd exited with {rc}:\n{d.read_log()[-3000:]}"
+    assert not leftover, f"beam processes left behind: {leftover}"
+
+
+def _worker_alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
