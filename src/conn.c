@@ -28,7 +28,7 @@
  * buffer, trimmed to its length. So a queued 40-byte log line costs about
  * 40 bytes, not the encoder's 8 KiB buffer and a write request of its own,
  * and outq counts what the blocks cost. What a loop turn queues is written
- * at the end of the turn (flush_soon), all blocks in one write; blocks are
+ * when the turn is over (flush_soon), all blocks in one write; blocks are
  * handed to the pipe only when it has nothing unwritten, so a client that
  * does not read leaves its replies here, coalesced and counted. */
 #define BLK_MIN 1024u
@@ -406,25 +406,28 @@ static void flush(beam_conn_t *c)
     }
 }
 
-static void on_flush(uv_check_t *h)
+static void on_flush(uv_idle_t *h)
 {
     beam_conn_t *c = h->data;
-    uv_check_stop(h);
+    uv_idle_stop(h);
     flush(c);
 }
 
-/* Writes the queue at the end of this loop turn, so that everything the
- * turn sends this client goes out in one write. */
+/* Writes the queue once this loop turn is over, so that everything the turn
+ * sends this client goes out in one write. An idle handle, not a check
+ * handle: it runs whatever phase queued the message (a check handle started
+ * in a close callback would wait out the next poll), and while it is active
+ * the loop does not block. */
 static void flush_soon(beam_conn_t *c)
 {
     if (!c->has_flusher) {
-        uv_check_init(c->node->loop, &c->flusher);
+        uv_idle_init(c->node->loop, &c->flusher);
         c->flusher.data = c;
         c->has_flusher = 1;
         c->handles++;
     }
     if (!uv_is_active((uv_handle_t *)&c->flusher))
-        uv_check_start(&c->flusher, on_flush);
+        uv_idle_start(&c->flusher, on_flush);
 }
 
 int beam_conn_send(beam_conn_t *c, char *buf, size_t len)

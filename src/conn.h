@@ -43,7 +43,7 @@ typedef struct beam_conn_s {
     int has_closer;
     uv_idle_t closer; /* runs a close that a send asked for (close_soon in conn.c) */
     int has_flusher;
-    uv_check_t flusher; /* writes what the loop turn queued, in one write (flush_soon) */
+    uv_idle_t flusher; /* writes what the loop turn queued, in one write (flush_soon) */
     const char *close_why;
     int reading;
     int no_logs; /* log_to_driver=False */

@@ -102,6 +102,9 @@ FLOOD = """
     print("READY", flush=True)
     ref = a.spam.remote(N, GO)
     print("RESULT", ray.get(ref), flush=True)
+    # the drop marker comes once the queue has drained, after that reply:
+    # this call's reply comes after the marker
+    ray.get(a.ping.remote())
 """
 
 
