@@ -90,6 +90,7 @@ FLOOD = """
             return os.getpid()
 
         def spam(self, n, go):
+            open(go + ".started", "w").close()
             while not os.path.exists(go):
                 time.sleep(0.01)
             for i in range(n):
@@ -98,8 +99,6 @@ FLOOD = """
             return n
 
     a = Spam.remote()
-    ray.get(a.ping.remote())
-    print("READY", flush=True)
     ref = a.spam.remote(N, GO)
     print("RESULT", ray.get(ref), flush=True)
     # the drop marker comes once the queue has drained, after that reply:
@@ -120,7 +119,7 @@ def test_log_flood_to_a_stopped_driver_is_bounded_and_dropped_with_a_marker(smal
     code = FLOOD.replace("N, GO", f"{n}, {str(go)!r}")
     drv = _driver(d, code, out)
     try:
-        assert wait_until(lambda: "READY" in _read(out), 60), _read(out)
+        assert wait_until(lambda: os.path.exists(str(go) + ".started"), 60), _read(out)
         watcher.take()
         rss0 = rss_kib(d.proc.pid)
         reset_hwm(d.proc.pid)
