@@ -66,7 +66,7 @@ typedef struct beam_conn_s {
 /* Accepts a pending connection on server; refuses peers of another uid. */
 void beam_conn_accept(beam_node_t *node, uv_stream_t *server);
 /* Queues buf (malloc'd; ownership passes here) for writing. Whatever a loop
- * turn queues goes out in one write at the end of the turn. Past max_outq
+ * turn queues goes out in one write once the turn is over. Past max_outq
  * (or on a failed write) the connection stops at once and is torn down on
  * the loop's next turn, never under the caller. Returns 0, or -1 if the
  * connection is closing. */
