@@ -204,15 +204,7 @@ void beam_actor_worker_output(beam_node_t *node, const char *actor, int stream, 
     beam_conn_t *sink = a ? output_sink(a) : NULL;
     if (!sink || sink->closing || sink->no_logs)
         return;
-    beam_enc_t enc;
-    beam_enc_init(&enc);
-    beam_enc_push(&enc, "log", 2);
-    beam_pack_key(&enc.pk, "stream");
-    msgpack_pack_int(&enc.pk, stream);
-    beam_pack_key(&enc.pk, "text");
-    beam_pack_strn(&enc.pk, text, len);
-    beam_enc_end(&enc, 0);
-    beam_conn_send_enc(sink, &enc);
+    beam_conn_send_log(sink, stream, text, len);
 }
 
 void beam_actor_worker_started(beam_node_t *node, const char *actor, long pid)

@@ -262,7 +262,7 @@ class Worker:
             try:
                 push = self.client.next_push()
             except ConnectionError:
-                os._exit(0)  # beamd is gone: so is this actor
+                beamd_gone(0)  # beamd is gone: so is this actor
             if push is None:
                 continue
             op, params = push
@@ -274,13 +274,99 @@ class Worker:
                 self.pool.submit(self.call_in_thread, params)
             else:
                 self.call(params)
+                # the call's refs died with it; _beam only sends queued
+                # releases with a later message, and an idle worker sends none
+                try:
+                    self.client.flush()
+                except ConnectionError:
+                    beamd_gone(0)
+
+
+# --- the processes an actor starts die with it -------------------------------
+# The worker is a child subreaper: whatever its processes leave behind (a
+# double fork, a start_new_session child whose parent exits) is re-parented
+# to it, not to init, so everything the actor started stays below it. When
+# the worker dies, beamd (a subreaper too) gets all of it and kills it
+# (src/procs.c). When beamd dies first, the worker kills all of it, then
+# exits: on its parent-death signal, in a thread woken by beamd's pidfd
+# (which runs even while the main thread is busy in C code), or when its
+# connection to beamd ends (Worker.serve), whichever comes first.
+
+_PR_SET_CHILD_SUBREAPER = 36
+_BEAMD_GONE = signal.SIGRTMIN + 4  # the parent-death signal; nothing else sends it
+
+
+def _descendants():
+    """Live processes below this one, by the PPid chains in /proc."""
+    kids = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    state, ppid = f.read().rsplit(b")", 1)[1].split()[:2]
+            except (OSError, ValueError):
+                continue
+            if state != b"Z":
+                kids.setdefault(int(ppid), []).append(int(entry))
+    out, todo = [], [os.getpid()]
+    while todo:
+        for pid in kids.get(todo.pop(), ()):
+            out.append(pid)
+            todo.append(pid)
+    return out
+
+
+def kill_descendants():
+    """SIGKILLs every process below this one until none is left (the
+    children of one killed mid-fork come here, for the next pass)."""
+    import time
+
+    for _ in range(1000):
+        pids = _descendants()
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.002)
+
+
+def beamd_gone(code=1):
+    """Ends the worker when beamd is gone, and everything it started with it."""
+    kill_descendants()
+    os._exit(code)
+
+
+def guard_descendants(beamd_pid):
+    """Makes this worker a subreaper and arms its end with beamd's. Returns
+    its parent's pid once armed (1, or not beamd_pid, when beamd is gone)."""
+    import ctypes
+    import select
+    import threading
+
+    import _beam
+
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    signal.signal(_BEAMD_GONE, lambda *_: beamd_gone())
+    ppid = _beam.set_parent_death_signal(_BEAMD_GONE)
+    try:
+        fd = os.pidfd_open(ppid)
+    except OSError:  # gone already (ppid then says so), or a kernel before 5.3
+        return ppid
+
+    def watch():
+        select.select([fd], [], [])
+        beamd_gone()
+
+    threading.Thread(target=watch, name="beam-beamd-watch", daemon=True).start()
+    return ppid
 
 
 def main():
-    import _beam
-
     parent = int(os.environ.get("BEAM_PARENT_PID", "0") or 0)
-    ppid = _beam.set_parent_death_signal(signal.SIGKILL)
+    ppid = guard_descendants(parent)
     if ppid == 1 or (parent and ppid != parent):
         os._exit(1)
     from ray._private import worker as rtmod
