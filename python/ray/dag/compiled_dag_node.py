@@ -83,6 +83,7 @@ class CompiledDAG:
         self._max_finished_execution_index = -1
         self._result_buffer = {}  # execution index -> {channel index: value}
         self._destructed_ref_idxs = {}  # execution index -> {channel indexes}
+        self._timed_out_ref_idxs = {}  # the same, for refs whose get timed out
         self._partial = {}  # task key -> value, for the execution being read
         self.actor_refs = []
         self._build(root)
@@ -357,7 +358,7 @@ class CompiledDAG:
                     partial[frame.key] = T.loads(frame.payload, frame.buffers)
         self._partial = {}
         results = {ch: partial[key] for ch, key in enumerate(self._output_keys)}
-        for ch in self._destructed_ref_idxs.pop(seq, ()):
+        for ch in self._destructed_ref_idxs.pop(seq, set()) | self._timed_out_ref_idxs.pop(seq, set()):
             results.pop(ch, None)
         if results:
             self._result_buffer[seq] = results
@@ -374,8 +375,10 @@ class CompiledDAG:
                 del self._result_buffer[execution_index]
         return values
 
-    def _release_ref(self, execution_index, channel_index):
-        """A ref that will never be read (deleted, or its get timed out)."""
+    def _release_ref(self, execution_index, channel_index, timed_out=False):
+        """A ref that will never be read: deleted unread, or its get timed out
+        (then its value is dropped when it arrives, but, as in Ray, execute
+        does not wait for it to arrive)."""
         ch = 0 if channel_index is None else channel_index
         results = self._result_buffer.get(execution_index)
         if results is not None:
@@ -383,7 +386,8 @@ class CompiledDAG:
             if not results:
                 self._result_buffer.pop(execution_index, None)
         elif execution_index > self._max_finished_execution_index:
-            self._destructed_ref_idxs.setdefault(execution_index, set()).add(ch)
+            table = self._timed_out_ref_idxs if timed_out else self._destructed_ref_idxs
+            table.setdefault(execution_index, set()).add(ch)
 
     # -- failures and the end -----------------------------------------------------
 

@@ -69,7 +69,7 @@ class CompiledDAGRef:
         try:
             self._dag._execute_until(self._execution_index, self._channel_index, timeout)
         except RayChannelTimeoutError:
-            self._dag._release_ref(self._execution_index, self._channel_index)
+            self._dag._release_ref(self._execution_index, self._channel_index, timed_out=True)
             raise
         return_vals = self._dag._get_execution_results(self._execution_index, self._channel_index)
         return _process_return_vals(return_vals, True)
