@@ -35,7 +35,10 @@ def cg_ray(request):
         request.getfixturevalue("ray_start")
         yield ray
         return
-    ray.init(num_cpus=16, include_dashboard=False, log_to_driver=False)
+    # Ray's workers import this module by name: give them its folder
+    here = os.path.dirname(os.path.abspath(__file__))
+    ray.init(num_cpus=16, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": here}})
     try:
         yield ray
     finally:
