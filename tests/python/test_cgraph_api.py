@@ -71,7 +71,7 @@ class Stage:
             return x + self.rank
         return x
 
-    def pair(self, a, b=0, *, c=0):
+    def pair(self, a, b=0, c=0):
         return (a, b, c, self.rank)
 
     def set_event(self):
@@ -200,7 +200,7 @@ def test_input_attributes_and_constants(cg_ray):
 
     a, b = _actors(cg_ray, [1, 2])
     with InputNode() as inp:
-        x = a.pair.bind(inp[0], inp[1], c=inp.z)
+        x = a.pair.bind(inp[0], inp[1], inp.z)
         y = b.pair.bind(inp[1], "k", c=7)
         dag = MultiOutputNode([x, y]).experimental_compile()
     assert cg_ray.get(dag.execute("p", "q", z="zz")) == [("p", "q", "zz", 1), ("q", "k", 7, 2)]
@@ -208,6 +208,16 @@ def test_input_attributes_and_constants(cg_ray):
         dag.execute("only-one", z=1)
     assert cg_ray.get(dag.execute(1, 2, z=3)) == [(1, 2, 3, 1), (2, "k", 7, 2)]
     dag.teardown()
+
+
+def test_nodes_as_kwargs_are_refused(cg_ray):
+    from ray.dag import InputNode
+
+    (a,) = _actors(cg_ray, [1])
+    with InputNode() as inp:
+        node = a.pair.bind(inp[0], c=inp[1])
+    with pytest.raises(ValueError, match="kwargs"):
+        node.experimental_compile()
 
 
 def test_same_actor_twice_in_a_graph(cg_ray):
@@ -238,7 +248,8 @@ def test_error_in_first_stage_is_forwarded_then_graph_goes_on(cg_ray):
     with pytest.raises(ValueError, match="stage 1 refused") as info:
         refs[0].get()
     assert isinstance(info.value, RayTaskError)
-    with pytest.raises(ValueError, match="stage 2 refused"):
+    # as in Ray, the first output's error stands for every output of the step
+    with pytest.raises(ValueError, match="stage 1 refused"):
         refs[1].get()
     assert cg_ray.get(dag.execute(1)) == [12, 23]
     # the last stage skipped the errored step: it ran only for the good one

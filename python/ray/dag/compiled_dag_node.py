@@ -173,6 +173,9 @@ class CompiledDAG:
 
         for t in tasks:
             t.args = [spec(a, t) for a in t.node.get_args()]
+            for v in t.node.get_kwargs().values():
+                if isinstance(v, DAGNode):  # as in Ray
+                    raise ValueError("Compiled DAG currently does not support binding to other DAG nodes as kwargs")
             t.kwargs = {k: spec(v, t) for k, v in t.node.get_kwargs().items()}
         if direct and (positional or keywords):
             raise ValueError("A compiled graph cannot use the InputNode both whole and by attribute")
@@ -358,6 +361,9 @@ class CompiledDAG:
                     partial[frame.key] = T.loads(frame.payload, frame.buffers)
         self._partial = {}
         results = {ch: partial[key] for ch, key in enumerate(self._output_keys)}
+        err = next((v for v in results.values() if type(v) is _Err), None)
+        if err is not None:  # as in Ray: one output's error stands for every output of the execution
+            results = dict.fromkeys(results, err)
         for ch in self._destructed_ref_idxs.pop(seq, set()) | self._timed_out_ref_idxs.pop(seq, set()):
             results.pop(ch, None)
         if results:
