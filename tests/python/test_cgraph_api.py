@@ -245,11 +245,12 @@ def test_error_in_first_stage_is_forwarded_then_graph_goes_on(cg_ray):
         outs = [w.step.bind(outs[i]) for i, w in enumerate(s1)]
         dag = MultiOutputNode(outs).experimental_compile()
     refs = dag.execute("raise")
-    with pytest.raises(ValueError, match="stage 1 refused") as info:
+    # as in Ray, one output's error (whichever Ray reads first) stands for
+    # every output of the step
+    with pytest.raises(ValueError, match="stage [12] refused") as info:
         refs[0].get()
     assert isinstance(info.value, RayTaskError)
-    # as in Ray, the first output's error stands for every output of the step
-    with pytest.raises(ValueError, match="stage 1 refused"):
+    with pytest.raises(ValueError, match="stage [12] refused"):
         refs[1].get()
     assert cg_ray.get(dag.execute(1)) == [12, 23]
     # the last stage skipped the errored step: it ran only for the good one
