@@ -123,6 +123,8 @@ class CompiledDAG:
             stack.extend(node._children())
         if len(input_nodes) > 1:
             raise ValueError("A compiled graph can have only one InputNode")
+        if not input_nodes:  # as in Ray
+            raise NotImplementedError("Compiled DAGs currently require exactly one InputNode")
         nodes.sort(key=lambda n: n._bind_index)
         actors, actor_index = [], {}
         for node in nodes:
@@ -181,7 +183,9 @@ class CompiledDAG:
             raise ValueError("A compiled graph cannot use the InputNode both whole and by attribute")
         self._input_positional = 1 if direct else positional
         self._input_kwargs = sorted(keywords)
-        self._needs_input = needs_input
+        # an actor with no upstream peer is started by the driver's frame each
+        # step even if none of its tasks reads the input
+        self._needs_input = needs_input | (set(range(len(actors))) - {b for _, b in edges})
         self._edges = edges
         self._comm_cls = comm_cls if comm_actors else None
         self._comm_actors = sorted(comm_actors)
