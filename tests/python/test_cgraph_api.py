@@ -220,16 +220,14 @@ def test_nodes_as_kwargs_are_refused(cg_ray):
         node.experimental_compile()
 
 
-def test_actor_without_input_runs_once_per_step(cg_ray):
+def test_task_without_a_node_argument_is_refused(cg_ray):
     from ray.dag import InputNode, MultiOutputNode
 
     a, b = _actors(cg_ray, [1, 2])
     with InputNode() as inp:
-        dag = MultiOutputNode([a.step.bind(inp), b.step.bind(40)]).experimental_compile()
-    for i in range(3):
-        assert cg_ray.get(dag.execute(i)) == [i + 1, 42]
-    dag.teardown()
-    assert cg_ray.get(b.num_calls.remote()) == 3
+        node = MultiOutputNode([a.step.bind(inp), b.step.bind(40)])
+    with pytest.raises(ValueError, match="InputNode or at least one other DAGNode"):
+        node.experimental_compile()
 
 
 def test_same_actor_twice_in_a_graph(cg_ray):

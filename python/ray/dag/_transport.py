@@ -344,12 +344,12 @@ class Conn:
         if frame.payload is None:
             self._fill(st.plen, deadline)
             frame.payload = self._take(st.plen)
-        while len(frame.buffers) < st.nbufs or (frame.buffers and st.offset < len(frame.buffers[-1])):
-            if not frame.buffers or st.offset >= len(frame.buffers[-1]):
-                frame.buffers.append(bytearray(st.lens[len(frame.buffers)]))
+        while len(frame.buffers) < st.nbufs or (frame.buffers and st.offset < st.lens[len(frame.buffers) - 1]):
+            if not frame.buffers or st.offset >= st.lens[len(frame.buffers) - 1]:
+                frame.buffers.append(_alloc(st.lens[len(frame.buffers)]))
                 st.offset = 0
             buf = frame.buffers[-1]
-            need = len(buf)
+            need = st.lens[len(frame.buffers) - 1]
             if self._rbuf:  # bytes already read past the payload
                 k = min(len(self._rbuf), need - st.offset)
                 buf[st.offset:st.offset + k] = self._rbuf[:k]
@@ -369,6 +369,21 @@ class Conn:
                 st.offset += got
         self._state = None
         return frame
+
+
+def _alloc(n):
+    """A writable buffer of n bytes for an out-of-band value; large ones are
+    left uninitialised (numpy.empty: no zero-filling pass before the read)."""
+    if n >= _SMALL:
+        np = sys.modules.get("numpy")
+        if np is None:
+            try:
+                import numpy as np
+            except ImportError:
+                np = None
+        if np is not None:
+            return np.empty(n, dtype=np.uint8)
+    return bytearray(n)
 
 
 class _Partial:

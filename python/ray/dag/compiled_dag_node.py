@@ -174,6 +174,9 @@ class CompiledDAG:
             return ("c", value)
 
         for t in tasks:
+            if not any(isinstance(a, DAGNode) for a in t.node.get_args()):  # as in Ray
+                raise ValueError("Compiled DAGs require each task to take a ray.dag.InputNode or at least one other "
+                                 f"DAGNode as an input. Invalid task node: {t.node!r}")
             t.args = [spec(a, t) for a in t.node.get_args()]
             for v in t.node.get_kwargs().values():
                 if isinstance(v, DAGNode):  # as in Ray
@@ -183,9 +186,7 @@ class CompiledDAG:
             raise ValueError("A compiled graph cannot use the InputNode both whole and by attribute")
         self._input_positional = 1 if direct else positional
         self._input_kwargs = sorted(keywords)
-        # an actor with no upstream peer is started by the driver's frame each
-        # step even if none of its tasks reads the input
-        self._needs_input = needs_input | (set(range(len(actors))) - {b for _, b in edges})
+        self._needs_input = needs_input
         self._edges = edges
         self._comm_cls = comm_cls if comm_actors else None
         self._comm_actors = sorted(comm_actors)
