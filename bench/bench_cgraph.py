@@ -12,6 +12,12 @@
    (only metadata in the frame; the tensor goes through dist.send/recv).
 
     source build/env.sh && $BEAM_PYTHON bench/bench_cgraph.py [--quick]
+
+``--gpu`` (only where a GPU is at hand) instead runs the GPU check: a
+2-stage graph between two actors sharing one GPU (num_gpus=0.5 each; NCCL
+refuses two ranks on one device, so the default path), moving a 64 MiB CUDA
+tensor between the stages; it checks that the tensor arrives on the GPU
+intact and prints the bytes/s.
 """
 
 import argparse
@@ -49,6 +55,18 @@ class NoOp:
         nbytes, seed = step
         return {"hidden": torch.full((nbytes // 4,), float(seed))}
 
+    def make_cuda(self, step):
+        import torch
+
+        nbytes, seed = step
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        t = torch.randn(nbytes // 4, device="cuda", generator=g)
+        return {"hidden": t, "sum": float(t.double().sum())}
+
+    def take_cuda(self, inter):
+        t = inter["hidden"]
+        return (t.is_cuda, t.numel() * t.element_size(), float(t.double().sum()) == inter["sum"])
+
     def take(self, inter):
         t = inter["hidden"]
         return (t.numel() * t.element_size(), float(t[0]), float(t[-1]))
@@ -74,12 +92,12 @@ def _timed(fn, n, repeats=5):
     return statistics.median(runs)
 
 
-def _graph(workers_by_stage, transport=None, method="step", make="make", take="take"):
+def _graph(workers_by_stage):
     from ray.dag import InputNode, MultiOutputNode
 
     with InputNode() as inp:
         outs = [inp for _ in workers_by_stage[0]]
-        for pp, stage in enumerate(workers_by_stage):
+        for stage in workers_by_stage:
             outs = [w.step.bind(outs[i]) for i, w in enumerate(stage)]
         return MultiOutputNode(outs).experimental_compile()
 
@@ -148,10 +166,36 @@ def bench_tensors(sizes, n):
     return out
 
 
+def gpu_check():
+    import torch
+    from ray.dag import InputNode, MultiOutputNode
+
+    if not torch.cuda.is_available():
+        print("no CUDA device here: the GPU check needs one")
+        return 1
+    ray.init(num_gpus=1)
+    cls = ray.remote(num_cpus=0, num_gpus=0.5)(NoOp)
+    ws = [cls.remote(i) for i in range(2)]
+    with InputNode() as inp:
+        mid = ws[0].make_cuda.bind(inp).with_tensor_transport(transport="auto")
+        dag = MultiOutputNode([ws[1].take_cuda.bind(mid)]).experimental_compile()
+    size = 64 << 20
+    on_gpu, nbytes, intact = dag.execute((size, 0))[0].get(timeout=120)
+    print(f"64 MiB CUDA tensor between two stages on one GPU: on the GPU {on_gpu}, {nbytes} bytes, intact {intact}")
+    per = _timed(lambda: dag.execute((size, 1))[0].get(timeout=120), 10, repeats=3)
+    print(f"  {size / per / 1e9:.2f} GB/s (execute + get, tensor made on stage 0 each step)")
+    dag.teardown()
+    ray.shutdown()
+    return 0 if (on_gpu and nbytes == size and intact) else 1
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--gpu", action="store_true", help="the GPU check (needs a CUDA device)")
     args = p.parse_args()
+    if args.gpu:
+        sys.exit(gpu_check())
     ray.init(num_cpus=8, num_gpus=0)
     n = 200 if args.quick else 1000
     steps = bench_steps(n)
