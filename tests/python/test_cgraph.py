@@ -12,6 +12,7 @@ import threading
 import pytest
 
 from cluster_util import free_port, make_cluster  # noqa: F401
+from conftest import wait_until
 from ray.experimental.channel.communicator import Communicator
 
 needs_torch = [
@@ -230,8 +231,10 @@ def test_tensor_through_registered_gloo_communicator():
             out = ray.get(dag.execute((n, seed)), timeout=60)[0]
             assert (out["sum"], out["rsum"]) == _expected(n, seed)
             assert out["dtype"] == "torch.bfloat16" and out["seed"] == seed
-        s0, s1 = ray.get([w.stats.remote() for w in ws])
         # two tensors a step (hidden, residual) went through the communicator
+        # (a sender counts once dist.send returns, maybe just after its peer got the tensor)
+        assert wait_until(lambda: ray.get(ws[0].stats.remote())["sends"] == 10, timeout=30)
+        s0, s1 = ray.get([w.stats.remote() for w in ws])
         assert s0["created"] == 1 and s1["created"] == 1
         assert s0["sends"] == 10 and s1["recvs"] == 10
         assert s0["bytes"] == 5 * (n * 2 + (n // 16) * 8)

@@ -204,6 +204,7 @@ class _Plan:
     def run(self):
         try:
             self._await_incoming()
+            _set_cuda_device()
             self._loop()
         except T.Closed:
             pass
@@ -389,7 +390,30 @@ class _PeerGone(Exception):
         self.peer = peer
 
 
+def _set_cuda_device():
+    """Make the actor's GPU the graph thread's current CUDA device, as Ray's
+    channel device context does (a new thread starts on device 0): the
+    GPU's position in CUDA_VISIBLE_DEVICES, or its id. Only where torch is
+    already imported and CUDA is available; never fatal."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    try:
+        import ray
+
+        gpu_ids = [str(g) for g in ray.get_gpu_ids()]
+        if not gpu_ids or not torch.cuda.is_available():
+            return
+        visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v]
+        index = visible.index(gpu_ids[0]) if visible else int(gpu_ids[0])
+        torch.cuda.set_device(index)
+    except Exception as e:
+        print(f"beam: compiled graph: could not set the CUDA device of the graph's thread: {e}", file=sys.stderr)
+
+
 def _allocate(shape, dtype):
+    """The TorchTensorAllocator handed to ``Communicator.recv``: on the
+    thread's current CUDA device when there is one, else in host memory."""
     import torch
 
     if torch.cuda.is_available():
