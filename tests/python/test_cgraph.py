@@ -153,6 +153,12 @@ class TensorStage:
 
         return ray.get_runtime_context().get_node_id()
 
+    async def async_step(self, x):
+        import asyncio
+
+        await asyncio.sleep(0)
+        return ("async", x)
+
     def unpicklable(self, x):
         if x == "value":
             return threading.Lock()
@@ -264,6 +270,17 @@ def test_graph_runs_on_a_background_thread_teardown_stops_it(ray_start):
     assert ray.get(a.__ray_call__.remote(_runtime.running, dag.get_id())) is False
     dag.teardown()
     assert ray.get(a.ping.remote()) > 0
+
+
+def test_async_def_method_in_a_graph(ray_start):
+    import ray
+    from ray.dag import InputNode
+
+    a = ray.remote(num_cpus=0)(TensorStage).remote(0)
+    with InputNode() as inp:
+        dag = a.async_step.bind(inp).experimental_compile()
+    assert [dag.execute(i).get() for i in range(3)] == [("async", 0), ("async", 1), ("async", 2)]
+    dag.teardown()
 
 
 def test_unpicklable_output_and_error(ray_start):

@@ -33,6 +33,8 @@ import select
 import sys
 import threading
 import traceback
+import types
+
 
 from ray.dag import _transport as T
 
@@ -40,6 +42,7 @@ _graphs = {}  # graph id -> _Plan, in this worker
 _lock = threading.Lock()
 
 _ACCEPT_TIMEOUT_S = 60.0
+_CoroutineType = types.CoroutineType
 
 
 class _Err:
@@ -146,6 +149,7 @@ class _Plan:
         self.comm = None
         self.peer_ranks = {}
         self.pending = {}  # (src, key) -> [frames] read ahead of their turn
+        self.aio_loop = None  # for async def methods, made on first use
 
     # -- set-up ---------------------------------------------------------------
 
@@ -211,6 +215,8 @@ class _Plan:
         except Exception:  # a bug here: say so in the actor's log, close up
             traceback.print_exc(file=sys.stderr)
         finally:
+            if self.aio_loop is not None:
+                self.aio_loop.close()
             self._close_all()
 
     def _read_from(self, src, key):
@@ -278,6 +284,8 @@ class _Plan:
                 if err is None:
                     try:
                         out = task.fn(*args, **kwargs)
+                        if type(out) is _CoroutineType:  # an async def method: run it on this thread's loop
+                            out = self._run_coroutine(out)
                     except Exception as e:
                         out = _Err(_task_error(task.method, e, self.class_name))
                 else:
@@ -290,6 +298,13 @@ class _Plan:
                     local[task.key] = out
             local.clear()
             seq += 1
+
+    def _run_coroutine(self, coro):
+        import asyncio
+
+        if self.aio_loop is None:
+            self.aio_loop = asyncio.new_event_loop()
+        return self.aio_loop.run_until_complete(coro)
 
     def _send(self, task, seq, out):
         plain = comm_frame = None
