@@ -339,9 +339,10 @@ class ActorMethod:
         return ref
 
     def bind(self, *args, **kwargs):
-        from ray import dag
+        """A compiled-graph node for one call of this method (ray.dag)."""
+        from ray.dag import dag_node
 
-        dag.unsupported("ActorMethod.bind()")
+        return dag_node.bind_method(self, args, kwargs)
 
     def __call__(self, *args, **kwargs):
         raise TypeError(

@@ -366,6 +366,10 @@ def _get_values(ids, timeout_ms):
 def get(object_refs, *, timeout=None):
     """ray.get: one ref or a list of refs; order kept, duplicates allowed."""
     single = isinstance(object_refs, ObjectRef)
+    cg = sys.modules.get("ray.experimental.compiled_dag_ref")  # compiled-graph refs, if any were made
+    if cg is not None and not single and (isinstance(object_refs, cg.CompiledDAGRef) or (
+            isinstance(object_refs, list) and any(isinstance(r, cg.CompiledDAGRef) for r in object_refs))):
+        return cg._get(object_refs, timeout)
     if single:
         refs = [object_refs]
     elif isinstance(object_refs, list):
