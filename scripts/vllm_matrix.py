@@ -32,7 +32,6 @@ row could be scanned, 1 otherwise, 2 on bad usage.
 """
 
 import argparse
-import ast
 import hashlib
 import json
 import os
