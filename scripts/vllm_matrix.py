@@ -367,7 +367,8 @@ def verdict(path, report):
     if other:
         return False, f"missing: {_shown(other)}"
     if graph and path["kind"] in ("cgraph", "v0-cgraph"):
-        return False, (f"needs the compiled-graph API (issue 12), {len(graph)} names "
+        return False, (f"needs the compiled-graph API (issue 12), {len(graph)} "
+                       f"name{'s' if len(graph) != 1 else ''} "
                        f"missing: {_shown(graph)}")
     how = {
         "v2": "RayExecutorV2 on beam's actors and placement groups",
