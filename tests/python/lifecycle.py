@@ -61,11 +61,14 @@ class LifecycleFailure(AssertionError):
 
 
 class ActorM:
-    def __init__(self, name, gpus, cpus, pg, bundle, fail_init):
+    def __init__(self, name, gpus, cpus, pg, bundle, fail_init, owner, step, actor_name=None):
         self.name, self.gpus, self.cpus, self.pg, self.bundle = name, gpus, cpus, pg, bundle
         self.fail_init = fail_init
         self.dead = fail_init  # certain: every call made from now on fails
         self.hex = None
+        self.owner = owner  # (slot index, generation) of the driver that made it
+        self.step = step
+        self.actor_name = actor_name
 
 
 class RefM:
@@ -163,7 +166,12 @@ class Slot:
         except (OSError, TypeError):
             return ""
 
+    def owner_key(self):
+        return (self.index, self.generation)
+
     def kill(self):
+        for a in self.run.owned.pop(self.owner_key(), []):
+            a.dead = True  # an actor dies with its owner, whoever else holds it
         if self.alive():
             self.proc.kill()
         if self.proc is not None:
@@ -203,6 +211,7 @@ class Run:
         self.beamd = None
         self.slots = []
         self.demand = {}  # actor hex -> (gpus, cpus, in a group)
+        self.owned = {}  # (slot index, generation) -> the ActorMs that driver made
         self.stats = {}
         self.log_pos = 0
 
@@ -308,6 +317,13 @@ class Run:
                 s.start()
             cmd, check = self.command(s)
             s.send(cmd)
+            if cmd["op"] == "lookup":
+                # answered before the commands decided after it go out: one of
+                # those may kill or release the actor it looks up
+                r = s.recv()
+                self.count(cmd["op"])
+                check(r)
+                continue
             sent.append((s, cmd, check))
         for s, cmd, check in sent:
             r = s.recv()
@@ -325,8 +341,32 @@ class Run:
             ops += ["get"] * 3 + ["wait", "del_ref"]
         if any(not p.removed for p in s.pgs.values()):
             ops += ["pg_remove", "pg_wait", "create_in_pg"]
+        if self.lookup_candidates(s):
+            ops += ["lookup"]
         op = rng.choice(ops)
         return getattr(self, "cmd_" + op)(s)
+
+    def lookup_candidates(self, s):
+        """Named actors another live driver holds a handle to, made before
+        this step, not known dead: ray.get_actor must find them."""
+        out = {}
+        for o in self.slots:
+            if o is s or not o.alive():
+                continue
+            for a in o.actors.values():
+                if a.actor_name and not a.dead and a.step < self.step_no and a.hex:
+                    out[a.actor_name] = a
+        return [out[k] for k in sorted(out)]
+
+    def cmd_lookup(self, s):
+        a = self.rng.choice(self.lookup_candidates(s))
+        alias = self.fresh("a")
+        s.actors[alias] = a
+
+        def check(r):
+            if "error" in r or r["ok"] != a.hex:
+                self.fail(f"ray.get_actor({a.actor_name!r}) gave {r}, expected {a.hex}")
+        return {"op": "lookup", "actor_name": a.actor_name, "as": alias}, check
 
     # actors
 
@@ -344,13 +384,18 @@ class Run:
             cpus = rng.choice([c for c in (0, 0.5, 1, 2) if c <= room.get("CPU", 0)])
             bundle = b if rng.random() < 0.7 else -1
         fail_init = rng.random() < 0.05
-        a = ActorM(name, gpus, cpus, pg.name if pg else None, bundle, fail_init)
+        actor_name = f"named-{name}" if rng.random() < 0.2 else None
+        a = ActorM(name, gpus, cpus, pg.name if pg else None, bundle, fail_init, s.owner_key(), self.step_no,
+                   actor_name)
+        self.owned.setdefault(s.owner_key(), []).append(a)
         if pg is not None and pg.removed:
             a.dead = True
         s.actors[name] = a
         cmd = {"op": "create", "name": name, "num_gpus": gpus, "num_cpus": cpus, "fail_init": fail_init}
         if pg is not None:
             cmd.update(pg=pg.name, bundle=bundle)
+        if actor_name:
+            cmd["actor_name"] = actor_name
 
         def check(r):
             if "error" in r:
@@ -365,9 +410,11 @@ class Run:
 
     def cmd_call(self, s):
         rng = self.rng
-        a = s.actors[rng.choice(sorted(s.actors))]
-        method = rng.choices(["ping", "echo", "echo_ref", "sleep", "fail", "pid", "child", "gpus", "die"],
-                             weights=[30, 10, 10, 8, 5, 8, 5, 6, 3])[0]
+        key = rng.choice(sorted(s.actors))
+        a = s.actors[key]
+        method = rng.choices(["ping", "echo", "echo_ref", "echo_handle", "sleep", "fail", "pid", "child", "gpus",
+                              "nest", "die"],
+                             weights=[30, 10, 10, 6, 8, 5, 8, 5, 6, 6, 3])[0]
         args = []
         puts = [r for r in s.refs.values() if r.kind == "put"]
         if method == "echo_ref" and not puts:
@@ -379,6 +426,13 @@ class Run:
             p = rng.choice(puts)
             args, value = [{"ref": p.name}], p.expect
             method = "echo"
+        elif method == "echo_handle":
+            okey = rng.choice(sorted(s.actors))
+            other = s.actors[okey]
+            args, value = [{"actor": okey}], ("handle", other)
+            method = "echo"
+        elif method == "nest":
+            args, value = [rng.choice([0, 1, 1, 5]), rng.random() < 0.5], ("str",)
         elif method == "sleep":
             t = rng.choice([0.01, 0.1, 0.3])
             args, value = [t], ("value", t)
@@ -397,12 +451,13 @@ class Run:
         if method == "die":
             a.dead = True
         s.refs[name] = RefM(name, "call", expect)
-        return {"op": "call", "actor": a.name, "method": method, "args": args, "ref": name}, self.check_ok
+        return {"op": "call", "actor": key, "method": method, "args": args, "ref": name}, self.check_ok
 
     def cmd_kill(self, s):
-        a = s.actors[self.rng.choice(sorted(s.actors))]
+        key = self.rng.choice(sorted(s.actors))
+        a = s.actors[key]
         a.dead = True
-        return {"op": "kill", "actor": a.name}, self.check_ok
+        return {"op": "kill", "actor": key}, self.check_ok
 
     def cmd_del_actor(self, s):
         names = self.rng.sample(sorted(s.actors), min(len(s.actors), self.rng.choice([1, 1, 2])))
@@ -461,6 +516,10 @@ class Run:
             self.fail(f"{ref.name}: got {v!r}, expected {ref.expect[1]!r}")
         if kind == "int" and not isinstance(v, int):
             self.fail(f"{ref.name}: got {v!r}, expected a pid")
+        if kind == "handle" and v != {"handle": ref.expect[1].hex}:
+            self.fail(f"{ref.name}: got {v!r}, expected the handle of {ref.expect[1].hex}")
+        if kind == "str" and not isinstance(v, str):
+            self.fail(f"{ref.name}: got {v!r}, expected an actor id")
         if kind == "len" and (not isinstance(v, list) or len(v) != ref.expect[1]):
             self.fail(f"{ref.name}: got GPU ids {v!r}, expected {ref.expect[1]} of them")
         if kind in ("died", "raises"):
@@ -511,7 +570,7 @@ class Run:
     def cmd_pg_remove(self, s):
         pg = self.rng.choice([p for p in s.pgs.values() if not p.removed])
         pg.removed = True
-        for a in s.actors.values():
+        for a in self.owned.get(s.owner_key(), []):  # held by this driver or not
             if a.pg == pg.name:
                 a.dead = True
         return {"op": "pg_remove", "name": pg.name}, self.check_ok
@@ -560,17 +619,18 @@ class Run:
             s.start()
         if not s.actors:
             return
-        a = s.actors[self.rng.choice(sorted(s.actors))]
+        key = self.rng.choice(sorted(s.actors))
+        a = s.actors[key]
         name = self.fresh("r")
         s.refs[name] = RefM(name, "call", ("died",) if a.dead else ("int",))
-        s.send({"op": "call", "actor": a.name, "method": "pid", "args": [], "ref": name})
+        s.send({"op": "call", "actor": key, "method": "pid", "args": [], "ref": name})
         self.check_ok(s.recv())
         s.send({"op": "get", "refs": [name], "timeout": 1.0})
         r = s.recv()
         values = r.get("ok", {}).get("values")
         a.dead = True  # decided from the model, whatever the outcome
         if values and isinstance(values[0], int):
-            self.note(f"SIGKILL worker {values[0]} of {a.name}")
+            self.note(f"SIGKILL worker {values[0]} of {key}")
             self.count("worker_sigkill")
             try:
                 os.kill(values[0], signal.SIGKILL)
@@ -578,7 +638,7 @@ class Run:
                 pass
         else:
             # not running yet: make it die through the API instead
-            s.send({"op": "kill", "actor": a.name})
+            s.send({"op": "kill", "actor": key})
             self.check_ok(s.recv())
 
     # --- invariants ---

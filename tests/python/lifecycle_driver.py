@@ -58,6 +58,16 @@ class A:
     def gpus(self):
         return ray.get_gpu_ids()
 
+    def nest(self, num_gpus, keep):
+        """Creates an actor owned by this one (this worker is its owner);
+        keeps its handle, or drops it at once (perhaps still pending)."""
+        inner = A.options(num_gpus=num_gpus, num_cpus=0).remote()
+        hexid = inner._actor_id.hex()
+        if keep:
+            self.children.append(inner)
+            ray.wait([inner.ping.remote()], timeout=0.2)
+        return hexid
+
 
 def outcome(exc):
     """The name a failure is reported under: the Ray exception type, and
@@ -80,15 +90,30 @@ class Driver:
         if c.get("pg"):
             opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                 placement_group=self.pgs[c["pg"]], placement_group_bundle_index=c.get("bundle", -1))
+        if c.get("actor_name"):
+            opts["name"] = c["actor_name"]
         h = A.options(**opts).remote(fail=c.get("fail_init", False))
         self.actors[c["name"]] = h
         return h._actor_id.hex()
 
     def op_call(self, c):
         h = self.actors[c["actor"]]
-        args = [self.refs[a["ref"]] if isinstance(a, dict) else a for a in c.get("args", [])]
+        args = [self.arg(a) for a in c.get("args", [])]
         self.refs[c["ref"]] = getattr(h, c["method"]).remote(*args)
         return None
+
+    def arg(self, a):
+        if isinstance(a, dict) and "ref" in a:
+            return self.refs[a["ref"]]
+        if isinstance(a, dict) and "actor" in a:
+            return self.actors[a["actor"]]
+        return a
+
+    def op_lookup(self, c):
+        """ray.get_actor(name), kept under c["as"]."""
+        h = ray.get_actor(c["actor_name"])
+        self.actors[c["as"]] = h
+        return h._actor_id.hex()
 
     def op_kill(self, c):
         ray.kill(self.actors[c["actor"]])
@@ -170,6 +195,8 @@ def value_of(name, size):
 
 def summary(v):
     """What the test compares a value with (JSON-able, small)."""
+    if isinstance(v, ray.actor.ActorHandle):
+        return {"handle": v._actor_id.hex()}
     if isinstance(v, dict) and "data" in v:
         return {"name": v["name"], "size": len(v["data"]),
                 "intact": v["data"] == value_of(v["name"], len(v["data"]))["data"]}
