@@ -52,3 +52,97 @@ def test_lifecycle_random(seed, steps, monkeypatch):
     # the run did what it is for: these paths were all taken
     for what in ("create", "call", "get", "del", "pg_create", "quiesce"):
         assert stats.get(what, 0) > 0, (what, stats)
+
+
+# --- what the randomized run found, as plain tests ---------------------------------
+
+import textwrap  # noqa: E402
+
+from conftest import run_driver, wait_until  # noqa: E402
+
+SELF_CARRIER = textwrap.dedent("""
+    import os, ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    ray.init()
+
+    @ray.remote
+    class A:
+        def echo(self, x):
+            return x
+
+    if "{how}" == "owner_exits":
+        a = A.options(num_gpus=5).remote()      # never fits: its calls stay queued
+    else:
+        pg = placement_group([{{"CPU": 1}}])
+        ray.get(pg.ready(), timeout=30)
+        strategy = PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=0)
+        b = A.options(num_cpus=1, scheduling_strategy=strategy).remote()   # takes the bundle
+        a = A.options(num_cpus=1, scheduling_strategy=strategy).remote()   # waits for it
+    r = a.echo.remote(a)    # a queued call that carries a's own handle: it pins a
+    del a                   # no handle left; the call's pin keeps a
+    ray.get(ray.put(1))     # the submit and the release have reached beamd
+    if "{how}" == "owner_exits":
+        os._exit(0)         # the owner goes: beamd kills a
+    remove_placement_group(pg)   # a dies with its group
+    ray.get(ray.put(2))
+    print("removed", flush=True)
+""")
+
+
+def _daemon_alive(beamd):
+    assert beamd.proc.poll() is None, f"beamd died ({beamd.proc.returncode}):\n{beamd.read_log()[-6000:]}"
+
+
+def _empty(beamd, drivers=0):
+    st = beamd.status()
+    return (all(a["state"] == "DEAD" and not a["pid"] for a in st["actors"])
+            and st["objects"]["count"] == 0 and st["clients"]["drivers"] == drivers
+            and st["resources_available"] == st["resources_total"])
+
+
+@pytest.mark.parametrize("how", ["owner_exits", "group_removed"])
+def test_a_dying_actor_whose_queued_call_carries_its_own_handle(beamd, how):
+    """Found by the lifecycle run (seed 507376499): an actor with no handle
+    left but a queued call whose arguments carry its own handle (the call's
+    pin was the last thing keeping it) is killed, by its owner leaving or its
+    group's removal. actor_die() fails the queued call, the call's refs
+    unpin the actor, and beam_actor_unpin() -> maybe_free() frees it while
+    actor_die() still walks its queue: heap-use-after-free (SIGSEGV in the
+    normal build)."""
+    p = run_driver(SELF_CARRIER.format(how=how), env={"BEAM_SOCKET": beamd.socket})
+    _daemon_alive(beamd)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert how == "owner_exits" or "removed" in p.stdout, p.stderr[-3000:]
+    assert wait_until(lambda: _empty(beamd), 10), beamd.status()
+    _daemon_alive(beamd)
+
+
+def test_a_pending_actor_dropped_with_calls_queued_is_cancelled(ray_start, beamd):
+    """Found by the lifecycle run: the last handle of an actor that can never
+    be placed goes while a call is queued on it (and the call's ref goes
+    too). Ray cancels a pending actor whose handles are gone; beam kept it
+    PENDING_CREATION, with its queued call and the call's return object, for
+    as long as its owner stayed connected."""
+    ray = ray_start
+
+    @ray.remote
+    class A:
+        def f(self):
+            return 1
+
+    a = A.options(num_gpus=5).remote()
+    r = a.f.remote()
+    del a, r
+
+    def cancelled():
+        import gc
+
+        from ray._private import worker as rtmod
+
+        gc.collect()
+        rtmod.runtime().client.flush()
+        return _empty(beamd, drivers=1)
+    assert wait_until(cancelled, 10), beamd.status()
+    _daemon_alive(beamd)
