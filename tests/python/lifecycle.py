@@ -176,6 +176,7 @@ class Slot:
             self.proc.kill()
         if self.proc is not None:
             self.proc.wait(10)
+            self.run.check_driver_log(self)  # its last words, before a new driver takes the slot
             for f in (self.proc.stdin, self.proc.stdout):
                 try:
                     f.close()
@@ -245,7 +246,7 @@ class Run:
         if driver is not None:
             parts += [f"driver {driver.index} stderr:", driver.stderr_tail()]
         if self.beamd is not None:
-            parts += ["beamd log:", self.beamd_log_tail()]
+            parts += [f"beamd log ({self.beamd.log_path}, kept with the drivers' stderr):", self.beamd_log_tail()]
         raise LifecycleFailure("\n".join(parts))
 
     def beamd_log_tail(self):
@@ -261,16 +262,26 @@ class Run:
     def __enter__(self):
         self.beamd = Beamd(num_gpus=NUM_GPUS, num_cpus=NUM_CPUS)
         self.slots = [Slot(self, i) for i in range(self.ndrivers)]
-        for s in self.slots:
-            s.start()
+        try:
+            for s in self.slots:
+                s.start()
+        except BaseException as e:
+            self.__exit__(type(e), e, None)
+            raise
         return self
 
     def __exit__(self, *exc):
+        late = None
         for s in self.slots:
             try:
                 s.close()
+            except LifecycleFailure as e:
+                late = late or e
             except Exception:  # noqa: BLE001 - teardown goes on
-                s.kill()
+                pass
+            if s.proc is not None and s.proc.poll() is None:
+                s.proc.kill()
+                s.proc.wait(10)
         rc = self.beamd.stop()
         left = beam_processes(self.beamd.socket)
         for pid in left:
@@ -279,6 +290,8 @@ class Run:
             except OSError:
                 pass
         if exc[0] is None:
+            if late is not None:
+                raise late
             if rc != 0:
                 self.fail(f"beamd exited with {rc}")
             if left:
@@ -419,6 +432,14 @@ class Run:
         puts = [r for r in s.refs.values() if r.kind == "put"]
         if method == "echo_ref" and not puts:
             method = "echo"
+        # A call's arguments keep the handles in them alive until it runs, as
+        # in Ray: a call that can never run (on an actor that never fits)
+        # carrying its own actor's handle, or another such actor's, is a
+        # reference cycle that lasts as long as the driver. So those carry
+        # only handles of actors that fit.
+        carriable = sorted(k for k, o in s.actors.items() if o.gpus <= NUM_GPUS and o is not a or a.gpus <= NUM_GPUS)
+        if method == "echo_handle" and not carriable:
+            method = "echo"
         if method == "echo":
             v = rng.choice([1, "x", [1, 2], None, "y" * 1000])
             args, value = [v], ("value", v)
@@ -427,7 +448,7 @@ class Run:
             args, value = [{"ref": p.name}], p.expect
             method = "echo"
         elif method == "echo_handle":
-            okey = rng.choice(sorted(s.actors))
+            okey = rng.choice(carriable)
             other = s.actors[okey]
             args, value = [{"actor": okey}], ("handle", other)
             method = "echo"
@@ -649,10 +670,13 @@ class Run:
             if mark in text[self.log_pos:]:
                 self.fail(f"beamd's log has {mark!r}")
         for s in self.slots:
-            tail = s.stderr_tail(200000)
-            for mark in SANITIZER_MARKS:
-                if mark in tail:
-                    self.fail(f"driver {s.index}'s stderr (or a worker's) has {mark!r}", driver=s)
+            self.check_driver_log(s)
+
+    def check_driver_log(self, s):
+        tail = s.stderr_tail(200000)
+        for mark in SANITIZER_MARKS:
+            if mark in tail:
+                self.fail(f"driver {s.index}'s stderr (or a worker's) has {mark!r}", driver=s)
 
     def status(self):
         if self.beamd.proc.poll() is not None:
