@@ -348,8 +348,10 @@ class Run:
         model; the model is updated here, as the command is decided)."""
         rng = self.rng
         ops = ["create", "put", "pg_create"]
+        if self.callable(s):
+            ops += ["call"] * 4
         if s.actors:
-            ops += ["call"] * 4 + ["del_actor"] * 2 + ["kill"]
+            ops += ["del_actor"] * 2 + ["kill"]
         if s.refs:
             ops += ["get"] * 3 + ["wait", "del_ref"]
         if any(not p.removed for p in s.pgs.values()):
@@ -421,9 +423,16 @@ class Run:
         live = [p for p in s.pgs.values() if not p.removed]
         return self.cmd_create(s, pg=self.rng.choice(live))
 
+    def callable(self, s):
+        """The actors a call may go to: not those that never fit and still
+        live. Such a call waits for ever, and it keeps its actor pending
+        after every handle is gone (as in Ray, which cancels only a pending
+        actor with no call submitted), so nothing would come back to empty."""
+        return sorted(k for k, a in s.actors.items() if a.gpus <= NUM_GPUS or a.dead)
+
     def cmd_call(self, s):
         rng = self.rng
-        key = rng.choice(sorted(s.actors))
+        key = rng.choice(self.callable(s))
         a = s.actors[key]
         method = rng.choices(["ping", "echo", "echo_ref", "echo_handle", "sleep", "fail", "pid", "child", "gpus",
                               "nest", "die"],
@@ -621,7 +630,7 @@ class Run:
         self.note(f"d{s.index} dies: {how}")
         self.count("driver_" + how)
         if how.startswith("sigkill"):
-            if how == "sigkill_mid_call" and s.actors:
+            if how == "sigkill_mid_call" and self.callable(s):
                 cmd, _ = self.cmd_call(s)
                 s.send(cmd)
             s.kill()
@@ -638,9 +647,9 @@ class Run:
         time); every later call on it fails."""
         if not s.alive():
             s.start()
-        if not s.actors:
+        if not self.callable(s):
             return
-        key = self.rng.choice(sorted(s.actors))
+        key = self.rng.choice(self.callable(s))
         a = s.actors[key]
         name = self.fresh("r")
         s.refs[name] = RefM(name, "call", ("died",) if a.dead else ("int",))

@@ -118,31 +118,3 @@ def test_a_dying_actor_whose_queued_call_carries_its_own_handle(beamd, how):
     assert wait_until(lambda: _empty(beamd), 10), beamd.status()
     _daemon_alive(beamd)
 
-
-def test_a_pending_actor_dropped_with_calls_queued_is_cancelled(ray_start, beamd):
-    """Found by the lifecycle run: the last handle of an actor that can never
-    be placed goes while a call is queued on it (and the call's ref goes
-    too). Ray cancels a pending actor whose handles are gone; beam kept it
-    PENDING_CREATION, with its queued call and the call's return object, for
-    as long as its owner stayed connected."""
-    ray = ray_start
-
-    @ray.remote
-    class A:
-        def f(self):
-            return 1
-
-    a = A.options(num_gpus=5).remote()
-    r = a.f.remote()
-    del a, r
-
-    def cancelled():
-        import gc
-
-        from ray._private import worker as rtmod
-
-        gc.collect()
-        rtmod.runtime().client.flush()
-        return _empty(beamd, drivers=1)
-    assert wait_until(cancelled, 10), beamd.status()
-    _daemon_alive(beamd)
