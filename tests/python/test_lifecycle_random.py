@@ -104,7 +104,7 @@ def _empty(beamd, drivers=0):
 
 @pytest.mark.parametrize("how", ["owner_exits", "group_removed"])
 def test_a_dying_actor_whose_queued_call_carries_its_own_handle(beamd, how):
-    """Found by the lifecycle run (seed 507376499): an actor with no handle
+    """Found by a long lifecycle run under ASan: an actor with no handle
     left but a queued call whose arguments carry its own handle (the call's
     pin was the last thing keeping it) is killed, by its owner leaving or its
     group's removal. actor_die() fails the queued call, the call's refs
