@@ -64,7 +64,9 @@ class ActorM:
     def __init__(self, name, gpus, cpus, pg, bundle, fail_init, owner, step, actor_name=None):
         self.name, self.gpus, self.cpus, self.pg, self.bundle = name, gpus, cpus, pg, bundle
         self.fail_init = fail_init
-        self.dead = fail_init  # certain: every call made from now on fails
+        # certain: every call made from now on fails (a constructor that
+        # raises does so once the actor is placed: never, if it cannot fit)
+        self.dead = fail_init and gpus <= NUM_GPUS
         self.hex = None
         self.owner = owner  # (slot index, generation) of the driver that made it
         self.step = step
