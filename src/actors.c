@@ -628,6 +628,10 @@ static void actor_die(beam_node_t *node, beam_actor_t *a, const char *message)
     beam_log(BEAM_LOG_INFO, "actor %s (%s) is dead: %s", a->hex, a->class_name, message);
     if (was_pending)
         pending_remove(node, a);
+    /* a failed call's refs may carry the last pin on a itself (a call that
+     * passes its own actor's handle): hold one so that failing the queue
+     * cannot free the record under this walk */
+    a->pins++;
     /* fail everything it was asked, in order: sent calls first */
     while (a->sent) {
         beam_call_t *call = a->sent;
@@ -648,6 +652,7 @@ static void actor_die(beam_node_t *node, beam_actor_t *a, const char *message)
         release_grant(node, a);
         beam_actors_schedule(node);
     }
+    a->pins--;
     maybe_free(node, a);
 }
 

@@ -209,7 +209,7 @@ def reply(obj):
 
 
 def main():
-    ray.init()
+    ray.init(namespace="lifecycle")  # named actors are looked up across drivers
     d = Driver()
     reply({"ok": {"pid": os.getpid()}})
     for line in sys.stdin:
