@@ -278,6 +278,22 @@ static void pending_remove(beam_node_t *node, beam_actor_t *a)
         }
 }
 
+/* Takes the demand from pool, if the CPU the actor needs only to be placed
+ * is free there too. */
+static int take_placed(beam_pool_t *pool, beam_actor_t *a)
+{
+    if (a->spec.place_cpu > 0) {
+        const beam_res_entry_t *cpu = beam_pool_find(pool, "CPU");
+        int64_t held = 0;
+        for (size_t i = 0; i < a->demand.n; i++)
+            if (strcmp(a->demand.name[i], "CPU") == 0)
+                held = a->demand.amount[i];
+        if (!cpu || cpu->avail < held + a->spec.place_cpu)
+            return -EAGAIN;
+    }
+    return beam_pool_take(pool, &a->demand, &a->grant);
+}
+
 /* Takes the actor's demand from its pool: the node's, or its placement
  * group's bundle (any bundle with room when the index is -1). Returns 0,
  * -EAGAIN (not now), or -ECANCELED (its group is gone). */
@@ -293,7 +309,7 @@ static int take_resources(beam_node_t *node, beam_actor_t *a)
                 beam_member_t *m = alive[i];
                 if ((pass == 0) != (m == home))
                     continue;
-                if (beam_pool_take(m->pool, &a->demand, &a->grant) == 0) {
+                if (take_placed(m->pool, a) == 0) {
                     a->pool = m->pool;
                     a->member = m;
                     return 0;
@@ -311,7 +327,7 @@ static int take_resources(beam_node_t *node, beam_actor_t *a)
         beam_pool_t *pool = &a->pg->bundles[i].pool;
         if (!a->pg->bundles[i].placed || !a->pg->bundles[i].member || !a->pg->bundles[i].member->alive)
             continue;
-        if (beam_pool_take(pool, &a->demand, &a->grant) == 0) {
+        if (take_placed(pool, a) == 0) {
             a->pool = pool;
             a->member = a->pg->bundles[i].member;
             a->bundle = (int)i;
@@ -471,7 +487,7 @@ void beam_actor_send_init(beam_node_t *node, beam_actor_t *a)
     for (char **p = a->spec.sys_path; p && *p; p++)
         npath++;
     beam_enc_init(&enc);
-    beam_enc_push(&enc, "init", 11);
+    beam_enc_push(&enc, "init", 12);
     beam_pack_key(&enc.pk, "actor");
     beam_pack_bin(&enc.pk, a->id, BEAM_ACTOR_ID_SIZE);
     beam_pack_key(&enc.pk, "class_name");
@@ -504,6 +520,13 @@ void beam_actor_send_init(beam_node_t *node, beam_actor_t *a)
         msgpack_pack_true(&enc.pk);
     else
         msgpack_pack_false(&enc.pk);
+    /* what it holds, for get_runtime_context().get_assigned_resources() */
+    beam_pack_key(&enc.pk, "resources");
+    msgpack_pack_map(&enc.pk, a->grant.taken.n);
+    for (size_t i = 0; i < a->grant.taken.n; i++) {
+        beam_pack_str(&enc.pk, a->grant.taken.name[i]);
+        msgpack_pack_double(&enc.pk, (double)a->grant.taken.amount[i] / BEAM_RES_UNIT);
+    }
     beam_enc_end(&enc, 0);
     beam_conn_send_enc(a->worker, &enc);
 }

@@ -418,6 +418,7 @@ static void op_create_actor(req_t *r)
     uint32_t cls_len, cdata_len, args_len, python_len, cwd_len = 0, name_len = 0;
     int noset = 0, capture = 0;
     int64_t bundle_index = -1;
+    double place_cpus = 0;
     const char *pg_id = NULL;
     beam_pg_t *pg = NULL;
     beam_demand_t demand;
@@ -436,8 +437,14 @@ static void op_create_actor(req_t *r)
         check(r, beam_field_int(r->params, "bundle_index", &bundle_index), "bundle_index", "must be an int", 0) ||
         check(r, beam_field_bool(r->params, "capture_child_tasks", &capture), "capture_child_tasks",
               "must be a bool", 0) ||
+        check(r, beam_field_float(r->params, "placement_cpus", &place_cpus), "placement_cpus", "must be a number",
+              0) ||
         demand_field(r, &demand) < 0)
         return;
+    if (!(place_cpus >= 0 && place_cpus <= 1e9)) {
+        bad(r, "placement_cpus", "must be >= 0");
+        return;
+    }
     if (pg_id) {
         pg = beam_pg_find(r->node, pg_id);
         if (!pg) {
@@ -481,6 +488,7 @@ static void op_create_actor(req_t *r)
     spec.python = dup_str(python, python_len);
     spec.cwd = dup_str(cwd, cwd_len);
     spec.noset_cuda = noset;
+    spec.place_cpu = beam_res_units(place_cpus);
     char *class_name = dup_str(cls, cls_len);
     char *actor_name = dup_str(name, name_len);
     if (!spec.class_data || !spec.args || !spec.python || !spec.cwd || !class_name || !actor_name) {
