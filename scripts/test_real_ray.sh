@@ -13,6 +13,8 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import ray, pytest, n
 fi
 unset PYTHONPATH BEAM_SOCKET BEAM_BEAMD BEAM_BEAMCTL RAY_ADDRESS
 export BEAM_REAL_RAY=1
+# Ray's workers import the test modules' classes by name, as the tests do
+export PYTHONPATH=$PWD/tests/python
 # Ray's usage stats and dashboard are off: nothing leaves the machine
 export RAY_USAGE_STATS_ENABLED=0
 tests=(tests/python/test_core_*.py tests/python/test_pg.py tests/python/test_parity_*.py)

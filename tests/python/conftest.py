@@ -166,7 +166,18 @@ class _RealRay:
         if not ray.is_initialized():
             cls.shape = None
             return
-        wait_until(lambda: _resources_back(ray), 20, 0.1)
+        if not ray.cluster_resources():
+            cls.stop()  # its raylet died: the next test starts a fresh Ray
+            return
+        from ray.util.placement_group import placement_group_table
+
+        if any(e["state"] != "REMOVED" for e in placement_group_table().values()):
+            # removing a group whose actors are still going can crash Ray
+            # 2.43's raylet (ReturnBundle check): start afresh instead
+            cls.stop()
+            return
+        if not wait_until(lambda: _resources_back(ray), 20, 0.1):
+            cls.stop()  # what the test left will not go: the next test starts a fresh Ray
 
     @classmethod
     def stop(cls):

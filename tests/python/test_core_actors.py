@@ -170,6 +170,7 @@ def test_zero_gpu_actor_hides_gpus(ray_start):
     assert set(accel) >= {"GPU", "TPU", "neuron_cores", "HPU", "NPU"}
 
 
+@pytest.mark.ray_compat
 def test_fractional_gpus_share_one_device(ray_start):
     ray = ray_start
 
@@ -373,6 +374,7 @@ def test_fifth_gpu_actor_pends_until_one_is_killed(ray_start, beamd):
     assert ray.get(fifth.ids.remote()) == ids[2]
 
 
+@pytest.mark.ray_compat
 def test_calls_run_in_submission_order(ray_start):
     ray = ray_start
 
@@ -395,6 +397,7 @@ def test_calls_run_in_submission_order(ray_start):
     assert ray.get(log) == list(range(200))
 
 
+@pytest.mark.ray_compat
 def test_methods_with_kwargs_and_builtins(ray_start):
     ray = ray_start
 
