@@ -21,6 +21,8 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 WORKLOADS = ("sync call", "1000 in flight", "put+get small", "init + 4 actors", "4-bundle pg create/remove")
@@ -154,10 +156,12 @@ def run_pipe(quick):
     out["sync call"] = timed(lambda: call("add", 1), n)
 
     def in_flight():
-        for _ in range(1000):
-            conn.send(("add", 1))
+        # the sends go from a thread: a pipe's buffer would fill both ways
+        sender = threading.Thread(target=lambda: [conn.send(("add", 1)) for _ in range(1000)])
+        sender.start()
         for _ in range(1000):
             conn.recv()
+        sender.join()
 
     out["1000 in flight"] = timed(in_flight, 3 if quick else 10)
     small = {"a": 1, "b": [1, 2, 3], "c": "x" * 100}
@@ -170,11 +174,19 @@ def run_pipe(quick):
 
 
 def side_in_subprocess(python, env, quick):
-    cmd = [python, os.path.abspath(__file__), "--side"] + (["--quick"] if quick else [])
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-    if done.returncode != 0:
-        raise RuntimeError(f"{python} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    # results and errors go through files: Ray's daemons inherit the side's
+    # stdout and stderr and outlive it, so pipes would never see EOF
+    with tempfile.TemporaryDirectory() as tmp:
+        out, err = os.path.join(tmp, "out.json"), os.path.join(tmp, "err.txt")
+        cmd = [python, os.path.abspath(__file__), "--side", out] + (["--quick"] if quick else [])
+        with open(err, "w") as err_file:
+            done = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=err_file, timeout=900)
+        if done.returncode != 0:
+            with open(err) as f:
+                raise RuntimeError(f"{python} failed:\n{f.read()[-3000:]}")
+        with open(out) as f:
+            return json.load(f)
 
 
 def fmt(seconds):
@@ -191,16 +203,21 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer iterations (a smoke run)")
     ap.add_argument("--ray-python", default="/opt/ray-venv/bin/python")
-    ap.add_argument("--side", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--side", metavar="OUT", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.side:
-        print(json.dumps(run_side(args.quick)))
+        result = run_side(args.quick)
+        with open(args.side, "w") as f:
+            json.dump(result, f)
         return
     base = {k: v for k, v in os.environ.items() if k not in ("BEAM_SOCKET", "RAY_ADDRESS")}
+    print("beam ...", file=sys.stderr, flush=True)
     beam = side_in_subprocess(sys.executable, base, args.quick)
+    print("Ray ...", file=sys.stderr, flush=True)
     ray_env = {k: v for k, v in base.items() if not k.startswith("BEAM_") and k != "PYTHONPATH"}
     ray_env["RAY_USAGE_STATS_ENABLED"] = "0"
     real = side_in_subprocess(args.ray_python, ray_env, args.quick)
+    print("Pipe ...", file=sys.stderr, flush=True)
     pipe = run_pipe(args.quick)
     print(f"{'workload':28} {'beam':>10} {'Ray 2.43':>10} {'Pipe':>10} {'beam/Ray':>9} {'beam/Pipe':>9} {'Ray/Pipe':>9}")
     for w in WORKLOADS:
