@@ -277,6 +277,22 @@ static void pending_remove(beam_node_t *node, beam_actor_t *a)
         }
 }
 
+/* Takes the demand from pool, if the CPU the actor needs only to be placed
+ * is free there too. */
+static int take_placed(beam_pool_t *pool, beam_actor_t *a)
+{
+    if (a->spec.place_cpu > 0) {
+        const beam_res_entry_t *cpu = beam_pool_find(pool, "CPU");
+        int64_t held = 0;
+        for (size_t i = 0; i < a->demand.n; i++)
+            if (strcmp(a->demand.name[i], "CPU") == 0)
+                held = a->demand.amount[i];
+        if (!cpu || cpu->avail < held + a->spec.place_cpu)
+            return -EAGAIN;
+    }
+    return beam_pool_take(pool, &a->demand, &a->grant);
+}
+
 /* NodeAffinitySchedulingStrategy, as Ray's NodeAffinitySchedulingPolicy:
  * the target node when it is alive and could ever fit the demand (waiting
  * for room there, soft or not); otherwise anywhere if soft, or never.
@@ -286,7 +302,7 @@ static int take_affinity(beam_node_t *node, beam_actor_t *a)
 {
     beam_member_t *m = beam_cluster_find_id(node, a->affinity);
     if (m && m->alive && beam_pool_feasible(m->pool, &a->demand) == 0) {
-        if (beam_pool_take(m->pool, &a->demand, &a->grant) < 0)
+        if (take_placed(m->pool, a) < 0)
             return -EAGAIN;
         a->pool = m->pool;
         a->member = m;
@@ -328,7 +344,7 @@ static int take_anywhere(beam_node_t *node, beam_actor_t *a)
             rank[j - 1] = r;
         }
     for (size_t i = 0; i < n; i++)
-        if (beam_pool_take(alive[i]->pool, &a->demand, &a->grant) == 0) {
+        if (take_placed(alive[i]->pool, a) == 0) {
             a->pool = alive[i]->pool;
             a->member = alive[i];
             return 0;
@@ -359,7 +375,7 @@ static int take_resources(beam_node_t *node, beam_actor_t *a)
         beam_pool_t *pool = &a->pg->bundles[i].pool;
         if (!a->pg->bundles[i].placed || !a->pg->bundles[i].member || !a->pg->bundles[i].member->alive)
             continue;
-        if (beam_pool_take(pool, &a->demand, &a->grant) == 0) {
+        if (take_placed(pool, a) == 0) {
             a->pool = pool;
             a->member = a->pg->bundles[i].member;
             a->bundle = (int)i;
@@ -544,7 +560,7 @@ void beam_actor_send_init(beam_node_t *node, beam_actor_t *a)
     for (char **p = a->spec.sys_path; p && *p; p++)
         npath++;
     beam_enc_init(&enc);
-    beam_enc_push(&enc, "init", 13);
+    beam_enc_push(&enc, "init", 14);
     beam_pack_key(&enc.pk, "actor");
     beam_pack_bin(&enc.pk, a->id, BEAM_ACTOR_ID_SIZE);
     beam_pack_key(&enc.pk, "class_name");
@@ -581,6 +597,13 @@ void beam_actor_send_init(beam_node_t *node, beam_actor_t *a)
     beam_pack_str(&enc.pk, a->job_namespace ? a->job_namespace : "");
     beam_pack_key(&enc.pk, "max_concurrency");
     msgpack_pack_int(&enc.pk, a->max_concurrency);
+    /* what it holds, for get_runtime_context().get_assigned_resources() */
+    beam_pack_key(&enc.pk, "resources");
+    msgpack_pack_map(&enc.pk, a->grant.taken.n);
+    for (size_t i = 0; i < a->grant.taken.n; i++) {
+        beam_pack_str(&enc.pk, a->grant.taken.name[i]);
+        msgpack_pack_double(&enc.pk, (double)a->grant.taken.amount[i] / BEAM_RES_UNIT);
+    }
     beam_enc_end(&enc, 0);
     beam_conn_send_enc(a->worker, &enc);
 }

@@ -42,6 +42,9 @@ typedef struct beam_actor_spec_s {
     char *python;
     char *cwd;
     int noset_cuda;
+    /* CPU units that must be free where it is placed but are not held (Ray's
+     * default actor: 1 CPU to be placed, 0 to run) */
+    int64_t place_cpu;
 } beam_actor_spec_t;
 
 /* The options of create_actor beyond resources and placement group. The

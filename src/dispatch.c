@@ -510,6 +510,7 @@ static void op_create_actor(req_t *r)
     char nm[NAME_MAX_LEN + 1], ns[NAME_MAX_LEN + 1], job_ns[NAME_MAX_LEN + 1];
     int noset = 0, capture = 0;
     int64_t bundle_index = -1;
+    double place_cpus = 0;
     const char *pg_id = NULL;
     beam_pg_t *pg = NULL;
     beam_demand_t demand;
@@ -530,8 +531,14 @@ static void op_create_actor(req_t *r)
         check(r, beam_field_int(r->params, "bundle_index", &bundle_index), "bundle_index", "must be an int", 0) ||
         check(r, beam_field_bool(r->params, "capture_child_tasks", &capture), "capture_child_tasks",
               "must be a bool", 0) ||
+        check(r, beam_field_float(r->params, "placement_cpus", &place_cpus), "placement_cpus", "must be a number",
+              0) ||
         demand_field(r, &demand) < 0)
         return;
+    if (!(place_cpus >= 0 && place_cpus <= 1e9)) {
+        bad(r, "placement_cpus", "must be >= 0");
+        return;
+    }
     if (pg_id) {
         pg = beam_pg_find(r->node, pg_id);
         if (!pg) {
@@ -582,6 +589,7 @@ static void op_create_actor(req_t *r)
     spec.python = dup_str(python, python_len);
     spec.cwd = dup_str(cwd, cwd_len);
     spec.noset_cuda = noset;
+    spec.place_cpu = beam_res_units(place_cpus);
     char *class_name = dup_str(cls, cls_len);
     opts.name = strdup(nm);
     opts.namespace = strdup(ns);

@@ -70,7 +70,7 @@ def _has_async_methods(cls):
     return any(inspect.iscoroutinefunction(m) or inspect.isasyncgenfunction(m) for _, m in inspect.getmembers(cls))
 
 
-def _task_error(name, exc, actor_repr, actor_id):
+def _task_error(name, exc, class_name, actor_id, actor_repr=None):
     from ray.exceptions import RayTaskError
 
     # the remote traceback starts at the user's code: this module's frames go
@@ -78,8 +78,18 @@ def _task_error(name, exc, actor_repr, actor_id):
     while tb_top is not None and tb_top.tb_frame.f_code.co_filename == __file__:
         tb_top = tb_top.tb_next
     tb = "".join(traceback.format_exception(type(exc), exc, tb_top))
-    return RayTaskError(name, tb, exc, proctitle=f"ray::{actor_repr}.{name}", pid=os.getpid(),
-                        actor_repr=actor_repr, actor_id=actor_id)
+    return RayTaskError(name, tb, exc, proctitle=f"ray::{class_name}.{name}", pid=os.getpid(),
+                        actor_repr=actor_repr or class_name, actor_id=actor_id)
+
+
+def _actor_repr(instance):
+    """The actor's own __repr__ when its class defines one (Ray's repr=)."""
+    if instance is None or type(instance).__repr__ is object.__repr__:
+        return None
+    try:
+        return repr(instance)
+    except Exception:
+        return None
 
 
 class Worker:
@@ -106,6 +116,7 @@ class Worker:
         self.rt.capture_child_tasks = bool(init.get("capture_child_tasks"))
         self.rt.namespace = init.get("namespace") or self.rt.namespace
         concurrency = max(1, int(init.get("max_concurrency") or 1))
+        self.rt.assigned_resources = dict(init.get("resources") or {})
         # not counted: an actor's handle to itself must not keep it alive
         self.rt.actor_handle = ActorHandle(self.rt.actor_id, self.class_name, None, _counted=False)
         try:
@@ -154,12 +165,15 @@ class Worker:
             return lambda: True
         if name == "__ray_call__":
             return lambda fn, *a, **k: fn(self.instance, *a, **k)
-        # look the name up on the class: an instance __getattr__ must not be probed
+        # the method comes from the class, as Ray's method table: neither an
+        # instance attribute of the same name nor an instance __getattr__ counts
+        cls = type(self.instance)
         try:
-            inspect.getattr_static(type(self.instance), name)
+            attr = inspect.getattr_static(cls, name)
         except AttributeError:
             raise AttributeError(f"'{self.class_name}' object has no attribute '{name}'") from None
-        return getattr(self.instance, name)
+        get = getattr(type(attr), "__get__", None)
+        return get(attr, self.instance, cls) if get is not None else attr
 
     def _terminate(self, params):
         from ray._private import serialization as ser
@@ -175,6 +189,7 @@ class Worker:
         name = params["method"]
         if name == "__ray_terminate__":
             self._terminate(params)
+        self.rt.task_id = params["obj"][:24]  # an ObjectID starts with its TaskID
         try:
             args, kwargs = ser.loads(params["args"])
             args, kwargs = _resolve_args(args, kwargs)
@@ -192,6 +207,7 @@ class Worker:
             name = params["method"]
             if name == "__ray_terminate__":
                 self._terminate(params)
+            self.rt.task_id = params["obj"][:24]
             try:
                 args, kwargs = ser.loads(params["args"])
                 args, kwargs = await _resolve_args_async(args, kwargs)
@@ -231,7 +247,7 @@ class Worker:
             data, objs, actors = ser.dumps(value)
         except Exception as e:
             status = 1
-            err = _task_error(name, e, self.class_name, self.rt.actor_id.hex())
+            err = _task_error(name, e, self.class_name, self.rt.actor_id.hex(), _actor_repr(self.instance))
             try:
                 data = ser.dumps(err)[0]
             except Exception as pickle_error:

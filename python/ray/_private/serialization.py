@@ -1,19 +1,52 @@
 # SPDX-License-Identifier: Apache-2.0
 """Values to bytes and back: cloudpickle, recording the ObjectRefs and
-ActorHandles a value carries so the daemon can pin them while it travels."""
+ActorHandles a value carries so the daemon can pin them while it travels.
+
+Pickle protocol 5 with out-of-band buffers, as Ray: a numpy array's data is
+not copied into the pickle but appended after it, and ``loads`` hands it back
+as a read-only view of the received bytes (what Ray's zero-copy get gives),
+so a large array is copied once less on each side.
+
+The format of a value with buffers: ``MAGIC``, the count n and the n buffer
+lengths (little-endian u64), the pickle's length, the pickle, then the
+buffers, each starting on a multiple of 64 bytes from the start of the data.
+A value without buffers is the plain pickle.
+"""
+
+import pickle
+import struct
 
 import cloudpickle
 
 from ray._private import refcount as _refcount
 
 PROTOCOL = 5
+MAGIC = b"BEAMOOB1"
+ALIGN = 64
 
 
 def dumps(value):
     """Returns (bytes, [object ids], [actor ids]) for value."""
+    buffers = []
     with _refcount.collect() as found:
-        data = cloudpickle.dumps(value, protocol=PROTOCOL)
+        data = cloudpickle.dumps(value, protocol=PROTOCOL, buffer_callback=buffers.append)
+    if buffers:
+        data = _frame(data, buffers)
     return data, _unique(found[0]), _unique(found[1])
+
+
+def _frame(data, buffers):
+    views = [b.raw() for b in buffers]
+    head = MAGIC + struct.pack(f"<Q{len(views)}QQ", len(views), *[v.nbytes for v in views], len(data))
+    parts = [head, data]
+    offset = len(head) + len(data)
+    for v in views:
+        pad = -offset % ALIGN
+        if pad:
+            parts.append(b"\0" * pad)
+        parts.append(v)
+        offset += pad + v.nbytes
+    return b"".join(parts)
 
 
 def with_refs(params, objs, actors):
@@ -26,7 +59,22 @@ def with_refs(params, objs, actors):
 
 
 def loads(data):
-    return cloudpickle.loads(data)
+    if not data.startswith(MAGIC):
+        return cloudpickle.loads(data)
+    view = memoryview(data)
+    if not view.readonly:
+        view = view.toreadonly()
+    (n,) = struct.unpack_from("<Q", data, len(MAGIC))
+    sizes = struct.unpack_from(f"<{n}QQ", data, len(MAGIC) + 8)
+    offset = len(MAGIC) + 8 + 8 * (n + 1)
+    pickled = view[offset:offset + sizes[n]]
+    offset += sizes[n]
+    buffers = []
+    for size in sizes[:n]:
+        offset += -offset % ALIGN
+        buffers.append(view[offset:offset + size])
+        offset += size
+    return pickle.loads(pickled, buffers=buffers)
 
 
 def _unique(ids):

@@ -85,11 +85,17 @@ def is_initialized():
 
 
 def runtime():
-    """The runtime, initialising a driver's with defaults as Ray does on first use."""
+    """The runtime, initialising a driver's with defaults as Ray does on first
+    use (unless auto-connect is off: then Ray's RaySystemError)."""
     rt = _runtime
     if rt is None:
-        init()
+        from ray._private import auto_init_hook
+
+        with _init_lock:
+            auto_init_hook.auto_init_ray()
         rt = _runtime
+        if rt is None:
+            raise _exc.RaySystemError("Ray has not been started yet. You can start Ray with 'ray.init()'.")
     return rt
 
 
@@ -164,15 +170,17 @@ def init(address=None, *, num_cpus=None, num_gpus=None, ignore_reinit_error=Fals
             )
         from ray._private import node as _node
 
-        explicit = address not in (None, "") or bool(os.environ.get("RAY_ADDRESS"))
         path, may_start = _resolve_address(address, kwargs.get("_temp_dir"))
         private = None
         logs = kwargs.get("log_to_driver", True)
         if path and _node.socket_answers(path):
-            if explicit and (num_cpus is not None or num_gpus is not None or kwargs.get("resources")):
+            # as Ray: sizes are for a node this call starts, not one it joins
+            if num_cpus is not None or num_gpus is not None:
                 raise ValueError(
                     "When connecting to an existing cluster, num_cpus and num_gpus must not be provided."
                 )
+            if kwargs.get("resources") is not None:
+                raise ValueError("When connecting to an existing cluster, resources must not be provided.")
         elif may_start:
             private = _node.PrivateDaemon(num_cpus=num_cpus, num_gpus=num_gpus, resources=kwargs.get("resources"))
             path = private.socket

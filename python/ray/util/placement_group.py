@@ -87,6 +87,12 @@ def _check_bundles(bundles):
         if all(v == 0 for v in b.values()):
             raise ValueError(f"Bundles cannot be an empty dictionary or resources with only 0 values. "
                              f"Bundles: {bundles}")
+    if any("bundle" in b for b in bundles):
+        from ray import exceptions
+
+        # Ray's GCS refuses the name it uses for its own per-bundle resource
+        raise exceptions.RaySystemError(
+            "bundle is a system reserved resource, which is not allowed to be used in placement group. ")
 
 
 def placement_group(bundles, strategy="PACK", name="", lifetime=None, _soft_target_node_id=None,
@@ -104,7 +110,8 @@ def placement_group(bundles, strategy="PACK", name="", lifetime=None, _soft_targ
     specs = [{k: float(v) for k, v in b.items()} for b in bundles]
     _worker._request("pg_create", {"pg": pg_id, "bundles": specs, "strategy": strategy, "name": name or "",
                                    "detached": lifetime == "detached"})
-    return PlacementGroup(_ids.PlacementGroupID(pg_id), [dict(b) for b in specs])
+    # zero amounts are dropped, as Ray's bundle_specs drops them
+    return PlacementGroup(_ids.PlacementGroupID(pg_id), [{k: v for k, v in b.items() if v} for b in specs])
 
 
 def remove_placement_group(placement_group):
@@ -123,7 +130,7 @@ def _entry(t):
     return {
         "placement_group_id": t["placement_group_id"],
         "name": t["name"],
-        "bundles": {i: dict(b) for i, b in enumerate(t["bundles"])},
+        "bundles": {i: {k: v for k, v in b.items() if v} for i, b in enumerate(t["bundles"])},
         # every bundle, '' where it has no node (pending, or lost with its node), as Ray
         "bundles_to_node_id": dict(enumerate(t["bundles_to_node_id"])),
         "strategy": t["strategy"],
