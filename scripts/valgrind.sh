@@ -7,7 +7,7 @@ build=${1:-build}
 status=0
 for t in "$build"/test_*; do
   [ -x "$t" ] || continue
-  if valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99 \
+  if BEAM_UNDER_VALGRIND=1 valgrind --quiet --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99 \
        "$t" >/dev/null 2>"$t.valgrind"; then
     echo "valgrind: $(basename "$t") clean"
   else
