@@ -430,8 +430,17 @@ def test_detached_actor_outlives_its_driver_until_killed(ray_env):
     k = ray.get_actor("opt-keeper", namespace="opt-det")
     assert ray.get(k.bump.remote(), timeout=60) == 3
     ray.kill(k)
-    with pytest.raises(ray.exceptions.RayActorError):
-        ray.get(k.bump.remote(), timeout=60)
+    # Ray's kill is asynchronous: a call sent at once may still be served
+    import time
+
+    for _ in range(100):
+        try:
+            ray.get(k.bump.remote(), timeout=60)
+        except ray.exceptions.RayActorError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the detached actor still answers 10 s after ray.kill")
 
     def name_released():
         try:
