@@ -169,11 +169,49 @@ void beam_actor_unhold(beam_node_t *node, beam_actor_t *a)
     maybe_free(node, a);
 }
 
+/* The CPU part of a's grant, as a grant of its own. */
+static void cpu_grant(const beam_actor_t *a, beam_grant_t *g)
+{
+    memset(g, 0, sizeof *g);
+    for (size_t i = 0; i < a->grant.taken.n; i++)
+        if (strcmp(a->grant.taken.name[i], "CPU") == 0)
+            beam_demand_add(&g->taken, "CPU", a->grant.taken.amount[i]);
+}
+
+void beam_actor_set_blocked(beam_node_t *node, beam_actor_t *a, int blocked)
+{
+    beam_grant_t g;
+    if (blocked) {
+        if (a->blocked++ > 0 || !a->has_grant)
+            return;
+        cpu_grant(a, &g);
+        if (g.taken.n == 0)
+            return;
+        beam_pool_give(a->pool, &g);
+        a->blocked_cpu = g.taken.amount[0];
+        beam_actors_schedule(node);
+        return;
+    }
+    if (a->blocked == 0 || --a->blocked > 0 || a->blocked_cpu == 0)
+        return;
+    cpu_grant(a, &g);
+    if (a->has_grant && g.taken.n > 0)
+        beam_pool_retake(a->pool, &g);
+    a->blocked_cpu = 0;
+}
+
 /* Gives the actor's resources back where they came from. */
 static void release_grant(beam_node_t *node, beam_actor_t *a)
 {
     if (!a->has_grant)
         return;
+    if (a->blocked_cpu) { /* that part is back already */
+        beam_grant_t g;
+        cpu_grant(a, &g);
+        beam_pool_retake(a->pool, &g);
+        a->blocked_cpu = 0;
+    }
+    a->blocked = 0;
     beam_pool_give(a->pool, &a->grant);
     a->has_grant = 0;
     a->gpus[0] = '\0';
@@ -448,6 +486,7 @@ int beam_actor_create(beam_node_t *node, beam_conn_t *owner, const char *id, cha
     a->has_affinity = opts->has_affinity;
     a->affinity_soft = opts->affinity_soft;
     memcpy(a->affinity, opts->affinity, BEAM_NODE_ID_SIZE);
+    a->task = opts->task;
     a->death_status = BEAM_OBJ_ACTOR_DIED;
     a->spec = *spec;
     memset(spec, 0, sizeof *spec);
@@ -693,6 +732,19 @@ static void kill_doomed(beam_node_t *node, const char *message)
 void beam_actors_conn_gone(beam_node_t *node, beam_conn_t *c)
 {
     beam_actor_t *a, *tmp;
+    /* A task's worker hands what it created to the task's owner, up to a
+     * live one: Ray's task workers outlive their task, so an actor made in
+     * a task lives on while a handle to it does. */
+    beam_conn_t *heir = NULL;
+    if (c->actor && c->actor->task) {
+        beam_actor_t *t = c->actor;
+        for (int hops = 0; t && t->task && hops < 64; hops++) {
+            heir = t->owner;
+            t = heir && heir->role == BEAM_ROLE_WORKER ? heir->actor : NULL;
+        }
+        if (heir && heir->closing)
+            heir = NULL;
+    }
     if (c->actor) {
         a = c->actor;
         c->actor = NULL;
@@ -704,8 +756,8 @@ void beam_actors_conn_gone(beam_node_t *node, beam_conn_t *c)
     }
     HASH_ITER(hh, node->actors, a, tmp)
         if (a->owner == c) {
-            a->owner = NULL;
-            a->doomed = a->state != BEAM_ACTOR_DEAD && !a->detached;
+            a->owner = heir;
+            a->doomed = !heir && a->state != BEAM_ACTOR_DEAD && !a->detached;
         }
     kill_doomed(node, "The actor is dead because its owner has died (the driver or actor that "
                       "created it disconnected).");

@@ -57,6 +57,7 @@ typedef struct beam_actor_options_s {
     int has_affinity;    /* NodeAffinitySchedulingStrategy */
     int affinity_soft;
     char affinity[BEAM_NODE_ID_SIZE];
+    int task; /* a remote function's worker: what it creates outlives it */
 } beam_actor_options_t;
 
 typedef struct beam_actor_s {
@@ -99,6 +100,9 @@ typedef struct beam_actor_s {
     char *death;
     int init_failed;
     int doomed; /* marked for killing by a sweep */
+    int task;          /* a remote function's worker (create_actor "task") */
+    uint32_t blocked;  /* its worker waits in ray.get/ray.wait (nested count) */
+    int64_t blocked_cpu; /* the CPU given back while blocked */
     struct beam_actor_s *pending_next;
     UT_hash_handle hh;
 } beam_actor_t;
@@ -119,6 +123,11 @@ beam_actor_t *beam_actor_find_name(beam_node_t *node, const char *ns, const char
  * must exist; on a dead actor it completes at once with the death. */
 void beam_actor_submit(beam_node_t *node, beam_actor_t *a, const char *obj, char *method,
                        char *args, size_t args_len, beam_refs_t *refs);
+/* The worker waits in ray.get/ray.wait (blocked) or is back (not): as
+ * Ray's raylet does for a blocked task, its CPU goes back to its pool while
+ * it waits, so the tasks it waits for can run, and is taken back after,
+ * even if that oversubscribes the pool for a while. Nests. */
+void beam_actor_set_blocked(beam_node_t *node, beam_actor_t *a, int blocked);
 /* ray.kill: the worker is killed at once; every call fails. */
 void beam_actor_kill(beam_node_t *node, beam_actor_t *a, const char *message);
 

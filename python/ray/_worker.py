@@ -70,15 +70,18 @@ def _has_async_methods(cls):
     return any(inspect.iscoroutinefunction(m) or inspect.isasyncgenfunction(m) for _, m in inspect.getmembers(cls))
 
 
-def _task_error(name, exc, actor_repr, actor_id):
+def _task_error(name, exc, actor_repr, actor_id, proctitle=None):
+    from ray import actor as _actor
     from ray.exceptions import RayTaskError
 
-    # the remote traceback starts at the user's code: this module's frames go
+    # the remote traceback starts at the user's code: this module's frames
+    # (and the task runner's) go
+    internal = (__file__, _actor.__file__)
     tb_top = exc.__traceback__
-    while tb_top is not None and tb_top.tb_frame.f_code.co_filename == __file__:
+    while tb_top is not None and tb_top.tb_frame.f_code.co_filename in internal:
         tb_top = tb_top.tb_next
     tb = "".join(traceback.format_exception(type(exc), exc, tb_top))
-    return RayTaskError(name, tb, exc, proctitle=f"ray::{actor_repr}.{name}", pid=os.getpid(),
+    return RayTaskError(name, tb, exc, proctitle=proctitle or f"ray::{actor_repr}.{name}", pid=os.getpid(),
                         actor_repr=actor_repr, actor_id=actor_id)
 
 
@@ -88,6 +91,7 @@ class Worker:
         self.client = rt.client
         self.instance = None
         self.class_name = "Actor"
+        self.task = False  # a remote function's worker: class_name is the function's
         self.pool = None  # a threaded actor's threads
         self.loop = None  # an asyncio actor's event loop
         self.slots = None  # its asyncio.Semaphore(max_concurrency)
@@ -110,6 +114,9 @@ class Worker:
         self.rt.actor_handle = ActorHandle(self.rt.actor_id, self.class_name, None, _counted=False)
         try:
             cls = ser.loads(init["class_data"])
+            from ray.actor import _TaskRunner
+
+            self.task = self.rt.is_task = cls is _TaskRunner
             args, kwargs = ser.loads(init["args"])
             if _has_async_methods(cls):
                 self._start_loop(concurrency)
@@ -217,6 +224,11 @@ class Worker:
         except SystemExit as e:
             _exit_now(e)
 
+    def _error(self, name, exc):
+        if self.task:  # Ray's header for a task: ray::f(), no actor
+            return _task_error(self.class_name, exc, None, None, proctitle=f"ray::{self.class_name}")
+        return _task_error(name, exc, self.class_name, self.rt.actor_id.hex())
+
     def finish(self, params, outcome):
         """Pickles a call's outcome, (True, value) or (False, exception),
         sends it as the call's result, and sends queued releases."""
@@ -231,19 +243,17 @@ class Worker:
             data, objs, actors = ser.dumps(value)
         except Exception as e:
             status = 1
-            err = _task_error(name, e, self.class_name, self.rt.actor_id.hex())
+            err = self._error(name, e)
             try:
                 data = ser.dumps(err)[0]
             except Exception as pickle_error:
-                data = ser.dumps(_task_error(name, TypeError(f"the error could not be pickled: {pickle_error}"),
-                                             self.class_name, self.rt.actor_id.hex()))[0]
+                data = ser.dumps(self._error(name, TypeError(f"the error could not be pickled: {pickle_error}")))[0]
         try:
             self.reply(params["obj"], status, data, objs, actors)
         except ValueError as e:
             # the result does not fit in one frame: the call fails, the actor lives
             del data
-            err = _task_error(name, ValueError(f"the result of {self.class_name}.{name}() could not be sent: {e}"),
-                              self.class_name, self.rt.actor_id.hex())
+            err = self._error(name, ValueError(f"the result of {self.class_name}.{name}() could not be sent: {e}"))
             self.reply(params["obj"], 1, ser.dumps(err)[0], [], [])
         # the call's refs died with it; _beam only sends queued releases
         # with a later message, and an idle worker sends none

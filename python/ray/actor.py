@@ -149,7 +149,9 @@ def _node_id_bytes(node_id):
     return raw
 
 
-def _create_actor(actor_class, args, kwargs):
+def _create_actor(actor_class, args, kwargs, _task=None):
+    """Creates the actor; _task names the remote function whose one-call
+    worker this is (its output prefix, and beamd's ownership rule)."""
     from ray.util import scheduling_strategies as _ss
 
     rt = _worker.runtime()
@@ -182,9 +184,10 @@ def _create_actor(actor_class, args, kwargs):
         sys_path = list(dict.fromkeys(extra + sys_path))
     noset = bool(env.get("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES") or
                  os.environ.get("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"))
+    class_name = _task or actor_class._cls.__name__
     params = {
         "actor": actor_id,
-        "class_name": actor_class._cls.__name__,
+        "class_name": class_name,
         "class_data": actor_class._class_data(),
         "args": data,
         "num_cpus": float(opts.get("num_cpus") or 0),
@@ -204,6 +207,8 @@ def _create_actor(actor_class, args, kwargs):
         "objects": objs,
         "actors": actors,
     }
+    if _task:
+        params["task"] = True
     strategy = _opts.strategy_of(opts)
     if strategy == "SPREAD":
         params["spread"] = True
@@ -221,7 +226,7 @@ def _create_actor(actor_class, args, kwargs):
         params["capture_child_tasks"] = True
     import _beam
 
-    handle = ActorHandle(actor_id, actor_class._cls.__name__, _method_names(actor_class._cls), _owned=True)
+    handle = ActorHandle(actor_id, class_name, _method_names(actor_class._cls), _owned=True)
     try:
         rt.client.request("create_actor", params)
     except _beam.RemoteError as e:
@@ -359,7 +364,10 @@ class _TaskRunner:
 
 class RemoteFunction:
     """What ``ray.remote`` makes of a function: each ``.remote()`` runs it in
-    a fresh worker process (an actor that ends after its one call)."""
+    a fresh worker process (an actor that ends after its one call, printing
+    as ``(f pid=N)``). While it waits in ray.get/ray.wait its CPU is lent
+    back (ray._worker says so to beamd), and what it creates outlives it
+    while handles do (beamd hands it to the task's owner)."""
 
     def __init__(self, fn, options=None):
         if inspect.iscoroutinefunction(fn):
@@ -369,6 +377,7 @@ class RemoteFunction:
         _check_options(options or {}, task=True)
         self._function = fn
         self._options = dict(options or {})
+        self._runner = None  # the ActorClass its calls run in
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
 
@@ -386,10 +395,11 @@ class RemoteFunction:
     def remote(self, *args, **kwargs):
         # the task options beam accepts have no actor counterpart to pass on
         # (a task's name only labels it in Ray's dashboard: no named actor)
-        opts = {k: v for k, v in self._options.items() if k in _ACTOR_OPTIONS and k != "name"}
-        opts.setdefault("num_cpus", 1)
-        runner = ActorClass(_TaskRunner, opts)
-        handle = runner.remote()
+        if self._runner is None:
+            opts = {k: v for k, v in self._options.items() if k in _ACTOR_OPTIONS and k != "name"}
+            opts.setdefault("num_cpus", 1)
+            self._runner = ActorClass(_TaskRunner, opts)
+        handle = _create_actor(self._runner, (), {}, _task=self.__name__)
         ref = handle.run.remote(self._function, args, kwargs)
         del handle  # the worker ends once its call is done
         return ref

@@ -55,6 +55,7 @@ class Runtime:
         self.gpu_ids = []
         self.placement_group_id = None
         self.capture_child_tasks = False
+        self.is_task = False  # a remote function's worker (ray._worker sets it)
         self.saved_socket_env = None
         self.epoch = _refcount.attach(client)
 
@@ -332,6 +333,28 @@ def _timeout_ms(timeout):
     return int(timeout * 1000)
 
 
+class _Blocked:
+    """Around a get/wait that may wait, in a task's worker on its main thread:
+    beamd lends the task's CPU back meanwhile, as Ray's raylet does for a
+    blocked worker, so the tasks it waits for can run on a full node."""
+
+    def __init__(self, rt, timeout_ms):
+        self.client = None
+        if (rt.is_task and timeout_ms != 0 and threading.current_thread() is threading.main_thread()):
+            self.client = rt.client
+
+    def __enter__(self):
+        if self.client is not None:
+            self.client.send("blocked", {"blocked": True})
+
+    def __exit__(self, *exc):
+        if self.client is not None:
+            try:
+                self.client.send("blocked", {"blocked": False})
+            except ConnectionError:
+                pass
+
+
 def _get_values(ids, timeout_ms):
     """The daemon's [status, data] entries for ids (None: not ready). Values
     too large for one reply together are fetched in parts, as Ray would
@@ -382,7 +405,9 @@ def get(object_refs, *, timeout=None):
         )
     if not refs:
         return []
-    values = _get_values([r._id for r in refs], _timeout_ms(timeout))
+    timeout_ms = _timeout_ms(timeout)
+    with _Blocked(runtime(), timeout_ms):
+        values = _get_values([r._id for r in refs], timeout_ms)
     out = []
     cache = {}
     for ref, entry in zip(refs, values):
@@ -429,8 +454,10 @@ def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
             "num_returns cannot be greater than the number of ray_waitables provided: %d > %d"
             % (num_returns, len(ray_waitables))
         )
-    reply = _request("wait", {"objs": [r._id for r in ray_waitables], "num_returns": num_returns,
-                              "timeout_ms": _timeout_ms(timeout)})
+    timeout_ms = _timeout_ms(timeout)
+    with _Blocked(runtime(), timeout_ms):
+        reply = _request("wait", {"objs": [r._id for r in ray_waitables], "num_returns": num_returns,
+                                  "timeout_ms": timeout_ms})
     picked = set(reply["ready"])
     ready = [r for i, r in enumerate(ray_waitables) if i in picked]
     rest = [r for i, r in enumerate(ray_waitables) if i not in picked]

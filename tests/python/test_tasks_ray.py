@@ -1,0 +1,159 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Remote functions as Ray runs them (issue 15): a task blocked in
+ray.get/ray.wait lends its CPU back, so nested and recursive tasks finish on
+a one-CPU node; an actor made inside a task outlives the task while a handle
+does; a task's error names ``ray::f()``.
+
+The tests marked ray_compat use only Ray's public API and also pass on real
+Ray 2.43 (`env -u PYTHONPATH -u BEAM_SOCKET /opt/ray-venv/bin/python -m pytest
+-q -p no:warnings tests/python/test_tasks_ray.py -m ray_compat`): there the
+module fixture starts one local Ray with a single CPU instead of a beamd.
+"""
+
+import os
+import re
+import time
+
+import pytest
+
+import ray
+
+ON_RAY = getattr(ray, "__commit__", "") != "beam"
+beam_only = pytest.mark.skipif(ON_RAY, reason="checks beam itself")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_env():
+    """One ray.init() for the module, on a node with ONE CPU: a beamd started
+    for it, or a local real Ray of the same size."""
+    if ON_RAY:
+        ray.init(num_cpus=1, num_gpus=0, include_dashboard=False)
+        yield None
+        ray.shutdown()
+        return
+    from conftest import Beamd, beam_processes
+
+    d = Beamd(num_gpus=0, num_cpus=1)
+    saved = {k: os.environ.get(k) for k in ("BEAM_SOCKET", "RAY_ADDRESS")}
+    os.environ["BEAM_SOCKET"] = d.socket
+    os.environ.pop("RAY_ADDRESS", None)
+    try:
+        ray.init()
+        yield d
+    finally:
+        ray.shutdown()
+        d.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        left = beam_processes(d.socket)
+        for pid in left:
+            os.kill(pid, 9)
+        assert not left, f"processes left behind: {left}"
+
+
+@ray.remote
+def fib(n):
+    if n < 2:
+        return n
+    return sum(ray.get([fib.remote(n - 1), fib.remote(n - 2)]))
+
+
+@ray.remote
+def square(x):
+    return x * x
+
+
+@ray.remote
+def sum_of_squares(n):
+    return sum(ray.get([square.remote(i) for i in range(n)]))
+
+
+@ray.remote
+def outer_of(n):
+    # three levels: each one blocks in ray.get on the next
+    return ray.get(sum_of_squares.remote(n)) + 1
+
+
+@ray.remote
+def first_ready(n):
+    refs = [square.remote(i) for i in range(n)]
+    ready, rest = ray.wait(refs, num_returns=n)
+    return sorted(ray.get(ready)), len(rest)
+
+
+@pytest.mark.ray_compat
+def test_recursive_tasks_finish_on_one_cpu():
+    assert ray.get(fib.remote(5), timeout=120) == 5
+
+
+@pytest.mark.ray_compat
+def test_task_waiting_for_tasks_on_one_cpu():
+    assert ray.get(sum_of_squares.remote(4), timeout=120) == 0 + 1 + 4 + 9
+
+
+@pytest.mark.ray_compat
+def test_nested_gets_three_deep():
+    assert ray.get(outer_of.remote(3), timeout=120) == 0 + 1 + 4 + 1
+
+
+@pytest.mark.ray_compat
+def test_task_blocked_in_wait_lends_its_cpu():
+    assert ray.get(first_ready.remote(3), timeout=120) == ([0, 1, 4], 0)
+
+
+@pytest.mark.ray_compat
+def test_the_cpu_comes_back_after_nested_tasks():
+    ray.get(sum_of_squares.remote(2), timeout=120)
+    # every task has returned: the one CPU is free again (not lent twice)
+    assert ray.get(square.remote(7), timeout=120) == 49
+    end = time.monotonic() + 60
+    while ray.available_resources().get("CPU", 0) != 1.0 and time.monotonic() < end:
+        time.sleep(0.1)
+    assert ray.available_resources().get("CPU", 0) == 1.0
+
+
+@ray.remote(num_cpus=0)
+class Counter:
+    def __init__(self):
+        self.n = 0
+
+    def incr(self):
+        self.n += 1
+        return self.n
+
+
+@ray.remote
+def make_counter():
+    c = Counter.remote()
+    ray.get(c.incr.remote())
+    return c
+
+
+@pytest.mark.ray_compat
+def test_actor_made_in_a_task_outlives_the_task():
+    c = ray.get(make_counter.remote(), timeout=120)
+    # the task has returned; the driver's handle keeps the actor alive
+    assert ray.get(c.incr.remote(), timeout=60) == 2
+    assert ray.get(c.incr.remote(), timeout=60) == 3
+
+
+@ray.remote
+def raises(x):
+    raise ValueError(f"bad {x}")
+
+
+@pytest.mark.ray_compat
+def test_task_error_header_names_the_function():
+    with pytest.raises(ValueError) as info:
+        ray.get(raises.remote(3), timeout=60)
+    err = info.value
+    assert isinstance(err, ray.exceptions.RayTaskError)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(err))  # Ray colours the header
+    first = text.splitlines()[0]
+    assert first.startswith("ray::raises() (pid="), text
+    assert "actor_id" not in first, text
+    assert "bad 3" in text
+    assert "_TaskRunner" not in text and "actor.py" not in text, text
