@@ -134,7 +134,26 @@ class Worker:
             self.client.send("actor_ready", {"ok": False, "error": str(err)})
             self.client.close()
             os._exit(1)
+        self._announce_repr()
         self.client.send("actor_ready", {"ok": True})
+
+    def _announce_repr(self):
+        """As Ray's worker after __init__: an actor whose class defines
+        __repr__ prints it with Ray's ':actor_name:' mark on both streams, and
+        the driver prints its later lines under that name."""
+        if self.task or type(self.instance).__repr__ is object.__repr__:
+            return
+        try:
+            token = f":actor_name:{repr(self.instance)}"
+        except Exception:
+            return
+        if "\n" in token:
+            return
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                print(token, file=stream, flush=True)
+            except Exception:
+                pass
 
     def _start_loop(self, concurrency):
         self.loop = asyncio.new_event_loop()
@@ -188,7 +207,39 @@ class Worker:
             outcome = (True, self._method(name)(*args, **kwargs))
         except Exception as e:
             outcome = (False, e)
+        except BaseException as e:
+            if not self.task:
+                raise
+            self._task_base_exception(params, e)
+            return
         self.finish(params, outcome)
+
+    def _task_base_exception(self, params, exc):
+        """A task raised a BaseException that is not an Exception, as Ray
+        2.43 reports it: KeyboardInterrupt is a cancellation (the task fails
+        with TaskCancelledError, the worker lives on); anything else
+        (SystemExit, sys.exit(), a BaseException subclass) ends the worker
+        and the caller gets WorkerCrashedError."""
+        from ray import exceptions as rex
+        from ray._private import serialization as ser
+
+        if isinstance(exc, KeyboardInterrupt):
+            tid = params["obj"][:24].hex()
+            cancelled = rex.TaskCancelledError(f"TaskID({tid})")
+            err = _task_error(self.class_name, exc, None, None, proctitle=f"ray::{self.class_name}")
+            lines = err.traceback_str.rstrip("\n").split("\n")
+            # the remote traceback ends in the cancellation, as in Ray
+            lines[-1] = f"ray.exceptions.TaskCancelledError: {cancelled}"
+            err = rex.RayTaskError(self.class_name, "\n".join(lines) + "\n", cancelled,
+                                   proctitle=f"ray::{self.class_name}", pid=os.getpid())
+            self.reply(params["obj"], 1, ser.dumps(err)[0], [], [])
+            self.client.flush()
+            return
+        self.reply(params["obj"], 1, ser.dumps(rex.WorkerCrashedError())[0], [], [])
+        self.client.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
 
     async def call_async(self, params):
         """Runs one call on the event loop (a sync method blocks it, as in

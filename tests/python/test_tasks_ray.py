@@ -157,3 +157,45 @@ def test_task_error_header_names_the_function():
     assert "actor_id" not in first, text
     assert "bad 3" in text
     assert "_TaskRunner" not in text and "actor.py" not in text, text
+
+
+@ray.remote(max_retries=0)
+def interrupted():
+    raise KeyboardInterrupt("stop")
+
+
+@ray.remote(max_retries=0)
+def exits(code):
+    import sys
+
+    sys.exit(code)
+
+
+@ray.remote(max_retries=0)
+def raises_base():
+    class MyBaseError(BaseException):  # here: Ray's workers cannot import this module
+        pass
+
+    raise MyBaseError("not an Exception")
+
+
+@pytest.mark.ray_compat
+def test_keyboard_interrupt_in_a_task_is_a_cancellation():
+    with pytest.raises(ray.exceptions.TaskCancelledError) as info:
+        ray.get(interrupted.remote(), timeout=60)
+    assert isinstance(info.value, ray.exceptions.RayTaskError)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(info.value))
+    assert text.startswith("ray::interrupted() (pid="), text
+    assert 'raise KeyboardInterrupt("stop")' in text
+    assert text.rstrip().endswith("was cancelled."), text
+
+
+@pytest.mark.ray_compat
+@pytest.mark.parametrize("make", [lambda: exits.remote(3), lambda: exits.remote(0), lambda: raises_base.remote()],
+                         ids=["sys.exit(3)", "sys.exit(0)", "BaseException"])
+def test_base_exception_in_a_task_is_a_worker_crash(make):
+    with pytest.raises(ray.exceptions.WorkerCrashedError) as info:
+        ray.get(make(), timeout=60)
+    assert "The worker died unexpectedly while executing this task" in str(info.value)
+    # the node goes on running tasks
+    assert ray.get(square.remote(3), timeout=60) == 9

@@ -56,6 +56,7 @@ class Runtime:
         self.placement_group_id = None
         self.capture_child_tasks = False
         self.is_task = False  # a remote function's worker (ray._worker sets it)
+        self.log_printer = None  # a driver's worker_logs.Printer
         self.saved_socket_env = None
         self.epoch = _refcount.attach(client)
 
@@ -193,6 +194,10 @@ def init(address=None, *, num_cpus=None, num_gpus=None, ignore_reinit_error=Fals
         # as Ray: a job without a namespace gets an anonymous one of its own
         _runtime = Runtime(client, hello, "driver", private=private, runtime_env=env,
                            namespace=namespace or str(uuid.uuid4()))
+        if logs:
+            from ray._private import worker_logs as _worker_logs
+
+            _runtime.log_printer = _worker_logs.Printer(client)
         if private:
             # processes this driver starts (vLLM's engine cores) join its
             # daemon, as Ray's children find the cluster the driver started
@@ -222,6 +227,8 @@ def shutdown(_exiting_interpreter=False):
         _refcount.detach()
         try:
             rt.client.close()
+            if rt.log_printer is not None:
+                rt.log_printer.stop()  # prints what was queued
         finally:
             if rt.private:
                 rt.private.stop()
