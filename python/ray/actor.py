@@ -216,6 +216,10 @@ def _create_actor(actor_class, args, kwargs, _task=None):
         params["node_id"] = _node_id_bytes(strategy.node_id)
         params["soft"] = bool(strategy.soft)
     elif isinstance(strategy, _ss.PlacementGroupSchedulingStrategy) and strategy.placement_group is not None:
+        from ray.util.placement_group import check_placement
+
+        check_placement(strategy.placement_group, int(strategy.placement_group_bundle_index), opts,
+                               class_name, actor=not _task)
         params["placement_group"] = strategy.placement_group.id.binary()
         params["bundle_index"] = int(strategy.placement_group_bundle_index)
         params["capture_child_tasks"] = bool(strategy.placement_group_capture_child_tasks)

@@ -27,13 +27,13 @@ def ray_env():
     """One ray.init() for the module, on a node with ONE CPU: a beamd started
     for it, or a local real Ray of the same size."""
     if ON_RAY:
-        ray.init(num_cpus=1, num_gpus=0, include_dashboard=False)
+        ray.init(num_cpus=1, num_gpus=0, resources={"custom": 4}, include_dashboard=False)
         yield None
         ray.shutdown()
         return
     from conftest import Beamd, beam_processes
 
-    d = Beamd(num_gpus=0, num_cpus=1)
+    d = Beamd(num_gpus=0, num_cpus=1, extra=("--resource", "custom=4"))
     saved = {k: os.environ.get(k) for k in ("BEAM_SOCKET", "RAY_ADDRESS")}
     os.environ["BEAM_SOCKET"] = d.socket
     os.environ.pop("RAY_ADDRESS", None)
@@ -199,3 +199,87 @@ def test_base_exception_in_a_task_is_a_worker_crash(make):
     assert "The worker died unexpectedly while executing this task" in str(info.value)
     # the node goes on running tasks
     assert ray.get(square.remote(3), timeout=60) == 9
+
+
+@pytest.mark.ray_compat
+@pytest.mark.parametrize("name,alternative", [("CPU", "num_cpus"), ("GPU", "num_gpus")])
+def test_init_refuses_cpu_or_gpu_in_resources(name, alternative):
+    import subprocess
+    import sys
+
+    code = ("import ray\n"
+            "try:\n"
+            f"    ray.init(address='local', resources={{'{name}': 2}})\n"
+            "except AssertionError as e:\n"
+            "    print('REFUSED', e)\n"
+            "else:\n"
+            "    print('STARTED')\n"
+            "    ray.shutdown()\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("BEAM_SOCKET", "RAY_ADDRESS")}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert f"REFUSED {{'{name}': 2}} -> `{name}` cannot be a custom resource" in r.stdout, r.stdout + r.stderr
+    assert f"Use `{alternative}` instead" in r.stdout
+
+
+@ray.remote
+class Plain:
+    def ping(self):
+        return "pong"
+
+
+def _pg(bundles):
+    from ray.util.placement_group import placement_group
+
+    pg = placement_group(bundles)
+    assert pg.wait(60)
+    return pg
+
+
+@pytest.mark.ray_compat
+def test_bad_bundle_index_is_refused_with_rays_message():
+    from ray.util.placement_group import remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    pg = _pg([{"custom": 1}])
+    try:
+        strategy = PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=5)
+        with pytest.raises(ValueError, match=r"placement group bundle index 5 is invalid. "
+                                             r"Valid placement group indexes: 0-1"):
+            Plain.options(num_cpus=0, resources={"custom": 1}, scheduling_strategy=strategy).remote()
+        with pytest.raises(ValueError, match="placement group bundle index 5 is invalid"):
+            square.options(num_cpus=0, resources={"custom": 1}, scheduling_strategy=strategy).remote(2)
+    finally:
+        remove_placement_group(pg)
+
+
+@pytest.mark.ray_compat
+def test_default_actor_in_a_cpu_less_bundle_is_refused_with_rays_message():
+    from ray.util.placement_group import remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    pg = _pg([{"custom": 1}])
+    try:
+        strategy = PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=0)
+        with pytest.raises(ValueError, match=r"Cannot schedule Plain with the placement group because the actor "
+                                             r"requires 1 CPU for creation, but it cannot fit into any bundles for "
+                                             r"the placement group, \[\{'custom': 1\.0\}\]\. Consider creating a "
+                                             r"placement group with CPU resources\."):
+            Plain.options(scheduling_strategy=strategy).remote()
+        with pytest.raises(ValueError, match=r"Cannot schedule Plain with the placement group because the resource "
+                                             r"request \{'custom': 2, 'CPU': 0\} cannot fit into any bundles"):
+            Plain.options(num_cpus=0, resources={"custom": 2}, scheduling_strategy=strategy).remote()
+        # what fits is placed
+        a = Plain.options(num_cpus=0, resources={"custom": 1}, scheduling_strategy=strategy).remote()
+        assert ray.get(a.ping.remote(), timeout=60) == "pong"
+        ray.kill(a)
+    finally:
+        remove_placement_group(pg)
+
+
+@pytest.mark.ray_compat
+def test_removing_a_removed_placement_group_is_no_error():
+    from ray.util.placement_group import remove_placement_group
+
+    pg = _pg([{"custom": 1}])
+    remove_placement_group(pg)
+    remove_placement_group(pg)

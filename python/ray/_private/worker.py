@@ -176,6 +176,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, ignore_reinit_error=Fals
                     "When connecting to an existing cluster, num_cpus and num_gpus must not be provided."
                 )
         elif may_start:
+            _check_default_resources(kwargs.get("resources"))
             private = _node.PrivateDaemon(num_cpus=num_cpus, num_gpus=num_gpus, resources=kwargs.get("resources"))
             path = private.socket
         else:
@@ -204,6 +205,22 @@ def init(address=None, *, num_cpus=None, num_gpus=None, ignore_reinit_error=Fals
             _runtime.saved_socket_env = os.environ.get("BEAM_SOCKET")
             os.environ["BEAM_SOCKET"] = private.socket
         return _context(_runtime)
+
+
+def _check_default_resources(resources):
+    """Ray's RayParams check: CPU, GPU, memory and object_store_memory are
+    not custom resources (AssertionError, Ray's text)."""
+    if not resources:
+        return
+    for name, alternative in (("CPU", "num_cpus"), ("GPU", "num_gpus"), ("memory", "memory"),
+                              ("object_store_memory", "object_store_memory")):
+        if name in resources:
+            raise AssertionError(
+                f"{resources} -> `{name}` cannot be a custom resource because it is one of the default "
+                f"resources ({ {'CPU', 'GPU', 'memory', 'object_store_memory'} }). Use `{alternative}` instead. "
+                f"For example, use `ray start --{alternative.replace('_', '-')}=1` instead of "
+                f"`ray start --resources={{'{name}': 1}}`"
+            )
 
 
 def connect_worker(path, actor_id, token):

@@ -108,10 +108,66 @@ def placement_group(bundles, strategy="PACK", name="", lifetime=None, _soft_targ
 
 
 def remove_placement_group(placement_group):
-    """Frees the group's bundles and kills the actors placed in them."""
+    """Frees the group's bundles and kills the actors placed in them. A
+    group that is gone already, or was never known, is no error (as Ray)."""
     if not isinstance(placement_group, PlacementGroup):
         raise TypeError("remove_placement_group takes a PlacementGroup")
-    _worker._request("pg_remove", {"pg": placement_group.id.binary()})
+    try:
+        _worker._request("pg_remove", {"pg": placement_group.id.binary()})
+    except ValueError:  # beamd's not_found
+        pass
+
+
+def check_placement_group_index(placement_group, bundle_index):
+    """Ray's check of a bundle index, at .remote()."""
+    if placement_group.id.is_nil():
+        if bundle_index != -1:
+            raise ValueError("If placement group is not set, the value of bundle index must be -1.")
+    elif bundle_index >= placement_group.bundle_count or bundle_index < -1:
+        raise ValueError(f"placement group bundle index {bundle_index} is invalid. Valid placement group indexes: "
+                         f"0-{placement_group.bundle_count}")
+
+
+def _valid_resource_shape(resources, bundle_specs):
+    """True if the request fits in some bundle (Ray's rule: any bundle)."""
+    for bundle in bundle_specs:
+        if all(bundle.get(name, 0) >= amount for name, amount in resources.items() if name != "bundle"):
+            return True
+    return False
+
+
+def _validate_resource_shape(placement_group, resources, placement_resources, task_or_actor_repr):
+    """Ray's check, at .remote(), that a task or actor fits in a bundle of
+    its group; placement_resources is what a default actor needs to be
+    placed (1 CPU more than it holds)."""
+    bundles = placement_group.bundle_specs
+    if not _valid_resource_shape(resources, bundles):
+        raise ValueError(
+            f"Cannot schedule {task_or_actor_repr} with the placement group because the resource request "
+            f"{resources} cannot fit into any bundles for the placement group, {bundles}.")
+    if not _valid_resource_shape(placement_resources, bundles):
+        raise ValueError(
+            f"Cannot schedule {task_or_actor_repr} with the placement group because the actor requires "
+            f"{placement_resources.get('CPU', 0)} CPU for creation, but it cannot fit into any bundles for the "
+            f"placement group, {bundles}. Consider creating a placement group with CPU resources.")
+
+
+def check_placement(placement_group, bundle_index, options, task_or_actor_repr, actor):
+    """Both of Ray's .remote() checks for a task or an actor in a group,
+    its resources computed from its options as Ray does."""
+    check_placement_group_index(placement_group, bundle_index)
+    resources = dict(options.get("resources") or {})
+    for key, name in (("num_cpus", "CPU"), ("num_gpus", "GPU"), ("memory", "memory")):
+        if options.get(key) is not None:
+            resources[name] = options[key]
+    placement_resources = {}
+    if actor and not set(resources).difference({"memory", "object_store_memory"}):
+        resources.setdefault("CPU", 0)  # a default actor: 0 CPU held, 1 to be placed
+        placement_resources = dict(resources)
+        placement_resources["CPU"] += 1
+    elif actor:
+        resources.setdefault("CPU", 1)
+    _validate_resource_shape(placement_group, resources, placement_resources, task_or_actor_repr)
 
 
 def _entry(t):
