@@ -399,7 +399,7 @@ def test_bundle_hosts_only_what_it_holds(ray_start, beamd):
     assert ray.get(ref, timeout=10) == "pong"
 
 
-def test_actor_bigger_than_its_bundle_stays_pending(ray_start):
+def test_actor_bigger_than_every_bundle_is_refused_at_remote(ray_start):
     ray = ray_start
     api = _pg_api()
 
@@ -410,8 +410,9 @@ def test_actor_bigger_than_its_bundle_stays_pending(ray_start):
 
     pg = api.placement_group([{"GPU": 1}, {"GPU": 1}])
     assert pg.wait(10)
-    big = Big.options(scheduling_strategy=_strategy(pg, -1)).remote()
-    assert ray.wait([big.ping.remote()], timeout=0.3)[0] == []
+    # as Ray (_validate_resource_shape): refused at .remote(), not left pending
+    with pytest.raises(ValueError, match="cannot fit into any bundles for the placement group"):
+        Big.options(scheduling_strategy=_strategy(pg, -1)).remote()
 
 
 def test_bundle_index_minus_one_picks_a_bundle_with_room(ray_start, beamd):
@@ -534,9 +535,9 @@ def test_half_gpu_bundles(ray_start):
     hs = [Half.options(scheduling_strategy=_strategy(pg, i)).remote() for i in range(2)]
     g0, g1 = ray.get([h.gpus.remote() for h in hs], timeout=10)
     assert len(g0) == 1 and len(g1) == 1
-    # a whole GPU never fits a half-GPU bundle
-    w = Whole.options(scheduling_strategy=_strategy(pg, 0)).remote()
-    assert ray.wait([w.ping.remote()], timeout=0.3)[0] == []
+    # a whole GPU never fits a half-GPU bundle: refused at .remote(), as Ray
+    with pytest.raises(ValueError, match="cannot fit into any bundles for the placement group"):
+        Whole.options(scheduling_strategy=_strategy(pg, 0)).remote()
 
 
 # --- node: pinning ---
