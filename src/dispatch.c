@@ -797,7 +797,7 @@ static void pack_pg(msgpack_packer *pk, const beam_node_t *node, const beam_pg_t
     for (uint32_t i = 0; i < pg->nbundles; i++)
         beam_pack_str(pk, pg->bundles[i].placed && pg->bundles[i].member ? pg->bundles[i].member->hex : "");
     beam_pack_key(pk, "creation_latency_ms");
-    msgpack_pack_double(pk, pg->placed_ms ? (double)(pg->placed_ms - pg->created_ms) : 0.0);
+    msgpack_pack_double(pk, pg->placed_ns ? (double)(pg->placed_ns - pg->created_ns) / 1e6 : 0.0);
     beam_pack_key(pk, "attempts");
     msgpack_pack_uint32(pk, pg->attempts);
 }

@@ -58,7 +58,7 @@ typedef struct beam_pg_s {
     struct beam_conn_s *owner;
     beam_pg_waiter_t *waiters;
     uint32_t users; /* actors holding a grant from its bundles */
-    uint64_t created_ms, placed_ms;
+    uint64_t created_ns, placed_ns; /* uv_hrtime(): creation latency in Ray's stats */
     uint32_t attempts;
     struct beam_pg_s *pending_next;
     UT_hash_handle hh;

@@ -191,8 +191,17 @@ class Worker:
         from ray._private import serialization as ser
 
         self.reply(params["obj"], 0, ser.dumps(None)[0], [], [])
-        self.client.close()
-        os._exit(0)
+        # a graceful exit, as Ray's: atexit handlers run (ray.kill's does
+        # not), before the connection closes (beamd kills the worker then)
+        import atexit
+
+        try:
+            atexit._run_exitfuncs()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            self.client.close()
+            os._exit(0)
 
     def call(self, params):
         """Runs one call on this thread and sends its result."""

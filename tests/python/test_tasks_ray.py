@@ -308,3 +308,46 @@ def test_numpy_buffers_are_64_byte_aligned():
     # (Ray aligns a small buffer after the first to 8 bytes only: no more is asked here)
     np.testing.assert_array_equal(doubled, np.arange(33) * 2)
     np.testing.assert_array_equal(small, np.arange(5))
+
+
+@ray.remote(num_cpus=0)
+class ExitsCleanly:
+    def __init__(self, path):
+        import atexit
+
+        def note():
+            with open(path, "w") as f:
+                f.write("atexit ran")
+
+        atexit.register(note)
+
+    def ping(self):
+        return os.getpid()
+
+
+@pytest.mark.ray_compat
+def test_ray_terminate_runs_atexit_handlers(tmp_path):
+    path = str(tmp_path / "atexit.txt")
+    a = ExitsCleanly.remote(path)
+    ray.get(a.ping.remote(), timeout=60)
+    a.__ray_terminate__.remote()
+    end = time.monotonic() + 60
+    while not os.path.exists(path) and time.monotonic() < end:
+        time.sleep(0.1)
+    with open(path) as f:
+        assert f.read() == "atexit ran"
+
+
+@pytest.mark.ray_compat
+def test_placement_group_stats_have_a_creation_latency():
+    from ray.util.placement_group import placement_group_table, remove_placement_group
+
+    pg = _pg([{"custom": 1}])
+    try:
+        stats = placement_group_table(pg)["stats"]
+        assert stats["scheduling_state"] == "FINISHED"
+        assert stats["scheduling_attempt"] >= 1
+        assert stats["end_to_end_creation_latency_ms"] > 0
+        assert stats["scheduling_latency_ms"] > 0
+    finally:
+        remove_placement_group(pg)
