@@ -101,6 +101,10 @@ typedef struct beam_actor_s {
     int init_failed;
     int doomed; /* marked for killing by a sweep */
     int task;          /* a remote function's worker (create_actor "task") */
+    char *pool_key;    /* a task's worker shape (python, cwd, env, sys_path); NULL: never pooled */
+    uint32_t job;      /* its owner's job */
+    int pooled;        /* dead, its worker idle in the task worker pool */
+    int retiring;      /* on the stack of pool_retire: not to be freed there */
     uint32_t blocked;  /* its worker waits in ray.get/ray.wait (nested count) */
     int64_t blocked_cpu; /* the CPU given back while blocked */
     struct beam_actor_s *pending_next;

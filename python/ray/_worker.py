@@ -155,6 +155,14 @@ class Worker:
             except Exception:
                 pass
 
+    def reuse(self, init):
+        """An idle task worker taken from beamd's pool for a new task: it
+        becomes that task's one-call actor (Ray reuses task workers too)."""
+        self.rt.actor_id = bytes(init["actor"])
+        self.instance = None
+        self.task = self.rt.is_task = False
+        self.construct(init)
+
     def _start_loop(self, concurrency):
         self.loop = asyncio.new_event_loop()
         started = threading.Event()
@@ -336,6 +344,9 @@ class Worker:
             if push is None:
                 continue
             op, params = push
+            if op == "init" and self.task:
+                self.reuse(params)
+                continue
             if op != "call":
                 continue
             if self.loop is not None:

@@ -351,3 +351,56 @@ def test_placement_group_stats_have_a_creation_latency():
         assert stats["scheduling_latency_ms"] > 0
     finally:
         remove_placement_group(pg)
+
+
+@ray.remote
+def my_pid():
+    return os.getpid()
+
+
+@ray.remote
+def env_x():
+    return os.environ.get("BEAM_TEST_X")
+
+
+@pytest.mark.ray_compat
+def test_sequential_tasks_reuse_worker_processes():
+    pids = [ray.get(my_pid.remote(), timeout=60) for _ in range(10)]
+    assert len(set(pids)) < len(pids), pids
+
+
+@pytest.mark.ray_compat
+def test_a_reused_worker_keeps_each_tasks_runtime_env():
+    for _ in range(3):
+        assert ray.get(env_x.remote(), timeout=60) is None
+        assert ray.get(env_x.options(runtime_env={"env_vars": {"BEAM_TEST_X": "1"}}).remote(), timeout=60) == "1"
+        assert ray.get(env_x.options(runtime_env={"env_vars": {"BEAM_TEST_X": "2"}}).remote(), timeout=60) == "2"
+
+
+@beam_only
+def test_pooled_workers_end_with_their_driver(ray_env):
+    import subprocess
+    import sys
+
+    code = ("import os, ray\n"
+            "ray.init()\n"
+            "@ray.remote\n"
+            "def pid():\n"
+            "    return os.getpid()\n"
+            "print('PIDS', *sorted({ray.get(pid.remote()) for _ in range(5)}), flush=True)\n")
+    env = dict(os.environ, BEAM_SOCKET=ray_env.socket)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    pids = [int(x) for x in re.search(r"PIDS ([\d ]+)", r.stdout).group(1).split()]
+    end = time.monotonic() + 30
+
+    def alive(pid):
+        try:
+            os.kill(pid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+
+    while any(alive(p) for p in pids) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not any(alive(p) for p in pids), pids

@@ -157,3 +157,28 @@ def test_dedup_one_process_repeating_itself_is_printed():
     assert d.add("(b pid=2) ", ("2", ""), "step 3 done") == []
     clock[0] = 6.0
     assert d.expire() == ["(b pid=2) step 3 done"]  # one held line: printed as it was
+
+
+@ray.remote
+def first_name(word):
+    print(f"{word} line of first_name")
+    return os.getpid()
+
+
+@ray.remote
+def second_name(word):
+    print(f"{word} line of second_name")
+    return os.getpid()
+
+
+@pytest.mark.ray_compat
+def test_a_reused_worker_prints_under_each_tasks_name(capsys):
+    seen = _Seen(capsys)
+    pids = set()
+    for word in ("alpha", "beta", "gamma"):  # distinct lines: none is deduplicated
+        p1 = ray.get(first_name.remote(word), timeout=60)
+        p2 = ray.get(second_name.remote(word), timeout=60)
+        pids |= {p1, p2}
+        assert seen.until(lambda s: f"(first_name pid={p1}) {word} line of first_name" in s.out), seen.out
+        assert seen.until(lambda s: f"(second_name pid={p2}) {word} line of second_name" in s.out), seen.out
+    assert "(first_name pid=" not in "".join(l for l in seen.out.splitlines() if "line of second_name" in l)
