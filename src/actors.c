@@ -273,7 +273,7 @@ static void hand_down(beam_node_t *node, beam_conn_t *from, beam_conn_t *heir)
  * the pool). Returns 0 if pooled, -1 if the actor must die instead. */
 static int pool_retire(beam_node_t *node, beam_actor_t *a)
 {
-    if (!a->task || !a->pool_key || a->state != BEAM_ACTOR_ALIVE || !a->worker || a->worker->closing ||
+    if (!a->task || !a->pool_key || a->exiting || a->state != BEAM_ACTOR_ALIVE || !a->worker || a->worker->closing ||
         !a->member || !a->member->local || a->grant.ngpus > 0 || !idle(a))
         return -1;
     size_t n = 0;

@@ -105,6 +105,7 @@ typedef struct beam_actor_s {
     uint32_t job;      /* its owner's job */
     int pooled;        /* dead, its worker idle in the task worker pool */
     int retiring;      /* on the stack of pool_retire: not to be freed there */
+    int exiting;       /* its worker said it ends after its last result (task_done "exiting") */
     uint32_t blocked;  /* its worker waits in ray.get/ray.wait (nested count) */
     int64_t blocked_cpu; /* the CPU given back while blocked */
     struct beam_actor_s *pending_next;

@@ -867,10 +867,12 @@ static void op_task_done(req_t *r)
     const char *obj, *data;
     uint32_t len;
     int64_t status;
+    int exiting = 0;
     beam_refs_t rf;
     if (!a || check(r, beam_field_id(r->params, "obj", BEAM_OBJECT_ID_SIZE, &obj), "obj", "must be a 28-byte bin", 1) ||
         check(r, beam_field_int(r->params, "status", &status), "status", "must be an int", 1) ||
-        check(r, beam_field_bin(r->params, "data", &data, &len), "data", "must be a bin", 1))
+        check(r, beam_field_bin(r->params, "data", &data, &len), "data", "must be a bin", 1) ||
+        check(r, beam_field_bool(r->params, "exiting", &exiting), "exiting", "must be a bool", 0))
         return;
     if (status != BEAM_OBJ_OK && status != BEAM_OBJ_TASK_ERROR) {
         bad(r, "status", "must be 0 (ok) or 1 (task error)");
@@ -885,6 +887,8 @@ static void op_task_done(req_t *r)
         return;
     }
     int dead = a->state == BEAM_ACTOR_DEAD;
+    if (exiting)
+        a->exiting = 1; /* its worker ends after this: never pooled */
     if (beam_actor_task_done(r->node, a, obj, (int)status, copy, len, &rf) < 0 && !dead) {
         /* (a dead actor's late results are dropped quietly: its calls already failed) */
         beam_conn_reply_error(r->conn, r->msgid, "not_found", "this worker was given no call with that id");

@@ -198,7 +198,8 @@ class Worker:
     def _terminate(self, params):
         from ray._private import serialization as ser
 
-        self.reply(params["obj"], 0, ser.dumps(None)[0], [], [])
+        self.client.send("task_done", {"obj": params["obj"], "status": 0, "exiting": True,
+                                       "data": ser.dumps(None)[0]})
         # a graceful exit, as Ray's: atexit handlers run (ray.kill's does
         # not), before the connection closes (beamd kills the worker then)
         import atexit
@@ -252,7 +253,8 @@ class Worker:
             self.reply(params["obj"], 1, ser.dumps(err)[0], [], [])
             self.client.flush()
             return
-        self.reply(params["obj"], 1, ser.dumps(rex.WorkerCrashedError())[0], [], [])
+        self.client.send("task_done", {"obj": params["obj"], "status": 1, "exiting": True,
+                                       "data": ser.dumps(rex.WorkerCrashedError())[0]})
         self.client.close()
         sys.stdout.flush()
         sys.stderr.flush()
