@@ -3,7 +3,7 @@
 # ASan+UBSan and runs each for SECONDS, starting from its checked-in corpus
 # (tests/fuzz/corpus/<target>/; new inputs go to a scratch copy, not the
 # repo). Fails if any target finds a crash, a leak or a hang.
-#   scripts/fuzz.sh SECONDS [TARGET...]     (targets: codec dispatch; default all)
+#   scripts/fuzz.sh SECONDS [TARGET...]     (targets: codec dispatch link; default all)
 # BEAM_FUZZ_OUT (default build-fuzz) holds the binaries, the working corpora,
 # each run's log and any crash artifacts. Extra libFuzzer flags can be passed
 # in BEAM_FUZZ_FLAGS (e.g. "-jobs=4 -workers=4").
@@ -54,7 +54,7 @@ build() {
       srcs=$(core_sources)
       libs="libuv msgpack"
       pkg-config --exists libsodium && libs+=" libsodium"
-      # workers are never started: see the top of fuzz_dispatch.c
+      # workers are never started: see the top of fuzz_dispatch.c (and fuzz_link.c)
       extra=(-Wl,--wrap=uv_spawn -lm)
       ;;
   esac

@@ -24,7 +24,15 @@ collects:
 * ``from some.module import ray`` when ``some.module`` is a file of the
   scanned tree that itself does ``import ray`` (a re-export);
 * string arguments of ``importlib.util.find_spec("ray...")`` and
-  ``importlib.import_module("ray...")``.
+  ``importlib.import_module("ray...")``;
+* option keywords: every keyword of ``ray.remote(...)`` and
+  ``ray.method(...)`` (as calls or decorators), and the keywords of any
+  ``X.options(...)`` that are Ray option names (``RAY_OPTION_NAMES``) in a
+  file that touches ray, each with its literal values where the code spells
+  them out (``**kwargs`` cannot be seen).
+
+Only files whose text holds the word ``ray`` are parsed (nothing else can
+touch it); the others are counted.
 
 Each distinct symbol is then resolved against beam's own ``ray`` (by default
 ``<repo>/python``, found from this script's location, put first on
@@ -39,9 +47,18 @@ string resolves when ``importlib.util.find_spec`` finds it. The verdicts:
 * **out of scope**: it does not, and ``OUT_OF_SCOPE`` below lists it (or a
   prefix of it) with the reason beam leaves it out. Entries marked
   ``must_be_absent`` are out of scope even if they resolve, and resolving is
-  then reported as a violation: those are the names whose absence keeps vLLM
-  off its compiled-graph path;
+  then reported as a violation (no entry uses it since the compiled-graph
+  API moved into scope);
 * **missing**: neither; beam must grow it.
+
+An option keyword is classified by beam's own ``ray._private.options``
+(Ray 2.43's lists and beam's checks): in scope when beam runs it or accepts
+it as a no-op for every literal value the code passes; out of scope when
+``OUT_OF_SCOPE_OPTIONS`` lists it (the RDT tensor transport) or when beam
+refuses a value the code passes (its ``NotImplementedError`` is the
+reason); missing when beam's ray does not know it. ``ray.method``
+keywords: only those in ``METHOD_OPTIONS`` are in scope, since beam's
+``ray.method`` returns the method unchanged.
 
 Output: the three counts, then each missing and out-of-scope symbol with its
 first few ``file:line`` locations; ``--json`` prints one JSON document
@@ -55,13 +72,24 @@ import importlib
 import importlib.util
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 
+RDT_REASON = (
+    "RDT weight transfer "
+    "(vllm/distributed/weight_transfer/sharded_rdt_*.py, vLLM 0.29 on): Ray"
+    " Direct Transport moves weights GPU to GPU through NIXL. beam has no "
+    "tensor transport, and vLLM itself refuses this backend below Ray 2.56 "
+    "(beam reports 2.43.0), so vLLM never reaches these calls on beam; the "
+    "default executor path does not use them."
+)
+
 # Prefixes beam leaves out on purpose, each with why. A symbol is covered by
 # an entry when it equals the entry or continues it with ".". The list is
-# decided by what vLLM (at 239b5ff30) really touches outside the Ray paths
-# beam supports (RayExecutorV2, Ray data parallel, config auto-detection).
+# decided by what vLLM (0.7 ... 0.34 and main at 239b5ff30) really touches
+# outside the Ray paths beam supports (RayExecutorV2, the compiled-graph
+# executor, Ray data parallel, config auto-detection).
 OUT_OF_SCOPE = [
     {
         "prefix": "ray.serve",
@@ -71,37 +99,81 @@ OUT_OF_SCOPE = [
         "must_be_absent": False,
     },
     {
-        "prefix": "ray.experimental.compiled_dag_ref",
-        "reason": "Ray Compiled Graphs: absent on purpose. vLLM's "
-        "RayDistributedExecutor checks find_spec() of this module before "
-        "building a compiled graph, so its absence makes vLLM stop with a "
-        "clear error instead of taking a path beam cannot run; RayExecutorV2 "
-        "(VLLM_USE_RAY_V2_EXECUTOR_BACKEND=1) needs no graphs.",
-        "must_be_absent": True,
+        "prefix": "ray.experimental.register_nixl_memory",
+        "reason": RDT_REASON,
+        "must_be_absent": False,
     },
     {
-        "prefix": "ray.experimental.channel",
-        "reason": "Ray Compiled Graphs channels (Communicator, "
-        "TorchTensorAllocator, register_accelerator_context): used only when "
-        "vLLM builds a compiled graph (ray_executor.py, "
-        "device_communicators/ray_communicator.py); absent on purpose like "
-        "compiled_dag_ref.",
-        "must_be_absent": True,
+        "prefix": "ray.experimental.set_target_for_ref",
+        "reason": RDT_REASON,
+        "must_be_absent": False,
     },
     {
         "prefix": "ray._private.accelerators.TPUAcceleratorManager",
-        "reason": "TPU: get_num_tpu_nodes() in v1/executor/ray_utils.py, "
-        "which nothing in vllm/ calls; beam schedules NVIDIA GPUs and CPUs only.",
+        "reason": "TPU: get_num_tpu_nodes() in (v1/)executor/ray_utils.py, "
+        "called by nothing in vllm/ at 239b5ff30 and, in older releases, only "
+        "by the TPU communicator; beam schedules NVIDIA GPUs and CPUs only.",
         "must_be_absent": False,
     },
     {
         "prefix": "ray._private.state.state",
-        "reason": "Ray 2.9 fallback in v1/executor/ray_utils.py, reached only "
+        "reason": "Ray 2.9 fallback in (v1/)executor/ray_utils.py, reached only "
         "when `from ray._private.state import available_resources_per_node` "
         "raises ImportError; beam provides that name, so the branch never runs.",
         "must_be_absent": False,
     },
 ]
+
+# Option keywords: Ray's names (2.43's ray_option_utils.py and
+# ray.method, plus later ones vLLM passes). A keyword of ``.options(...)``
+# counts only when it is one of these, in a file that touches ray, so
+# unrelated ``.options(...)`` methods are not reported; every keyword of
+# ``ray.remote(...)`` and ``ray.method(...)`` counts.
+RAY_OPTION_NAMES = frozenset((
+    "accelerator_type", "memory", "name", "num_cpus", "num_gpus",
+    "object_store_memory", "placement_group", "placement_group_bundle_index",
+    "placement_group_capture_child_tasks", "resources", "runtime_env",
+    "scheduling_strategy", "_metadata", "enable_task_events", "_labels",
+    "concurrency_groups", "lifetime", "max_concurrency", "max_restarts",
+    "max_task_retries", "max_pending_calls", "namespace", "get_if_exists",
+    "max_calls", "max_retries", "num_returns", "retry_exceptions",
+    "_generator_backpressure_num_objects",
+    # ray.method
+    "concurrency_group",
+    # after 2.43
+    "enable_tensor_transport", "tensor_transport", "label_selector",
+    "fallback_strategy", "allow_out_of_order_execution",
+))
+
+# Option keywords beam leaves out on purpose, with why; like OUT_OF_SCOPE,
+# these are out of scope whatever beam's ray does with them.
+OUT_OF_SCOPE_OPTIONS = {
+    "enable_tensor_transport": RDT_REASON,
+    "tensor_transport": RDT_REASON,
+}
+
+# ``@ray.method(...)`` keywords beam serves: beam's ray.method returns the
+# method unchanged, so only a keyword whose effect is nothing (or what beam
+# does anyway) is in scope; the value, when given, must be one of these.
+METHOD_OPTIONS = {
+    "num_returns": (1,),  # a beam method returns one value
+    "enable_task_events": None,  # Ray's task-event stream; any value
+    "max_task_retries": None,  # beam never restarts an actor, so no retry
+}
+
+CONTEXT_DISPLAY = {
+    "options": ".options({}=...)",
+    "remote": "ray.remote({}=...)",
+    "method": "ray.method({}=...)",
+}
+
+
+class _NoLiteral:
+    def __repr__(self):
+        return "<not a literal>"
+
+
+NO_LITERAL = _NoLiteral()
 
 MAX_LOCATIONS_SHOWN = 3
 
@@ -114,6 +186,7 @@ class Use:
     line: int
     type_only: bool
     called: bool
+    value: object = None  # an option's literal value (NO_LITERAL if none)
 
 
 @dataclass
@@ -136,7 +209,16 @@ class Symbol:
 
     @property
     def display(self):
-        return f'find_spec("{self.name}")' if self.kind == "find_spec" else self.name
+        return display_name(self.name, self.kind)
+
+
+def display_name(name, kind):
+    if kind == "find_spec":
+        return f'find_spec("{name}")'
+    if kind == "option":
+        context, keyword = name.split(":", 1)
+        return CONTEXT_DISPLAY[context].format(keyword)
+    return name
 
 
 def is_ray_path(name):
@@ -248,6 +330,7 @@ class FileScanner(ast.NodeVisitor):
         self.type_only_depth = 0
         self.annotations_deferred = False
         self.line_offset = 0
+        self.touches_ray = False
 
     # -- bindings --------------------------------------------------------
 
@@ -313,18 +396,51 @@ class FileScanner(ast.NodeVisitor):
         line = getattr(node, "lineno", 0) + self.line_offset
         return Use(self.relpath, line, type_only or self.type_only_depth > 0, called)
 
-    def _record_chain(self, node, called):
-        """Record ``node`` if it is a chain on a ray-bound name; True if so."""
+    def _chain(self, node):
+        """(ray path, type_only) of a chain on a ray-bound name, else None."""
         parts = _dotted(node)
         if not parts:
-            return False
+            return None
         bound = self._lookup(parts[0])
         if bound is None:
-            return False
+            return None
         path, type_only = bound
-        name = ".".join([path] + parts[1:])
+        return ".".join([path] + parts[1:]), type_only
+
+    def _record_chain(self, node, called):
+        """Record ``node`` if it is a chain on a ray-bound name; True if so."""
+        chain = self._chain(node)
+        if chain is None:
+            return False
+        name, type_only = chain
         self.record(name, "symbol", self._use(node, called, type_only))
         return True
+
+    def _record_options(self, node):
+        """Record the option keywords of ``ray.remote(...)``,
+        ``ray.method(...)`` (also as decorators) and ``X.options(...)``."""
+        chain = self._chain(node.func)
+        if chain is not None and chain[0] in ("ray.remote", "ray.method"):
+            context, every = chain[0].split(".")[1], True
+        elif (
+            isinstance(node.func, ast.Attribute)
+            and node.func.attr == "options"
+            and self.touches_ray
+        ):
+            context, every = "options", False
+        else:
+            return
+        for keyword in node.keywords:
+            if keyword.arg is None:
+                continue  # **kwargs: the scanner cannot see the names
+            if not every and keyword.arg not in RAY_OPTION_NAMES:
+                continue
+            use = self._use(keyword.value)
+            try:
+                use.value = ast.literal_eval(keyword.value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                use.value = NO_LITERAL
+            self.record(f"{context}:{keyword.arg}", "option", use)
 
     # -- visitors --------------------------------------------------------
 
@@ -337,6 +453,11 @@ class FileScanner(ast.NodeVisitor):
         )
         scope = Scope("module")
         self._prebind(node.body, scope)
+        self.touches_ray = any(
+            isinstance(child, (ast.Import, ast.ImportFrom))
+            and any(True for _ in self._import_bindings(child, False))
+            for child in ast.walk(node)
+        )
         self.scopes.append(scope)
         self.generic_visit(node)
         self.scopes.pop()
@@ -440,6 +561,7 @@ class FileScanner(ast.NodeVisitor):
         if spec is not None:
             kind, name = spec
             self.record(name, kind, self._use(node))
+        self._record_options(node)
         if not self._record_chain(node.func, called=True):
             self.visit(node.func)
         for child in node.args + node.keywords:
@@ -492,6 +614,12 @@ def _spec_string(call):
 # -- scanning ---------------------------------------------------------------
 
 
+# Every way to touch ray names the word: `import ray`, `from ray...`,
+# `from pkg import ray`, "ray..." strings. Files without it are counted but
+# not parsed, which makes a vLLM tree an order of magnitude faster to scan.
+MENTIONS_RAY = re.compile(rb"\bray\b")
+
+
 def iter_python_files(root):
     """Every .py file under ``root``, sorted, skipping hidden folders and
     __pycache__."""
@@ -523,9 +651,12 @@ def scan_tree(root):
     for path in iter_python_files(tree.root):
         count += 1
         relpath = os.path.relpath(path, tree.root)
+        with open(path, "rb") as handle:
+            source = handle.read()
+        if not MENTIONS_RAY.search(source):
+            continue  # no `ray` word: nothing here can touch ray
         try:
-            with open(path, "rb") as handle:
-                module = ast.parse(handle.read(), filename=path)
+            module = ast.parse(source, filename=path)
         except (SyntaxError, ValueError) as err:
             errors.append({"path": relpath, "error": str(err)})
             continue
@@ -659,9 +790,76 @@ def out_of_scope_entry(name):
     return None
 
 
+def _beam_options():
+    """beam's ray._private.options (its option lists and checks), or the
+    reason it cannot be imported."""
+    try:
+        return importlib.import_module("ray._private.options"), None
+    except Exception as err:
+        return None, f"beam's ray has no ray._private.options ({type(err).__name__}: {err})"
+
+
+def _literal_values(symbol):
+    values = []
+    for use in symbol.uses:
+        if use.value is not NO_LITERAL and use.value not in values:
+            values.append(use.value)
+    return values
+
+
+def classify_option(symbol):
+    """An option keyword: in scope when beam runs it or accepts it as a
+    no-op (python/ray/_private/options.py decides, by running its checks on
+    every literal value the code passes); out of scope when listed in
+    OUT_OF_SCOPE_OPTIONS or when beam refuses a value the code passes
+    (NotImplementedError: beam says no rather than ignore it); missing when
+    beam's ray does not know the keyword at all."""
+    context, keyword = symbol.name.split(":", 1)
+    if keyword in OUT_OF_SCOPE_OPTIONS:
+        return "out_of_scope", OUT_OF_SCOPE_OPTIONS[keyword]
+    values = _literal_values(symbol)
+    if context == "method":
+        if keyword not in METHOD_OPTIONS:
+            return "missing", (
+                f"beam's ray.method ignores {keyword}=; only "
+                f"{', '.join(sorted(METHOD_OPTIONS))} are served"
+            )
+        allowed = METHOD_OPTIONS[keyword]
+        bad = [v for v in values if allowed is not None and v not in allowed]
+        if bad:
+            return "missing", (
+                f"beam's ray.method ignores {keyword}={bad[0]!r}; it serves only "
+                f"{', '.join(repr(v) for v in allowed)}"
+            )
+        return "in_scope", ""
+    options, why = _beam_options()
+    if options is None:
+        return "missing", why
+    if keyword in options.ACTOR_OPTIONS:
+        check = options.check_actor_options
+    elif keyword in options.TASK_OPTIONS:
+        check = options.check_task_options
+    else:
+        return "missing", (
+            f"{keyword}= is not an option of Ray 2.43's ray.remote/.options(), "
+            f"which beam implements; beam raises ValueError for it"
+        )
+    for value in values:
+        try:
+            check({keyword: value})
+        except NotImplementedError as err:
+            return "out_of_scope", f"beam refuses it: {err}"
+        except Exception:
+            pass  # Ray refuses that value too; not a gap of beam's
+    return "in_scope", ""
+
+
 def classify(symbol):
     """Set ``symbol.status`` to in_scope / out_of_scope / missing, with a
     reason for the last two."""
+    if symbol.kind == "option":
+        symbol.status, symbol.reason = classify_option(symbol)
+        return
     entry = out_of_scope_entry(symbol.name)
     if entry is not None and entry["must_be_absent"]:
         symbol.status, symbol.reason = "out_of_scope", entry["reason"]
@@ -708,6 +906,7 @@ def build_report(root, symbols, files, files_with_ray, errors, violations):
             {
                 "symbol": s.name,
                 "kind": s.kind,
+                "display": s.display,
                 "status": s.status,
                 "reason": s.reason,
                 "type_only": s.type_only,
@@ -716,6 +915,11 @@ def build_report(root, symbols, files, files_with_ray, errors, violations):
                     {"path": u.path, "line": u.line, "type_only": u.type_only}
                     for u in s.uses
                 ],
+                **(
+                    {"values": [repr(v) for v in _literal_values(s)]}
+                    if s.kind == "option"
+                    else {}
+                ),
             }
             for s in ordered
         ],
@@ -747,9 +951,7 @@ def print_text(report, out):
             continue
         print(f"\n{title}:", file=out)
         for symbol in chosen:
-            name = symbol["symbol"]
-            if symbol["kind"] == "find_spec":
-                name = f'find_spec("{name}")'
+            name = display_name(symbol["symbol"], symbol["kind"])
             flags = " [type-only]" if symbol["type_only"] else ""
             print(f"  {name}{flags}  {_format_locations(symbol)}", file=out)
             print(f"      {symbol['reason']}", file=out)

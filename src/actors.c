@@ -134,14 +134,18 @@ static int idle(const beam_actor_t *a)
 }
 
 /* No handle and no carrier names the actor: it ends once its queue drains
- * (a detached actor does not: only ray.kill ends it). */
-static void check_unreferenced(beam_node_t *node, beam_actor_t *a)
+ * (a pending one at once: Ray cancels it; a detached actor does not end:
+ * only ray.kill ends it). Returns 1 if it died here, and then the record may
+ * be freed already (actor_die ends in maybe_free). */
+static int check_unreferenced(beam_node_t *node, beam_actor_t *a)
 {
     if (a->state == BEAM_ACTOR_DEAD || a->detached || a->holders > 0 || a->pins > 0)
-        return;
+        return 0;
     a->stop_when_idle = 1;
-    if (idle(a) && pool_retire(node, a) < 0)
-        actor_die(node, a, "The actor is dead because all references to the actor were removed.");
+    if (!idle(a) || pool_retire(node, a) == 0)
+        return 0;
+    actor_die(node, a, "The actor is dead because all references to the actor were removed.");
+    return 1;
 }
 
 void beam_actor_pin(beam_node_t *node, beam_actor_t *a)
@@ -153,8 +157,8 @@ void beam_actor_unpin(beam_node_t *node, beam_actor_t *a)
 {
     if (a->pins > 0)
         a->pins--;
-    check_unreferenced(node, a);
-    maybe_free(node, a);
+    if (!check_unreferenced(node, a))
+        maybe_free(node, a);
 }
 
 void beam_actor_hold(beam_node_t *node, beam_actor_t *a)
@@ -166,8 +170,8 @@ void beam_actor_unhold(beam_node_t *node, beam_actor_t *a)
 {
     if (a->holders > 0)
         a->holders--;
-    check_unreferenced(node, a);
-    maybe_free(node, a);
+    if (!check_unreferenced(node, a))
+        maybe_free(node, a);
 }
 
 /* The CPU part of a's grant, as a grant of its own. */
@@ -359,15 +363,7 @@ void beam_actor_worker_output(beam_node_t *node, const char *actor, int stream, 
     beam_conn_t *sink = a ? output_sink(a) : NULL;
     if (!sink || sink->closing || sink->no_logs)
         return;
-    beam_enc_t enc;
-    beam_enc_init(&enc);
-    beam_enc_push(&enc, "log", 2);
-    beam_pack_key(&enc.pk, "stream");
-    msgpack_pack_int(&enc.pk, stream);
-    beam_pack_key(&enc.pk, "text");
-    beam_pack_strn(&enc.pk, text, len);
-    beam_enc_end(&enc, 0);
-    beam_conn_send_enc(sink, &enc);
+    beam_conn_send_log(sink, stream, text, len);
 }
 
 void beam_actor_worker_started(beam_node_t *node, const char *actor, long pid)
@@ -395,10 +391,11 @@ void beam_actor_worker_exited(beam_node_t *node, const char *actor, long pid, in
                      "The actor is dead because its worker process has died. Worker exit type: %s "
                      "Worker exit detail: the worker (pid %ld) exited with code %lld.",
                      status == 0 ? "INTENDED_USER_EXIT" : "SYSTEM_ERROR", pid, (long long)status);
-        actor_die(node, a, msg);
+        actor_die(node, a, msg); /* gives the grant back and may free the record */
+    } else {
+        release_grant(node, a);
+        maybe_free(node, a);
     }
-    release_grant(node, a);
-    maybe_free(node, a);
     beam_actors_schedule(node);
 }
 
@@ -442,6 +439,22 @@ static void pending_remove(beam_node_t *node, beam_actor_t *a)
         }
 }
 
+/* Takes the demand from pool, if the CPU the actor needs only to be placed
+ * is free there too. */
+static int take_placed(beam_pool_t *pool, beam_actor_t *a)
+{
+    if (a->spec.place_cpu > 0) {
+        const beam_res_entry_t *cpu = beam_pool_find(pool, "CPU");
+        int64_t held = 0;
+        for (size_t i = 0; i < a->demand.n; i++)
+            if (strcmp(a->demand.name[i], "CPU") == 0)
+                held = a->demand.amount[i];
+        if (!cpu || cpu->avail < held + a->spec.place_cpu)
+            return -EAGAIN;
+    }
+    return beam_pool_take(pool, &a->demand, &a->grant);
+}
+
 /* NodeAffinitySchedulingStrategy, as Ray's NodeAffinitySchedulingPolicy:
  * the target node when it is alive and could ever fit the demand (waiting
  * for room there, soft or not); otherwise anywhere if soft, or never.
@@ -451,7 +464,7 @@ static int take_affinity(beam_node_t *node, beam_actor_t *a)
 {
     beam_member_t *m = beam_cluster_find_id(node, a->affinity);
     if (m && m->alive && beam_pool_feasible(m->pool, &a->demand) == 0) {
-        if (beam_pool_take(m->pool, &a->demand, &a->grant) < 0)
+        if (take_placed(m->pool, a) < 0)
             return -EAGAIN;
         a->pool = m->pool;
         a->member = m;
@@ -493,7 +506,7 @@ static int take_anywhere(beam_node_t *node, beam_actor_t *a)
             rank[j - 1] = r;
         }
     for (size_t i = 0; i < n; i++)
-        if (beam_pool_take(alive[i]->pool, &a->demand, &a->grant) == 0) {
+        if (take_placed(alive[i]->pool, a) == 0) {
             a->pool = alive[i]->pool;
             a->member = alive[i];
             return 0;
@@ -524,7 +537,7 @@ static int take_resources(beam_node_t *node, beam_actor_t *a)
         beam_pool_t *pool = &a->pg->bundles[i].pool;
         if (!a->pg->bundles[i].placed || !a->pg->bundles[i].member || !a->pg->bundles[i].member->alive)
             continue;
-        if (beam_pool_take(pool, &a->demand, &a->grant) == 0) {
+        if (take_placed(pool, a) == 0) {
             a->pool = pool;
             a->member = a->pg->bundles[i].member;
             a->bundle = (int)i;
@@ -714,7 +727,7 @@ void beam_actor_send_init(beam_node_t *node, beam_actor_t *a)
     for (char **p = a->spec.sys_path; p && *p; p++)
         npath++;
     beam_enc_init(&enc);
-    beam_enc_push(&enc, "init", 13);
+    beam_enc_push(&enc, "init", 14);
     beam_pack_key(&enc.pk, "actor");
     beam_pack_bin(&enc.pk, a->id, BEAM_ACTOR_ID_SIZE);
     beam_pack_key(&enc.pk, "class_name");
@@ -751,6 +764,13 @@ void beam_actor_send_init(beam_node_t *node, beam_actor_t *a)
     beam_pack_str(&enc.pk, a->job_namespace ? a->job_namespace : "");
     beam_pack_key(&enc.pk, "max_concurrency");
     msgpack_pack_int(&enc.pk, a->max_concurrency);
+    /* what it holds, for get_runtime_context().get_assigned_resources() */
+    beam_pack_key(&enc.pk, "resources");
+    msgpack_pack_map(&enc.pk, a->grant.taken.n);
+    for (size_t i = 0; i < a->grant.taken.n; i++) {
+        beam_pack_str(&enc.pk, a->grant.taken.name[i]);
+        msgpack_pack_double(&enc.pk, (double)a->grant.taken.amount[i] / BEAM_RES_UNIT);
+    }
     beam_enc_end(&enc, 0);
     beam_conn_send_enc(a->worker, &enc);
 }
@@ -798,6 +818,10 @@ static void actor_die(beam_node_t *node, beam_actor_t *a, const char *message)
     beam_log(BEAM_LOG_INFO, "actor %s (%s) is dead: %s", a->hex, a->class_name, message);
     if (was_pending)
         pending_remove(node, a);
+    /* a failed call's refs may carry the last pin on a itself (a call that
+     * passes its own actor's handle): hold one so that failing the queue
+     * cannot free the record under this walk */
+    a->pins++;
     /* fail everything it was asked, in order: sent calls first */
     while (a->sent) {
         beam_call_t *call = a->sent;
@@ -818,6 +842,7 @@ static void actor_die(beam_node_t *node, beam_actor_t *a, const char *message)
         release_grant(node, a);
         beam_actors_schedule(node);
     }
+    a->pins--;
     maybe_free(node, a);
 }
 
@@ -871,10 +896,13 @@ void beam_actors_conn_gone(beam_node_t *node, beam_conn_t *c)
         a = c->actor;
         c->actor = NULL;
         a->worker = NULL;
-        actor_die(node, a,
-                  "The actor is dead because its worker process has died. Worker exit type: "
-                  "SYSTEM_ERROR Worker exit detail: the worker's connection to beamd closed.");
-        maybe_free(node, a);
+        /* a death ends in maybe_free: free here only one that was dead already */
+        if (a->state == BEAM_ACTOR_DEAD)
+            maybe_free(node, a);
+        else
+            actor_die(node, a,
+                      "The actor is dead because its worker process has died. Worker exit type: "
+                      "SYSTEM_ERROR Worker exit detail: the worker's connection to beamd closed.");
     }
     HASH_ITER(hh, node->actors, a, tmp)
         if (a->owner == c) {
@@ -892,6 +920,27 @@ void beam_actors_pg_removed(beam_node_t *node, beam_pg_t *pg)
         if (a->pg == pg)
             a->doomed = a->state != BEAM_ACTOR_DEAD;
     kill_doomed(node, "The actor is dead because its placement group was removed.");
+}
+
+void beam_actors_pg_forget(beam_node_t *node, beam_pg_t *pg)
+{
+    /* (none should be left alive; they die one at a time, without the
+     * doomed marks a sweep further up the stack may be using) */
+    for (;;) {
+        beam_actor_t *a, *tmp, *victim = NULL;
+        HASH_ITER(hh, node->actors, a, tmp)
+            if (a->pg == pg && a->state != BEAM_ACTOR_DEAD) {
+                victim = a;
+                break;
+            }
+        if (!victim)
+            break;
+        actor_die(node, victim, "The actor is dead because its placement group was removed.");
+    }
+    beam_actor_t *a, *tmp;
+    HASH_ITER(hh, node->actors, a, tmp)
+        if (a->pg == pg)
+            a->pg = NULL;
 }
 
 void beam_actors_member_lost(beam_node_t *node, beam_member_t *m, const char *message)

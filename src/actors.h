@@ -42,6 +42,9 @@ typedef struct beam_actor_spec_s {
     char *python;
     char *cwd;
     int noset_cuda;
+    /* CPU units that must be free where it is placed but are not held (Ray's
+     * default actor: 1 CPU to be placed, 0 to run) */
+    int64_t place_cpu;
 } beam_actor_spec_t;
 
 /* The options of create_actor beyond resources and placement group. The
@@ -122,6 +125,9 @@ int beam_actor_create(beam_node_t *node, struct beam_conn_s *owner, const char *
                       int capture_child_tasks);
 /* Its placement group was removed: kills every actor placed in it. */
 void beam_actors_pg_removed(beam_node_t *node, struct beam_pg_s *pg);
+/* The removed group's record is about to be freed: no actor keeps pointing
+ * at it (any not dead yet dies as in beam_actors_pg_removed). */
+void beam_actors_pg_forget(beam_node_t *node, struct beam_pg_s *pg);
 /* The live (not dead) actor with this name in namespace ns, or NULL. */
 beam_actor_t *beam_actor_find_name(beam_node_t *node, const char *ns, const char *name);
 /* Queues a call. Takes ownership of method, args and refs. The return object

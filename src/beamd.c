@@ -49,6 +49,7 @@ typedef struct options_s {
     const char *token_file;
     const char *listen_ip; /* --listen-ip: where the head listens (default --node-ip) */
     double node_timeout;   /* seconds */
+    uint32_t max_handshakes, max_handshakes_per_ip; /* 0: link.h's defaults */
 } options_t;
 
 static void usage(FILE *f)
@@ -77,6 +78,10 @@ static void usage(FILE *f)
             "  --address HOST:PORT  join the head there as a node\n"
             "  --token-file PATH    the cluster token (the head makes one when the file is missing)\n"
             "  --node-timeout S     a node or head silent this long is dead (default 3)\n"
+            "  --max-handshakes N   head: node connections held in the handshake at once\n"
+            "                       (default 64); more are closed at accept\n"
+            "  --max-handshakes-per-ip N\n"
+            "                       the same, from one address (default 8)\n"
             "  --help\n");
 }
 
@@ -93,6 +98,7 @@ static int parse_u32(const char *s, uint32_t *out)
 
 static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
 {
+    enum { O_HANDSHAKES = 100, O_HANDSHAKES_IP }; /* getopt's values: any distinct ones */
     enum { O_SOCKET = 1, O_CPUS, O_GPUS, O_MEM, O_RES, O_IP, O_FRAME, O_DEPTH, O_ITEMS, O_STR, O_OUTQ,
            O_LOG, O_READY, O_PARENT, O_HELP, O_HEAD, O_PORT, O_ADDRESS, O_TOKEN, O_TIMEOUT, O_LISTEN };
     static const struct option longopts[] = {
@@ -101,6 +107,7 @@ static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
         {"max-frame", 1, 0, O_FRAME},   {"max-depth", 1, 0, O_DEPTH}, {"max-items", 1, 0, O_ITEMS},
         {"max-str", 1, 0, O_STR},       {"max-outq", 1, 0, O_OUTQ},  {"log-level", 1, 0, O_LOG},
         {"ready-fd", 1, 0, O_READY},    {"exit-with-parent", 0, 0, O_PARENT}, {"help", 0, 0, O_HELP},
+        {"max-handshakes", 1, 0, O_HANDSHAKES}, {"max-handshakes-per-ip", 1, 0, O_HANDSHAKES_IP},
         {"head", 0, 0, O_HEAD},         {"port", 1, 0, O_PORT},      {"address", 1, 0, O_ADDRESS},
         {"token-file", 1, 0, O_TOKEN},  {"node-timeout", 1, 0, O_TIMEOUT},
         {"listen-ip", 1, 0, O_LISTEN},
@@ -160,6 +167,14 @@ static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
             o->node_timeout = strtod(optarg, &end);
             if (*end || o->node_timeout <= 0) goto bad;
             break;
+        case O_HANDSHAKES:
+            if (parse_u32(optarg, &u) || u > 65536) goto bad;
+            o->max_handshakes = u;
+            break;
+        case O_HANDSHAKES_IP:
+            if (parse_u32(optarg, &u) || u > 65536) goto bad;
+            o->max_handshakes_per_ip = u;
+            break;
         case O_HELP: usage(stdout); exit(0);
         default: usage(stderr); return -1;
         }
@@ -178,7 +193,12 @@ static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
     }
     return 0;
 bad:
-    fprintf(stderr, "beamd: bad value '%s' for --%s\n", optarg, longopts[c - 1].name);
+    {
+        size_t i = 0;
+        while (longopts[i].name && longopts[i].val != c)
+            i++;
+        fprintf(stderr, "beamd: bad value '%s' for --%s\n", optarg, longopts[i].name ? longopts[i].name : "?");
+    }
     return -1;
 }
 
@@ -290,6 +310,8 @@ static int cluster_options(beam_node_t *node, const options_t *o, beam_cluster_o
     co->heartbeat_ms = co->timeout_ms / 4 ? co->timeout_ms / 4 : 1;
     co->listen_ip = o->listen_ip ? o->listen_ip : node->node_ip;
     co->port = o->port ? o->port : 6379;
+    co->max_handshakes = (int)o->max_handshakes;
+    co->max_handshakes_per_ip = (int)o->max_handshakes_per_ip;
     if (o->address) {
         static char host[64];
         const char *colon = strrchr(o->address, ':');

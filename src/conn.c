@@ -4,6 +4,8 @@
 #include "conn.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,18 +21,55 @@
 #include "objects.h"
 #include "placement.h"
 
-typedef struct write_req_s {
+/* The write queue. A message is copied into the tail block, which has room
+ * for it or is followed by a new one sized to the queue (at least BLK_MIN,
+ * at most BLK_MAX, a block of its own mapping so it goes back to the system
+ * when freed); a message of BEAM_CONN_OWN_BLOCK bytes or more keeps its own
+ * buffer, trimmed to its length. So a queued 40-byte log line costs about
+ * 40 bytes, not the encoder's 8 KiB buffer and a write request of its own,
+ * and outq counts what the blocks cost. What a loop turn queues is written
+ * when the turn is over (flush_soon), all blocks in one write; blocks are
+ * handed to the pipe only when it has nothing unwritten, so a client that
+ * does not read leaves its replies here, coalesced and counted. */
+#define BLK_MIN 1024u
+#define BLK_MAX (1u << 20)
+#define MALLOC_OVERHEAD 16u
+#define WRITE_BATCH 64
+#define TRIM_PEAK (4u << 20) /* beamd.c's M_TRIM_THRESHOLD */
+
+typedef struct beam_outblk_s {
+    struct beam_outblk_s *next;
+    char *own;  /* the message's own buffer, or NULL: the bytes follow this header */
+    char *data;
+    size_t len; /* bytes held */
+    size_t cap; /* bytes data has room for */
+    size_t cost;
+} outblk_t;
+
+/* One write handed to the pipe: its blocks live until its callback. */
+typedef struct batch_s {
     uv_write_t req;
     beam_conn_t *conn;
-    char *buf;
-    size_t len;
-} write_req_t;
+    outblk_t *blocks;
+    size_t cost;
+} batch_t;
+
+static void blocks_free(outblk_t *b)
+{
+    while (b) {
+        outblk_t *next = b->next;
+        free(b->own);
+        free(b);
+        b = next;
+    }
+}
 
 static void on_close(uv_handle_t *h)
 {
     beam_conn_t *c = h->data;
     if (--c->handles > 0)
         return;
+    blocks_free(c->wq_head);
     beam_decoder_destroy(&c->dec);
     free(c);
 }
@@ -194,18 +233,32 @@ static void reap_later(beam_conn_t *c)
         uv_timer_start(&node->reaper, on_reap, 0, 0);
 }
 
+static void flush(beam_conn_t *c);
+static void send_drop_marker(beam_conn_t *c);
+
 static void on_write(uv_write_t *req, int status)
 {
-    write_req_t *w = (write_req_t *)req;
+    batch_t *w = (batch_t *)req;
     beam_conn_t *c = w->conn;
-    c->outq -= w->len;
-    free(w->buf);
+    c->outq -= w->cost;
+    blocks_free(w->blocks);
     free(w);
     if (status < 0) {
         if (status != UV_ECANCELED)
             beam_conn_close(c, uv_strerror(status));
         return;
     }
+    if (c->closing)
+        return;
+    if (c->wq_head)
+        flush(c); /* what waited while the pipe was full */
+    if (c->outq == 0 && c->outq_peak >= TRIM_PEAK) {
+        /* a burst is over: give its memory back (small blocks live in the heap) */
+        c->outq_peak = 0;
+        malloc_trim(0);
+    }
+    if (c->logs_dropped && c->outq <= c->node->soft_outq / 2)
+        send_drop_marker(c);
     if (!c->closing && !c->reading && c->outq <= c->node->soft_outq / 2) {
         c->reading = 1;
         uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
@@ -243,6 +296,140 @@ static void close_soon(beam_conn_t *c, const char *why)
     uv_idle_start(&c->closer, on_closer);
 }
 
+/* A new tail block with room for at least want bytes. */
+static outblk_t *block_new(beam_conn_t *c, size_t want)
+{
+    size_t cap = c->outq > BLK_MIN ? c->outq : BLK_MIN;
+    if (cap > BLK_MAX)
+        cap = BLK_MAX;
+    if (cap < want)
+        cap = want;
+    outblk_t *b = malloc(sizeof *b + cap);
+    if (!b)
+        return NULL;
+    b->next = NULL;
+    b->own = NULL;
+    b->data = (char *)(b + 1);
+    b->len = 0;
+    b->cap = cap;
+    b->cost = sizeof *b + cap + MALLOC_OVERHEAD;
+    return b;
+}
+
+static void block_append(beam_conn_t *c, outblk_t *b)
+{
+    if (c->wq_tail)
+        c->wq_tail->next = b;
+    else
+        c->wq_head = b;
+    c->wq_tail = b;
+    c->outq += b->cost;
+}
+
+/* Copies p[0..n) into the queue. Returns 0 or -ENOMEM. */
+static int queue_copy(beam_conn_t *c, const char *p, size_t n)
+{
+    while (n > 0) {
+        outblk_t *t = c->wq_tail;
+        if (!t || t->own || t->len == t->cap) {
+            t = block_new(c, n);
+            if (!t)
+                return -ENOMEM;
+            block_append(c, t);
+        }
+        size_t k = t->cap - t->len < n ? t->cap - t->len : n;
+        memcpy(t->data + t->len, p, k);
+        t->len += k;
+        p += k;
+        n -= k;
+    }
+    return 0;
+}
+
+/* Queues buf (ownership passes here) as a block of its own. */
+static int queue_own(beam_conn_t *c, char *buf, size_t len)
+{
+    outblk_t *b = malloc(sizeof *b);
+    if (!b) {
+        free(buf);
+        return -ENOMEM;
+    }
+    /* the encoder's buffer doubles as it grows: keep only what the message needs */
+    char *trimmed = realloc(buf, len);
+    if (trimmed)
+        buf = trimmed;
+    b->next = NULL;
+    b->own = b->data = buf;
+    b->len = b->cap = len;
+    b->cost = sizeof *b + len + 2 * MALLOC_OVERHEAD;
+    block_append(c, b);
+    return 0;
+}
+
+/* Hands the queue to the pipe, WRITE_BATCH blocks a write, while the pipe
+ * has nothing unwritten (libuv then writes at once); otherwise the blocks
+ * wait for the write before them to finish (on_write). */
+static void flush(beam_conn_t *c)
+{
+    uv_stream_t *s = (uv_stream_t *)&c->pipe;
+    while (c->wq_head && !uv_is_closing((uv_handle_t *)s) && uv_stream_get_write_queue_size(s) == 0) {
+        batch_t *w = malloc(sizeof *w);
+        if (!w) {
+            close_soon(c, "out of memory writing a reply");
+            return;
+        }
+        uv_buf_t bufs[WRITE_BATCH];
+        unsigned n = 0;
+        size_t cost = sizeof *w + MALLOC_OVERHEAD;
+        outblk_t *b = c->wq_head, *last = NULL;
+        for (; b && n < WRITE_BATCH; b = b->next) {
+            bufs[n++] = uv_buf_init(b->data, (unsigned)b->len);
+            cost += b->cost;
+            last = b;
+        }
+        w->conn = c;
+        w->blocks = c->wq_head;
+        w->cost = cost;
+        last->next = NULL;
+        c->wq_head = b;
+        if (!b)
+            c->wq_tail = NULL;
+        c->outq += sizeof *w + MALLOC_OVERHEAD;
+        int rc = uv_write(&w->req, s, bufs, n, on_write);
+        if (rc < 0) {
+            c->outq -= w->cost;
+            blocks_free(w->blocks);
+            free(w);
+            close_soon(c, uv_strerror(rc));
+            return;
+        }
+    }
+}
+
+static void on_flush(uv_idle_t *h)
+{
+    beam_conn_t *c = h->data;
+    uv_idle_stop(h);
+    flush(c);
+}
+
+/* Writes the queue once this loop turn is over, so that everything the turn
+ * sends this client goes out in one write. An idle handle, not a check
+ * handle: it runs whatever phase queued the message (a check handle started
+ * in a close callback would wait out the next poll), and while it is active
+ * the loop does not block. */
+static void flush_soon(beam_conn_t *c)
+{
+    if (!c->has_flusher) {
+        uv_idle_init(c->node->loop, &c->flusher);
+        c->flusher.data = c;
+        c->has_flusher = 1;
+        c->handles++;
+    }
+    if (!uv_is_active((uv_handle_t *)&c->flusher))
+        uv_idle_start(&c->flusher, on_flush);
+}
+
 int beam_conn_send(beam_conn_t *c, char *buf, size_t len)
 {
     if (c->closing || !buf) {
@@ -251,24 +438,20 @@ int beam_conn_send(beam_conn_t *c, char *buf, size_t len)
     }
     if (c->link)
         return beam_link_send_client(c->link, c->vconn, buf, len);
-    write_req_t *w = malloc(sizeof *w);
-    if (!w) {
+    int rc;
+    if (len >= BEAM_CONN_OWN_BLOCK) {
+        rc = queue_own(c, buf, len);
+    } else {
+        rc = queue_copy(c, buf, len);
         free(buf);
+    }
+    if (rc < 0) {
         close_soon(c, "out of memory queueing a reply");
         return -1;
     }
-    w->conn = c;
-    w->buf = buf;
-    w->len = len;
-    uv_buf_t b = uv_buf_init(buf, (unsigned)len);
-    int rc = uv_write(&w->req, (uv_stream_t *)&c->pipe, &b, 1, on_write);
-    if (rc < 0) {
-        free(buf);
-        free(w);
-        close_soon(c, uv_strerror(rc));
-        return -1;
-    }
-    c->outq += len;
+    if (c->outq > c->outq_peak)
+        c->outq_peak = c->outq;
+    flush_soon(c);
     if (c->outq > c->node->max_outq) {
         beam_log(BEAM_LOG_WARN, "client %u (pid %ld) is not reading: %zu bytes queued", c->id, c->pid, c->outq);
         close_soon(c, "too many unread bytes queued");
@@ -280,6 +463,47 @@ int beam_conn_send(beam_conn_t *c, char *buf, size_t len)
         uv_read_stop((uv_stream_t *)&c->pipe);
     }
     return 0;
+}
+
+static void send_log_push(beam_conn_t *c, int stream, const char *text, size_t len)
+{
+    beam_enc_t enc;
+    beam_enc_init(&enc);
+    beam_enc_push(&enc, "log", 2);
+    beam_pack_key(&enc.pk, "stream");
+    msgpack_pack_int(&enc.pk, stream);
+    beam_pack_key(&enc.pk, "text");
+    beam_pack_strn(&enc.pk, text, len);
+    beam_enc_end(&enc, 0);
+    beam_conn_send_enc(c, &enc);
+}
+
+static void send_drop_marker(beam_conn_t *c)
+{
+    char text[200];
+    int n = snprintf(text, sizeof text,
+                     "[beam] %" PRIu64 " lines dropped: this driver did not read its actors' output in time",
+                     c->logs_dropped);
+    beam_log(BEAM_LOG_WARN, "client %u (pid %ld): %" PRIu64 " lines of actor output dropped", c->id, c->pid,
+             c->logs_dropped);
+    c->logs_dropped = 0;
+    send_log_push(c, 2, text, (size_t)n);
+}
+
+void beam_conn_send_log(beam_conn_t *c, int stream, const char *text, size_t len)
+{
+    if (c->closing)
+        return;
+    if (!c->link) {
+        /* a remote client's link has its own queue and caps (link.c) */
+        if (c->logs_dropped && c->outq <= c->node->soft_outq / 2)
+            send_drop_marker(c);
+        if (c->logs_dropped || c->outq >= c->node->soft_outq) {
+            c->logs_dropped++;
+            return;
+        }
+    }
+    send_log_push(c, stream, text, len);
 }
 
 int beam_conn_send_enc(beam_conn_t *c, beam_enc_t *enc)
@@ -395,7 +619,11 @@ void beam_conn_close(beam_conn_t *c, const char *why)
     }
     if (c->relay && !c->remote_closed)
         beam_link_client_closed(node, c->id);
+    /* what is queued gets its chance (an error push before a close) */
+    flush(c);
     if (c->has_closer)
         uv_close((uv_handle_t *)&c->closer, on_close);
+    if (c->has_flusher)
+        uv_close((uv_handle_t *)&c->flusher, on_close);
     uv_close((uv_handle_t *)&c->pipe, on_close);
 }

@@ -28,12 +28,22 @@ typedef struct beam_conn_s {
     long pid;
     uid_t uid;
     beam_decoder_t dec;
-    size_t outq;  /* bytes written but not yet flushed */
+    /* The write queue: what is not yet written, in blocks (conn.c). Small
+     * messages share blocks; one as large as BEAM_CONN_OWN_BLOCK keeps its
+     * own buffer. outq is what the queue costs in memory (blocks, headers
+     * and write requests), not its payload: max_outq and soft_outq cap that. */
+    size_t outq;
+    size_t outq_peak;               /* the most outq has been since it was last empty */
+    struct beam_outblk_s *wq_head;  /* not yet handed to the pipe */
+    struct beam_outblk_s *wq_tail;
+    uint64_t logs_dropped;          /* worker lines not sent since the queue passed soft_outq */
     int closing;  /* no more reads or sends: being torn down, now or on the next turn */
     int closed;   /* torn down: out of every table, its handles closing */
-    int handles;  /* open uv handles (pipe, closer); the memory goes with the last */
+    int handles;  /* open uv handles (pipe, closer, flusher); the memory goes with the last */
     int has_closer;
     uv_idle_t closer; /* runs a close that a send asked for (close_soon in conn.c) */
+    int has_flusher;
+    uv_idle_t flusher; /* writes what the loop turn queued, in one write (flush_soon) */
     const char *close_why;
     int reading;
     int no_logs; /* log_to_driver=False */
@@ -50,13 +60,22 @@ typedef struct beam_conn_s {
     struct beam_conn_s *reap_next;
 } beam_conn_t;
 
+/* A message at least this large is queued in its own buffer, not copied. */
+#define BEAM_CONN_OWN_BLOCK (64u << 10)
+
 /* Accepts a pending connection on server; refuses peers of another uid. */
 void beam_conn_accept(beam_node_t *node, uv_stream_t *server);
-/* Queues buf (malloc'd; ownership passes here) for writing. Past max_outq (or
- * on a failed write) the connection stops at once and is torn down on the
- * loop's next turn, never under the caller. Returns 0, or -1 if the
+/* Queues buf (malloc'd; ownership passes here) for writing. Whatever a loop
+ * turn queues goes out in one write once the turn is over. Past max_outq
+ * (or on a failed write) the connection stops at once and is torn down on
+ * the loop's next turn, never under the caller. Returns 0, or -1 if the
  * connection is closing. */
 int beam_conn_send(beam_conn_t *conn, char *buf, size_t len);
+/* Sends one line an actor printed as a `log` push (text is borrowed). While
+ * the queue is past soft_outq the line is dropped and counted instead, and
+ * once it is back under half of that the client gets one line saying how
+ * many were dropped: a driver that does not read cannot grow beamd. */
+void beam_conn_send_log(beam_conn_t *conn, int stream, const char *text, size_t len);
 /* Sends what enc holds and leaves enc destroyed. */
 int beam_conn_send_enc(beam_conn_t *conn, beam_enc_t *enc);
 /* Replies with an error; for msgid 0, sends an `error` push instead. */

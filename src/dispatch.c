@@ -171,7 +171,12 @@ static void op_put(req_t *r)
         refs(r, &rf) < 0)
         return;
     char *copy = dup_bin(data, len);
-    beam_object_t *o = copy ? new_object(r, id) : NULL;
+    if (!copy) {
+        beam_refs_free(&rf);
+        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        return;
+    }
+    beam_object_t *o = new_object(r, id);
     if (!o) {
         free(copy);
         beam_refs_free(&rf);
@@ -335,7 +340,9 @@ static char **str_array(req_t *r, const char *field)
     return v;
 }
 
-/* runtime_env's env_vars as "K=V" strings. */
+/* runtime_env's env_vars as "K=V" strings, NULL-terminated with no NULL
+ * before the end. On any failure it replies (bad_request or internal) and
+ * returns NULL, so the request gets its one reply. */
 static char **env_map(req_t *r)
 {
     const msgpack_object_map *m;
@@ -344,70 +351,106 @@ static char **env_map(req_t *r)
         return NULL;
     uint32_t n = rc == 0 ? m->size : 0;
     char **v = calloc((size_t)n + 1, sizeof *v);
-    if (!v)
+    if (!v) {
+        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
         return NULL;
+    }
     for (uint32_t i = 0; i < n; i++) {
         const msgpack_object *k = &m->ptr[i].key, *val = &m->ptr[i].val;
         if (k->type != MSGPACK_OBJECT_STR || val->type != MSGPACK_OBJECT_STR || k->via.str.size == 0 ||
             has_nul(k->via.str.ptr, k->via.str.size) || memchr(k->via.str.ptr, '=', k->via.str.size) ||
             has_nul(val->via.str.ptr, val->via.str.size)) {
-            for (uint32_t j = 0; j < i; j++)
-                free(v[j]);
-            free(v);
+            beam_strv_free(v);
             bad(r, "env", "must map variable names (no '=' or NUL) to str values");
             return NULL;
         }
         size_t len = (size_t)k->via.str.size + val->via.str.size + 2;
-        v[i] = malloc(len);
-        if (v[i])
-            snprintf(v[i], len, "%.*s=%.*s", (int)k->via.str.size, k->via.str.ptr, (int)val->via.str.size,
-                     val->via.str.ptr);
+        if (!(v[i] = malloc(len))) {
+            beam_strv_free(v);
+            beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+            return NULL;
+        }
+        snprintf(v[i], len, "%.*s=%.*s", (int)k->via.str.size, k->via.str.ptr, (int)val->via.str.size,
+                 val->via.str.ptr);
     }
     return v;
 }
 
-/* Adds a map of resource name to amount (>= 0) to d, naming field in errors. */
-static int add_resource_map(req_t *r, const char *field, const msgpack_object_map *m, beam_demand_t *d)
+/* A resource map holds at most this many names (zero amounts included), so
+ * the repeat check below stays small. */
+#define MAX_RESOURCE_NAMES 256
+
+/* Adds a map of resource name to amount to d, naming field in errors.
+ * Amounts are checked as Ray does (beam_res_amount); a name given twice is
+ * refused, never summed. For `resources=` (plain) CPU, GPU, memory and
+ * object_store_memory are refused, as Ray refuses them there. */
+static int add_resource_map(req_t *r, const char *field, const msgpack_object_map *m, beam_demand_t *d, int plain)
 {
+    if (m->size > MAX_RESOURCE_NAMES)
+        return bad(r, field, "must name at most 256 resources"), -1;
     for (uint32_t i = 0; i < m->size; i++) {
         const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
         double amount;
+        int64_t units = 0;
         if (k->type != MSGPACK_OBJECT_STR || k->via.str.size == 0 || k->via.str.size >= BEAM_RES_NAME_LEN ||
             has_nul(k->via.str.ptr, k->via.str.size))
             return bad(r, field, "resource names must be str of 1..127 bytes"), -1;
+        for (uint32_t j = 0; j < i; j++)
+            if (m->ptr[j].key.via.str.size == k->via.str.size &&
+                memcmp(m->ptr[j].key.via.str.ptr, k->via.str.ptr, k->via.str.size) == 0)
+                return bad(r, field, "must not name a resource twice"), -1;
+        char name[BEAM_RES_NAME_LEN];
+        snprintf(name, sizeof name, "%.*s", (int)k->via.str.size, k->via.str.ptr);
+        if (plain && (strcmp(name, "CPU") == 0 || strcmp(name, "GPU") == 0))
+            return bad(r, field, "must not hold CPU or GPU: use num_cpus and num_gpus "
+                                 "(Use the 'num_cpus' and 'num_gpus' keyword instead of 'CPU' and 'GPU' "
+                                 "in 'resources' keyword)"), -1;
+        if (plain && (strcmp(name, "memory") == 0 || strcmp(name, "object_store_memory") == 0))
+            return bad(r, field, "must not hold memory or object_store_memory (The resources dictionary "
+                                 "must not contain the key 'memory' or 'object_store_memory')"), -1;
         if (v->type == MSGPACK_OBJECT_FLOAT64 || v->type == MSGPACK_OBJECT_FLOAT32)
             amount = v->via.f64;
         else if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
             amount = (double)v->via.u64;
         else
             return bad(r, field, "amounts must be numbers >= 0"), -1;
-        char name[BEAM_RES_NAME_LEN];
-        snprintf(name, sizeof name, "%.*s", (int)k->via.str.size, k->via.str.ptr);
-        if (amount < 0 || beam_demand_add(d, name, beam_res_units(amount)) < 0)
-            return bad(r, field, "amounts must be numbers >= 0, at most 32 names"), -1;
+        int rc = beam_res_amount(amount, &units);
+        if (rc == -ERANGE)
+            return bad(r, field, "amounts must be 0, or from 0.0001 up to 1e14 (Ray's range)"), -1;
+        if (rc < 0)
+            return bad(r, field, "amounts must be numbers >= 0"), -1;
+        if (beam_demand_add(d, name, units) < 0)
+            return bad(r, field, "must name at most 32 resources above zero"), -1;
     }
+    return 0;
+}
+
+/* One of num_cpus, num_gpus, memory: checked as a resources= amount. */
+static int demand_number(req_t *r, const char *field, const char *name, beam_demand_t *d)
+{
+    double amount = 0;
+    int64_t units = 0;
+    if (check(r, beam_field_float(r->params, field, &amount), field, "must be a number", 0))
+        return -1;
+    int rc = beam_res_amount(amount, &units);
+    if (rc == -ERANGE)
+        return bad(r, field, "must be 0, or from 0.0001 up to 1e14 (Ray's range)"), -1;
+    if (rc < 0 || beam_demand_add(d, name, units) < 0)
+        return bad(r, field, "must be a number >= 0"), -1;
     return 0;
 }
 
 static int demand_field(req_t *r, beam_demand_t *d)
 {
-    double cpus = 0, gpus = 0, memory = 0;
     const msgpack_object_map *m;
     memset(d, 0, sizeof *d);
-    if (check(r, beam_field_float(r->params, "num_cpus", &cpus), "num_cpus", "must be a number", 0) ||
-        check(r, beam_field_float(r->params, "num_gpus", &gpus), "num_gpus", "must be a number", 0) ||
-        check(r, beam_field_float(r->params, "memory", &memory), "memory", "must be a number", 0))
+    if (demand_number(r, "num_cpus", "CPU", d) < 0 || demand_number(r, "num_gpus", "GPU", d) < 0 ||
+        demand_number(r, "memory", "memory", d) < 0)
         return -1;
     int rc = beam_field_map(r->params, "resources", &m);
     if (check(r, rc, "resources", "must be a map of str to number", 0))
         return -1;
-    if (cpus < 0 || gpus < 0 || memory < 0 || beam_demand_add(d, "CPU", beam_res_units(cpus)) < 0 ||
-        beam_demand_add(d, "GPU", beam_res_units(gpus)) < 0 ||
-        beam_demand_add(d, "memory", beam_res_units(memory)) < 0) {
-        bad(r, "num_cpus", "and num_gpus and memory must be >= 0");
-        return -1;
-    }
-    if (rc == 0 && add_resource_map(r, "resources", m, d) < 0)
+    if (rc == 0 && add_resource_map(r, "resources", m, d, 1) < 0)
         return -1;
     return 0;
 }
@@ -468,6 +511,7 @@ static void op_create_actor(req_t *r)
     char nm[NAME_MAX_LEN + 1], ns[NAME_MAX_LEN + 1], job_ns[NAME_MAX_LEN + 1];
     int noset = 0, capture = 0;
     int64_t bundle_index = -1;
+    double place_cpus = 0;
     const char *pg_id = NULL;
     beam_pg_t *pg = NULL;
     beam_demand_t demand;
@@ -488,15 +532,22 @@ static void op_create_actor(req_t *r)
         check(r, beam_field_int(r->params, "bundle_index", &bundle_index), "bundle_index", "must be an int", 0) ||
         check(r, beam_field_bool(r->params, "capture_child_tasks", &capture), "capture_child_tasks",
               "must be a bool", 0) ||
+        check(r, beam_field_float(r->params, "placement_cpus", &place_cpus), "placement_cpus", "must be a number",
+              0) ||
         demand_field(r, &demand) < 0)
         return;
+    if (!(place_cpus >= 0 && place_cpus <= 1e9)) {
+        bad(r, "placement_cpus", "must be >= 0");
+        return;
+    }
     if (pg_id) {
         pg = beam_pg_find(r->node, pg_id);
         if (!pg) {
             beam_conn_reply_error(r->conn, r->msgid, "not_found", "no such placement group");
             return;
         }
-        if (bundle_index < -1 || bundle_index >= (int64_t)pg->nbundles) {
+        /* (a removed group's row keeps no bundles: the actor dies with it) */
+        if (bundle_index < -1 || (pg->state != BEAM_PG_REMOVED && bundle_index >= (int64_t)pg->nbundles)) {
             bad(r, "bundle_index", "is outside the placement group's bundles");
             return;
         }
@@ -539,6 +590,7 @@ static void op_create_actor(req_t *r)
     spec.python = dup_str(python, python_len);
     spec.cwd = dup_str(cwd, cwd_len);
     spec.noset_cuda = noset;
+    spec.place_cpu = beam_res_units(place_cpus);
     char *class_name = dup_str(cls, cls_len);
     opts.name = strdup(nm);
     opts.namespace = strdup(ns);
@@ -608,6 +660,7 @@ static void op_submit(req_t *r)
         free(copy);
         beam_refs_free(&rf);
         beam_object_fail(r->node, o, BEAM_OBJ_LOST, "beamd ran out of memory queueing the call");
+        beam_conn_reply_empty(r->conn, r->msgid); /* the object carries the failure */
         return;
     }
     beam_actor_submit(r->node, a, obj, m, copy, args_len, &rf);
@@ -667,7 +720,7 @@ static int bundle_demand(req_t *r, const msgpack_object *o, beam_demand_t *d)
     memset(d, 0, sizeof *d);
     if (o->type != MSGPACK_OBJECT_MAP || o->via.map.size == 0)
         return bad(r, "bundles", "must hold non-empty maps of resource name to amount"), -1;
-    if (add_resource_map(r, "bundles", &o->via.map, d) < 0)
+    if (add_resource_map(r, "bundles", &o->via.map, d, 0) < 0)
         return -1;
     if (d->n == 0)
         return bad(r, "bundles", "must not be all zero"), -1;
@@ -747,8 +800,8 @@ static void op_pg_remove(req_t *r)
     beam_pg_t *pg = pg_field(r);
     if (!pg)
         return;
-    beam_pg_remove(r->node, pg);
-    beam_conn_reply_empty(r->conn, r->msgid);
+    /* answered once the group's workers are gone and its bundles are back */
+    beam_pg_remove(r->node, pg, r->conn, r->msgid);
 }
 
 static void op_pg_ready(req_t *r)
@@ -761,45 +814,22 @@ static void op_pg_ready(req_t *r)
         check(r, beam_field_bin(r->params, "value", &value, &len), "value", "must be a bin", 1))
         return;
     char *copy = dup_bin(value, len);
-    beam_object_t *o = copy ? new_object(r, obj) : NULL;
-    if (!o || beam_pg_ready(r->node, pg, obj, copy, len) < 0) {
-        if (o)
-            beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+    if (!copy) {
+        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        return;
+    }
+    beam_object_t *o = new_object(r, obj);
+    if (!o) {
         free(copy);
         return;
     }
-    beam_conn_reply_empty(r->conn, r->msgid);
-}
-
-static void pack_pg(msgpack_packer *pk, const beam_node_t *node, const beam_pg_t *pg)
-{
-    msgpack_pack_map(pk, 8);
-    beam_pack_key(pk, "placement_group_id");
-    beam_pack_str(pk, pg->hex);
-    beam_pack_key(pk, "name");
-    beam_pack_str(pk, pg->name ? pg->name : "");
-    beam_pack_key(pk, "strategy");
-    beam_pack_str(pk, beam_pg_strategy_name(pg->strategy));
-    beam_pack_key(pk, "state");
-    beam_pack_str(pk, beam_pg_state_name(pg->state));
-    beam_pack_key(pk, "bundles");
-    msgpack_pack_array(pk, pg->nbundles);
-    for (uint32_t i = 0; i < pg->nbundles; i++) {
-        const beam_demand_t *d = &pg->bundles[i].demand;
-        msgpack_pack_map(pk, d->n);
-        for (size_t j = 0; j < d->n; j++) {
-            beam_pack_key(pk, d->name[j]);
-            msgpack_pack_double(pk, (double)d->amount[j] / BEAM_RES_UNIT);
-        }
+    if (beam_pg_ready(r->node, pg, obj, copy, len) < 0) {
+        free(copy);
+        beam_object_fail(r->node, o, BEAM_OBJ_LOST, "beamd ran out of memory waiting for the placement group");
+        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        return;
     }
-    beam_pack_key(pk, "bundles_to_node_id");
-    msgpack_pack_array(pk, pg->nbundles);
-    for (uint32_t i = 0; i < pg->nbundles; i++)
-        beam_pack_str(pk, pg->bundles[i].placed && pg->bundles[i].member ? pg->bundles[i].member->hex : "");
-    beam_pack_key(pk, "creation_latency_ms");
-    msgpack_pack_double(pk, pg->placed_ns ? (double)(pg->placed_ns - pg->created_ns) / 1e6 : 0.0);
-    beam_pack_key(pk, "attempts");
-    msgpack_pack_uint32(pk, pg->attempts);
+    beam_conn_reply_empty(r->conn, r->msgid);
 }
 
 static void op_pg_table(req_t *r)
@@ -816,11 +846,11 @@ static void op_pg_table(req_t *r)
     if (id) {
         msgpack_pack_array(&enc.pk, one ? 1 : 0);
         if (one)
-            pack_pg(&enc.pk, r->node, one);
+            beam_pg_pack(&enc.pk, one);
     } else {
         msgpack_pack_array(&enc.pk, HASH_COUNT(r->node->pgs));
         for (beam_pg_t *pg = r->node->pgs; pg; pg = pg->hh.next)
-            pack_pg(&enc.pk, r->node, pg);
+            beam_pg_pack(&enc.pk, pg);
     }
     beam_enc_end(&enc, 0);
     beam_conn_send_enc(r->conn, &enc);
@@ -1041,7 +1071,7 @@ static void op_status(req_t *r)
     beam_pack_key(pk, "placement_groups");
     msgpack_pack_array(pk, HASH_COUNT(node->pgs));
     for (beam_pg_t *pg = node->pgs; pg; pg = pg->hh.next)
-        pack_pg(pk, node, pg);
+        beam_pg_pack(pk, pg);
     beam_pack_key(pk, "objects");
     msgpack_pack_map(pk, 2);
     beam_pack_key(pk, "count");

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,7 +23,6 @@
 
 #define NONCE_BYTES 32
 #define PREAUTH_MAX_FRAME 4096
-#define AUTH_TIMEOUT_MS 5000
 #define RECONNECT_MS 1000
 
 enum { SIDE_HEAD = 0, SIDE_MEMBER = 1 };
@@ -36,6 +36,7 @@ struct beam_link_s {
     int side;
     int state;
     int closing;
+    int quiet; /* refused (at accept, or a malformed message): link_close logs at debug only */
     int handles;
     unsigned char my_nonce[NONCE_BYTES], peer_nonce[NONCE_BYTES];
     /* after the handshake every frame body is sealed (XChaCha20-Poly1305
@@ -46,6 +47,7 @@ struct beam_link_s {
     beam_member_t *member;
     uint64_t born_ms, last_rx_ms;
     char peer[64];
+    char peer_ip[48]; /* head: the address alone, for the per-address cap */
     struct beam_link_s *next;
 };
 
@@ -58,6 +60,8 @@ typedef struct links_s {
     beam_link_t *all;
     uv_timer_t reconnect;
     int reconnect_init;
+    int fd_floor;             /* head: an accepted fd this high leaves too few */
+    uint64_t refused, refused_logged_ms;
 } links_t;
 
 typedef struct write_req_s {
@@ -332,75 +336,165 @@ static int get_nonce(const beam_msg_t *m, unsigned char *out)
     return 0;
 }
 
+/* ---------- checking a link message's fields ---------- */
+
+/* Every field of every link message is checked as dispatch checks a
+ * client's: a token holder's malformed message is refused with the link
+ * closed (the node is then lost, as any lost node is) and the daemon goes
+ * on. Each getter returns 0, or -1 with what is wrong in f->err. A field
+ * that is absent (or nil) is wrong only when required. */
+typedef struct fields_s {
+    const beam_msg_t *m;
+    char err[160];
+} fields_t;
+
+/* what: how the field is wrong ("must be a str"); NULL: it is missing. */
+static int bad_field(fields_t *f, const char *field, const char *what)
+{
+    int n = (int)(f->m->op_len < 32 ? f->m->op_len : 32);
+    if (what)
+        snprintf(f->err, sizeof f->err, "a %.*s with a bad '%s' (it %s)", n, f->m->op, field, what);
+    else
+        snprintf(f->err, sizeof f->err, "a %.*s without '%s'", n, f->m->op, field);
+    return -1;
+}
+
+static int check_field(fields_t *f, int rc, const char *field, const char *what, int required)
+{
+    if (rc == 0 || (rc == -ENOENT && !required))
+        return 0;
+    return bad_field(f, field, rc == -ENOENT ? NULL : what);
+}
+
+/* An int within lo..hi; *v is left as it was when the field is absent. */
+static int get_int(fields_t *f, const char *key, int64_t lo, int64_t hi, int required, int64_t *v)
+{
+    int64_t got;
+    int rc = beam_field_int(&f->m->params, key, &got);
+    if (check_field(f, rc, key, "must be an int", required) < 0)
+        return -1;
+    if (rc == 0 && (got < lo || got > hi))
+        return bad_field(f, key, "is out of range");
+    if (rc == 0)
+        *v = got;
+    return 0;
+}
+
+/* A str copied into out (n bytes, its NUL included; "" when absent): one
+ * too long for out, or holding a NUL, is wrong, never cut. */
+static int get_str(fields_t *f, const char *key, char *out, size_t n, int required)
+{
+    const char *s;
+    uint32_t len;
+    out[0] = '\0';
+    int rc = beam_field_str(&f->m->params, key, &s, &len);
+    if (check_field(f, rc, key, "must be a str", required) < 0)
+        return -1;
+    if (rc != 0)
+        return 0;
+    if (len >= n || memchr(s, '\0', len))
+        return bad_field(f, key, "is too long or holds a NUL");
+    memcpy(out, s, len);
+    out[len] = '\0';
+    return 0;
+}
+
+static int get_id(fields_t *f, const char *key, size_t size, const char **id)
+{
+    char what[40];
+    snprintf(what, sizeof what, "must be a %zu-byte bin", size);
+    return check_field(f, beam_field_id(&f->m->params, key, size, id), key, what, 1);
+}
+
+static int get_vconn(fields_t *f, uint32_t *vconn)
+{
+    int64_t v = 0;
+    if (get_int(f, "vconn", 1, UINT32_MAX, 1, &v) < 0)
+        return -1;
+    *vconn = (uint32_t)v;
+    return 0;
+}
+
+/* A required bin (client frames). */
+static int get_bin(fields_t *f, const char *key, const char **s, uint32_t *len)
+{
+    return check_field(f, beam_field_bin(&f->m->params, key, s, len), key, "must be a bin", 1);
+}
+
+static int is_op(const beam_msg_t *m, const char *op)
+{
+    return beam_str_eq(m->op, m->op_len, op);
+}
+
+/* Closes the link over a malformed message: one warning says which. */
+static void refuse(beam_link_t *l, fields_t *f)
+{
+    beam_log(BEAM_LOG_WARN, "link with %s closed: refused %s", l->peer, f->err);
+    l->quiet = 1;
+    link_close(l, f->err);
+}
+
 /* ---------- the head's side ---------- */
 
-static int pool_from_join(const beam_msg_t *m, beam_pool_t *pool)
+/* The join's resources [[name, total]] and gpus [id] into pool (which the
+ * caller initialised and destroys). The amounts' own bounds are
+ * resources.c's (beam_pool_add). */
+static int pool_from_join(fields_t *f, beam_pool_t *pool)
 {
     const msgpack_object_array *res, *gpus;
-    beam_pool_init(pool);
-    if (beam_field_array(&m->params, "resources", &res) != 0 || beam_field_array(&m->params, "gpus", &gpus) != 0)
+    if (check_field(f, beam_field_array(&f->m->params, "resources", &res), "resources", "must be an array", 1) < 0 ||
+        check_field(f, beam_field_array(&f->m->params, "gpus", &gpus), "gpus", "must be an array", 1) < 0)
         return -1;
     for (uint32_t i = 0; i < res->size; i++) {
         const msgpack_object *e = &res->ptr[i];
         if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size != 2 ||
             e->via.array.ptr[0].type != MSGPACK_OBJECT_STR ||
             e->via.array.ptr[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
-            e->via.array.ptr[0].via.str.size >= BEAM_RES_NAME_LEN)
-            return -1;
+            e->via.array.ptr[1].via.u64 > INT64_MAX || e->via.array.ptr[0].via.str.size == 0 ||
+            e->via.array.ptr[0].via.str.size >= BEAM_RES_NAME_LEN ||
+            memchr(e->via.array.ptr[0].via.str.ptr, '\0', e->via.array.ptr[0].via.str.size))
+            return bad_field(f, "resources", "must be [[name str, total uint]]");
         char name[BEAM_RES_NAME_LEN];
         snprintf(name, sizeof name, "%.*s", (int)e->via.array.ptr[0].via.str.size, e->via.array.ptr[0].via.str.ptr);
         if (strcmp(name, "GPU") != 0 && beam_pool_add(pool, name, (int64_t)e->via.array.ptr[1].via.u64) < 0)
-            return -1;
+            return bad_field(f, "resources", "holds an amount or a resource the pool refuses");
     }
     for (uint32_t i = 0; i < gpus->size; i++) {
         const msgpack_object *g = &gpus->ptr[i];
-        if (g->type != MSGPACK_OBJECT_STR || g->via.str.size >= BEAM_GPU_ID_LEN)
-            return -1;
+        if (g->type != MSGPACK_OBJECT_STR || g->via.str.size == 0 || g->via.str.size >= BEAM_GPU_ID_LEN ||
+            memchr(g->via.str.ptr, '\0', g->via.str.size))
+            return bad_field(f, "gpus", "must be an array of GPU id strs");
         char id[BEAM_GPU_ID_LEN];
         snprintf(id, sizeof id, "%.*s", (int)g->via.str.size, g->via.str.ptr);
         if (beam_pool_add_gpu(pool, id) < 0)
-            return -1;
+            return bad_field(f, "gpus", "holds GPU ids the pool refuses");
     }
     return 0;
 }
 
-static void str_field(const beam_msg_t *m, const char *key, char *out, size_t n)
-{
-    const char *s;
-    uint32_t len;
-    out[0] = '\0';
-    if (beam_field_str(&m->params, key, &s, &len) == 0)
-        snprintf(out, n, "%.*s", (int)(len < n ? len : n - 1), s);
-}
-
 static void head_on_join(beam_link_t *l, const beam_msg_t *m)
 {
+    fields_t f = {.m = m};
     const char *id;
     char ip[64], host[256], sock[108];
+    int64_t peer_max = 0;
     beam_pool_t pool;
-    if (beam_field_id(&m->params, "node_id", BEAM_NODE_ID_SIZE, &id) != 0 || pool_from_join(m, &pool) < 0) {
-        beam_pool_destroy(&pool);
-        link_close(l, "a join without a node id or with bad resources");
-        return;
-    }
-    str_field(m, "node_ip", ip, sizeof ip);
-    str_field(m, "hostname", host, sizeof host);
-    str_field(m, "socket", sock, sizeof sock);
+    beam_pool_init(&pool);
+    if (get_id(&f, "node_id", BEAM_NODE_ID_SIZE, &id) < 0 || get_str(&f, "node_ip", ip, sizeof ip, 1) < 0 ||
+        get_str(&f, "hostname", host, sizeof host, 1) < 0 || get_str(&f, "socket", sock, sizeof sock, 1) < 0 ||
+        get_int(&f, "max_frame", 0, UINT32_MAX, 0, &peer_max) < 0 || pool_from_join(&f, &pool) < 0)
+        goto out;
     beam_member_t *old = beam_cluster_find_id(l->node, id);
     if (old && old->alive) {
-        beam_pool_destroy(&pool);
-        link_close(l, "a node id that is already a live member");
-        return;
+        snprintf(f.err, sizeof f.err, "a join with a node id that is already a live member");
+        goto out;
     }
     l->member = beam_cluster_add(l->node, id, ip, host, sock, &pool, l);
-    beam_pool_destroy(&pool);
     if (!l->member) {
-        link_close(l, "the cluster is full");
-        return;
+        snprintf(f.err, sizeof f.err, "a join while the cluster is full");
+        goto out;
     }
     l->state = S_UP;
-    int64_t peer_max = 0;
-    beam_field_int(&m->params, "max_frame", &peer_max);
     size_link(l, peer_max);
     beam_enc_t enc;
     beam_enc_init(&enc);
@@ -415,29 +509,35 @@ static void head_on_join(beam_link_t *l, const beam_msg_t *m)
     beam_link_send_enc(l, &enc);
     /* actors and groups waiting for resources may fit on the newcomer */
     beam_actors_schedule(l->node);
+out:
+    beam_pool_destroy(&pool);
+    if (!l->member)
+        refuse(l, &f);
 }
 
-static int get_vconn(const beam_msg_t *m, uint32_t *vconn)
+/* The actor a member reports on, if it is one the head placed there (a
+ * report on another node's actor, or one gone meanwhile, changes nothing). */
+static beam_actor_t *own_actor(beam_link_t *l, const char *id)
 {
-    int64_t v;
-    if (beam_field_int(&m->params, "vconn", &v) != 0 || v <= 0 || v > UINT32_MAX)
-        return -1;
-    *vconn = (uint32_t)v;
-    return 0;
+    beam_actor_t *a = beam_actor_find(l->node, id);
+    return a && a->member == l->member ? a : NULL;
 }
 
 static void head_on_up(beam_link_t *l, const beam_msg_t *m)
 {
     beam_node_t *node = l->node;
-    uint32_t vconn;
+    fields_t f = {.m = m};
+    uint32_t vconn, len;
     const char *actor, *body;
-    uint32_t len;
-    int64_t pid = 0, status = 0, sig = 0, stream = 2, uid = 0;
-    if (beam_str_eq(m->op, m->op_len, "client_frame")) {
-        beam_conn_t *c;
-        if (get_vconn(m, &vconn) < 0 || beam_field_bin(&m->params, "frame", &body, &len) != 0 ||
-            !(c = beam_conn_find_remote(node, l, vconn)))
-            return;
+    int64_t pid = 0, status = 0, sig = 0, stream = 0, uid = 0;
+    beam_conn_t *c;
+    if (is_op(m, "heartbeat")) {
+        return; /* its arrival already counted */
+    } else if (is_op(m, "client_frame")) {
+        if (get_vconn(&f, &vconn) < 0 || get_bin(&f, "frame", &body, &len) < 0)
+            goto bad;
+        if (!(c = beam_conn_find_remote(node, l, vconn)))
+            return; /* closed meanwhile */
         if (len > node->limits.max_frame) {
             /* the member's limit let it through; the head's does not */
             beam_conn_reply_error(c, 0, "too_large", "protocol error: frame length %u is over the head's limit of %u",
@@ -446,38 +546,51 @@ static void head_on_up(beam_link_t *l, const beam_msg_t *m)
             return;
         }
         beam_dispatch(c, body, len);
-    } else if (beam_str_eq(m->op, m->op_len, "client_open")) {
-        if (get_vconn(m, &vconn) < 0)
-            return;
-        beam_field_int(&m->params, "pid", &pid);
-        beam_field_int(&m->params, "uid", &uid);
-        beam_conn_open_remote(node, l, l->member, vconn, (long)pid, (unsigned)uid);
-    } else if (beam_str_eq(m->op, m->op_len, "client_closed")) {
-        beam_conn_t *c;
-        if (get_vconn(m, &vconn) == 0 && (c = beam_conn_find_remote(node, l, vconn))) {
+    } else if (is_op(m, "client_open")) {
+        if (get_vconn(&f, &vconn) < 0 || get_int(&f, "pid", 0, INT32_MAX, 1, &pid) < 0 ||
+            get_int(&f, "uid", 0, UINT32_MAX, 1, &uid) < 0)
+            goto bad;
+        if (beam_conn_find_remote(node, l, vconn)) {
+            snprintf(f.err, sizeof f.err, "a client_open for vconn %u, already open", vconn);
+            goto bad;
+        }
+        if (!beam_conn_open_remote(node, l, l->member, vconn, (long)pid, (unsigned)uid))
+            beam_link_close_client(l, vconn); /* out of memory: that client only */
+    } else if (is_op(m, "client_closed")) {
+        if (get_vconn(&f, &vconn) < 0)
+            goto bad;
+        if ((c = beam_conn_find_remote(node, l, vconn))) {
             c->remote_closed = 1;
             beam_conn_close(c, "disconnected");
         }
-    } else if (beam_str_eq(m->op, m->op_len, "worker_started")) {
-        if (beam_field_id(&m->params, "actor", BEAM_ACTOR_ID_SIZE, &actor) == 0 &&
-            beam_field_int(&m->params, "pid", &pid) == 0)
+    } else if (is_op(m, "worker_started")) {
+        if (get_id(&f, "actor", BEAM_ACTOR_ID_SIZE, &actor) < 0 || get_int(&f, "pid", 1, INT32_MAX, 1, &pid) < 0)
+            goto bad;
+        if (own_actor(l, actor))
             beam_actor_worker_started(node, actor, (long)pid);
-    } else if (beam_str_eq(m->op, m->op_len, "worker_log")) {
-        if (beam_field_id(&m->params, "actor", BEAM_ACTOR_ID_SIZE, &actor) == 0 &&
-            beam_field_str(&m->params, "text", &body, &len) == 0) {
-            beam_field_int(&m->params, "stream", &stream);
+    } else if (is_op(m, "worker_log")) {
+        if (get_id(&f, "actor", BEAM_ACTOR_ID_SIZE, &actor) < 0 || get_int(&f, "stream", 1, 2, 1, &stream) < 0 ||
+            check_field(&f, beam_field_str(&m->params, "text", &body, &len), "text", "must be a str", 1) < 0)
+            goto bad;
+        if (own_actor(l, actor)) {
             beam_log(BEAM_LOG_INFO, "[%s] %.*s", l->member->ip, (int)len, body);
             beam_actor_worker_output(node, actor, (int)stream, body, len);
         }
-    } else if (beam_str_eq(m->op, m->op_len, "worker_exit")) {
-        if (beam_field_id(&m->params, "actor", BEAM_ACTOR_ID_SIZE, &actor) == 0) {
-            beam_field_int(&m->params, "pid", &pid);
-            beam_field_int(&m->params, "status", &status);
-            beam_field_int(&m->params, "signal", &sig);
+    } else if (is_op(m, "worker_exit")) {
+        if (get_id(&f, "actor", BEAM_ACTOR_ID_SIZE, &actor) < 0 || get_int(&f, "pid", 0, INT32_MAX, 1, &pid) < 0 ||
+            get_int(&f, "status", INT64_MIN, INT64_MAX, 1, &status) < 0 ||
+            get_int(&f, "signal", 0, 255, 1, &sig) < 0)
+            goto bad;
+        if (own_actor(l, actor))
             beam_actor_worker_exited(node, actor, (long)pid, status, (int)sig);
-        }
+    } else {
+        snprintf(f.err, sizeof f.err, "a '%.*s', which a member does not send", (int)(m->op_len < 32 ? m->op_len : 32),
+                 m->op);
+        goto bad;
     }
-    /* heartbeat: its arrival already counted */
+    return;
+bad:
+    refuse(l, &f);
 }
 
 static void head_on_frame(beam_link_t *l, const beam_msg_t *m)
@@ -570,17 +683,26 @@ static void member_hello(beam_link_t *l)
     beam_link_send_enc(l, &enc);
 }
 
-static char **strv_from(const msgpack_object *params, const char *key)
+/* A required array of strs as a NULL-terminated vector (freed with
+ * beam_strv_free): 0 with *out set (NULL when out of memory), or -1 when
+ * the field is malformed. */
+static int get_strv(fields_t *f, const char *key, char ***out)
 {
     const msgpack_object_array *a;
-    uint32_t n = beam_field_array(params, key, &a) == 0 ? a->size : 0;
-    char **v = calloc((size_t)n + 1, sizeof *v);
-    for (uint32_t i = 0; v && i < n; i++) {
-        const msgpack_object *o = &a->ptr[i];
-        if (o->type != MSGPACK_OBJECT_STR || !(v[i] = strndup(o->via.str.ptr, o->via.str.size)))
-            v[i] = strdup("");
-    }
-    return v;
+    *out = NULL;
+    if (check_field(f, beam_field_array(&f->m->params, key, &a), key, "must be an array of strs", 1) < 0)
+        return -1;
+    for (uint32_t i = 0; i < a->size; i++)
+        if (a->ptr[i].type != MSGPACK_OBJECT_STR || memchr(a->ptr[i].via.str.ptr, '\0', a->ptr[i].via.str.size))
+            return bad_field(f, key, "must be an array of strs");
+    char **v = calloc((size_t)a->size + 1, sizeof *v);
+    for (uint32_t i = 0; v && i < a->size; i++)
+        if (!(v[i] = strndup(a->ptr[i].via.str.ptr, a->ptr[i].via.str.size))) {
+            beam_strv_free(v);
+            v = NULL;
+        }
+    *out = v;
+    return 0;
 }
 
 static void send_worker_event(beam_link_t *l, const char *op, const char *actor, long pid, int64_t status, int sig)
@@ -600,37 +722,41 @@ static void send_worker_event(beam_link_t *l, const char *op, const char *actor,
     beam_link_send_enc(l, &enc);
 }
 
-static void member_spawn(beam_link_t *l, const beam_msg_t *m)
+/* Starts the worker the head placed here; -1 (f->err set) if the spawn
+ * message is malformed. A worker that cannot start is reported gone. */
+static int member_spawn(beam_link_t *l, fields_t *f)
 {
     const char *actor;
     char cls[257], python[4096], cwd[4096], gpus[BEAM_MAX_GPUS * (BEAM_GPU_ID_LEN + 1)], token[64];
     int64_t noset = 0, owner_pid = 0;
-    if (beam_field_id(&m->params, "actor", BEAM_ACTOR_ID_SIZE, &actor) != 0)
-        return;
-    str_field(m, "class_name", cls, sizeof cls);
-    str_field(m, "python", python, sizeof python);
-    str_field(m, "cwd", cwd, sizeof cwd);
-    str_field(m, "gpus", gpus, sizeof gpus);
-    str_field(m, "token", token, sizeof token);
-    beam_field_int(&m->params, "noset_cuda", &noset);
-    beam_field_int(&m->params, "owner_pid", &owner_pid);
-    char **env = strv_from(&m->params, "env"), **path = strv_from(&m->params, "sys_path");
+    char **env = NULL, **path = NULL;
+    int rc = -1;
+    if (get_id(f, "actor", BEAM_ACTOR_ID_SIZE, &actor) < 0 || get_str(f, "class_name", cls, sizeof cls, 1) < 0 ||
+        get_str(f, "python", python, sizeof python, 1) < 0 || get_str(f, "cwd", cwd, sizeof cwd, 0) < 0 ||
+        get_str(f, "gpus", gpus, sizeof gpus, 0) < 0 || get_str(f, "token", token, sizeof token, 1) < 0 ||
+        get_int(f, "noset_cuda", 0, 1, 0, &noset) < 0 || get_int(f, "owner_pid", 0, UINT32_MAX, 0, &owner_pid) < 0 ||
+        get_strv(f, "env", &env) < 0 || get_strv(f, "sys_path", &path) < 0)
+        goto out;
+    rc = 0;
     beam_spawn_t s = {.actor = actor, .class_name = cls, .python = python, .cwd = cwd, .env = env,
                       .sys_path = path, .gpus = gpus, .token = token, .noset_cuda = (int)noset,
                       .owner_pid = (uint32_t)owner_pid};
     long pid = 0;
-    int rc = (env && path) ? beam_proc_spawn(l->node, &s, &pid) : UV_ENOMEM;
-    beam_strv_free(env);
-    beam_strv_free(path);
-    if (rc < 0)
+    int spawned = (env && path) ? beam_proc_spawn(l->node, &s, &pid) : UV_ENOMEM;
+    if (spawned < 0)
         send_worker_event(l, "worker_exit", actor, 0, 127, 0);
     else
         send_worker_event(l, "worker_started", actor, pid, 0, 0);
+out:
+    beam_strv_free(env);
+    beam_strv_free(path);
+    return rc;
 }
 
 static void member_on_frame(beam_link_t *l, const beam_msg_t *m)
 {
     links_t *ls = l->node->links;
+    fields_t f = {.m = m};
     const char *got, *body;
     uint32_t len, vconn;
     if (m->type != BEAM_MSG_PUSH) {
@@ -678,15 +804,19 @@ static void member_on_frame(beam_link_t *l, const beam_msg_t *m)
         l->state = S_WAIT_WELCOME;
         return;
     case S_WAIT_WELCOME: {
-        int64_t index;
-        if (!beam_str_eq(m->op, m->op_len, "welcome") || beam_field_int(&m->params, "node_index", &index) != 0) {
+        int64_t index = 0, peer_max = 0;
+        const char *head_id;
+        if (!is_op(m, "welcome")) {
             link_close(l, "expected welcome");
             return;
         }
+        if (get_int(&f, "node_index", 1, UINT32_MAX, 1, &index) < 0 ||
+            get_int(&f, "max_frame", 0, UINT32_MAX, 0, &peer_max) < 0 ||
+            check_field(&f, beam_field_id(&m->params, "head_id", BEAM_NODE_ID_SIZE, &head_id), "head_id",
+                        "must be a 28-byte bin", 0) < 0)
+            goto bad;
         l->node->node_index = (uint32_t)index;
         l->state = S_UP;
-        int64_t peer_max = 0;
-        beam_field_int(&m->params, "max_frame", &peer_max);
         size_link(l, peer_max);
         beam_log(BEAM_LOG_INFO, "joined the head at %s as node %s (member %u)", l->peer, l->node->node_hex,
                  l->node->node_index);
@@ -700,32 +830,45 @@ static void member_on_frame(beam_link_t *l, const beam_msg_t *m)
         link_close(l, "a message out of order");
         return;
     }
-    if (beam_str_eq(m->op, m->op_len, "client_frame")) {
-        if (get_vconn(m, &vconn) < 0 || beam_field_bin(&m->params, "frame", &body, &len) != 0)
-            return;
+    if (is_op(m, "heartbeat")) {
+        return;
+    } else if (is_op(m, "client_frame")) {
+        if (get_vconn(&f, &vconn) < 0 || get_bin(&f, "frame", &body, &len) < 0)
+            goto bad;
         beam_conn_t *c = beam_conn_find_local(l->node, vconn);
         char *frame = c ? malloc((size_t)len + BEAM_FRAME_HEADER) : NULL;
         if (!frame)
-            return;
+            return; /* gone meanwhile (or out of memory: that reply is lost) */
         frame[0] = (char)(len >> 24);
         frame[1] = (char)(len >> 16);
         frame[2] = (char)(len >> 8);
         frame[3] = (char)len;
         memcpy(frame + BEAM_FRAME_HEADER, body, len);
         beam_conn_send(c, frame, (size_t)len + BEAM_FRAME_HEADER);
-    } else if (beam_str_eq(m->op, m->op_len, "close_client")) {
+    } else if (is_op(m, "close_client")) {
         beam_conn_t *c;
-        if (get_vconn(m, &vconn) == 0 && (c = beam_conn_find_local(l->node, vconn))) {
+        if (get_vconn(&f, &vconn) < 0)
+            goto bad;
+        if ((c = beam_conn_find_local(l->node, vconn))) {
             c->remote_closed = 1;
             beam_conn_close(c, "closed by the head");
         }
-    } else if (beam_str_eq(m->op, m->op_len, "spawn")) {
-        member_spawn(l, m);
-    } else if (beam_str_eq(m->op, m->op_len, "kill_worker")) {
+    } else if (is_op(m, "spawn")) {
+        if (member_spawn(l, &f) < 0)
+            goto bad;
+    } else if (is_op(m, "kill_worker")) {
         const char *actor;
-        if (beam_field_id(&m->params, "actor", BEAM_ACTOR_ID_SIZE, &actor) == 0)
-            beam_proc_kill(l->node, actor);
+        if (get_id(&f, "actor", BEAM_ACTOR_ID_SIZE, &actor) < 0)
+            goto bad;
+        beam_proc_kill(l->node, actor);
+    } else {
+        snprintf(f.err, sizeof f.err, "a '%.*s', which the head does not send", (int)(m->op_len < 32 ? m->op_len : 32),
+                 m->op);
+        goto bad;
     }
+    return;
+bad:
+    refuse(l, &f);
 }
 
 /* A member's hooks for its workers: everything goes to the head. */
@@ -828,10 +971,12 @@ static void on_timer(uv_timer_t *t)
     links_t *ls = l->node->links;
     uint64_t now = uv_now(t->loop);
     if (l->state != S_UP) {
-        if (now - l->born_ms > AUTH_TIMEOUT_MS)
+        if (now - l->born_ms >= BEAM_HANDSHAKE_TIMEOUT_MS)
             link_close(l, "the handshake took too long");
         return;
     }
+    if (uv_timer_get_repeat(t) != ls->opts.heartbeat_ms)
+        uv_timer_set_repeat(t, ls->opts.heartbeat_ms); /* up: from the handshake's pace to the heartbeat's */
     if (now - l->last_rx_ms > ls->opts.timeout_ms) {
         link_close(l, "no heartbeat within the timeout");
         return;
@@ -873,7 +1018,8 @@ static void link_close(beam_link_t *l, const char *why)
     l->closing = 1;
     beam_node_t *node = l->node;
     link_unlist(l);
-    beam_log(l->state == S_UP ? BEAM_LOG_WARN : BEAM_LOG_INFO, "link with %s closed: %s", l->peer, why);
+    beam_log(l->quiet ? BEAM_LOG_DEBUG : l->state == S_UP ? BEAM_LOG_WARN : BEAM_LOG_INFO, "link with %s closed: %s",
+             l->peer, why);
     uv_timer_stop(&l->timer);
     uv_close((uv_handle_t *)&l->timer, on_link_handle_close);
     uv_close((uv_handle_t *)&l->tcp, on_link_handle_close);
@@ -934,7 +1080,10 @@ static void start_link(beam_link_t *l)
     links_t *ls = l->node->links;
     uv_tcp_nodelay(&l->tcp, 1);
     uv_read_start((uv_stream_t *)&l->tcp, on_alloc, on_read);
-    uv_timer_start(&l->timer, on_timer, ls->opts.heartbeat_ms, ls->opts.heartbeat_ms);
+    /* the handshake's timeout is kept to within a second, however long the
+     * heartbeat interval is */
+    uint64_t every = ls->opts.heartbeat_ms < 1000 ? ls->opts.heartbeat_ms : 1000;
+    uv_timer_start(&l->timer, on_timer, every, every);
 }
 
 static void peer_name(beam_link_t *l)
@@ -946,27 +1095,67 @@ static void peer_name(beam_link_t *l)
         char ip[48] = "";
         if (ss.ss_family == AF_INET) {
             uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof ip);
+            snprintf(l->peer_ip, sizeof l->peer_ip, "%s", ip);
             snprintf(l->peer, sizeof l->peer, "%s:%d", ip, ntohs(((struct sockaddr_in *)&ss)->sin_port));
         } else if (ss.ss_family == AF_INET6) {
             uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof ip);
+            snprintf(l->peer_ip, sizeof l->peer_ip, "%s", ip);
             snprintf(l->peer, sizeof l->peer, "[%s]:%d", ip, ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
         }
     }
 }
 
+/* Why a node connection just accepted must be closed at once, or NULL: too
+ * many handshakes under way (in all, or from its address), or too few fds
+ * left. Only authenticated links may stay longer than the handshake's
+ * timeout, and there are at most BEAM_MAX_MEMBERS of those. */
+static const char *refusal(links_t *ls, beam_link_t *l)
+{
+    int fd, all = 0, same = 0;
+    if (uv_fileno((uv_handle_t *)&l->tcp, &fd) == 0 && fd >= ls->fd_floor)
+        return "too few file descriptors left (kept for local clients and workers)";
+    for (beam_link_t *o = ls->all; o; o = o->next)
+        if (o != l && o->side == SIDE_HEAD && o->state != S_UP && !o->closing) {
+            all++;
+            same += strcmp(o->peer_ip, l->peer_ip) == 0;
+        }
+    if (all >= ls->opts.max_handshakes)
+        return "too many node connections in the handshake";
+    if (same >= ls->opts.max_handshakes_per_ip)
+        return "too many node connections in the handshake from that address";
+    return NULL;
+}
+
 static void on_node_connection(uv_stream_t *server, int status)
 {
     beam_node_t *node = server->data;
+    links_t *ls = node->links;
     if (status < 0)
         return;
     beam_link_t *l = link_new(node, SIDE_HEAD);
     if (!l)
         return;
     if (uv_accept(server, (uv_stream_t *)&l->tcp) != 0) {
+        l->quiet = 1;
         link_close(l, "accept failed");
         return;
     }
     peer_name(l);
+    const char *why = refusal(ls, l);
+    if (why) {
+        /* a flood is logged once per 10 s, not once per connection */
+        uint64_t now = uv_now(node->loop);
+        ls->refused++;
+        if (ls->refused_logged_ms == 0 || now - ls->refused_logged_ms >= 10000) {
+            beam_log(BEAM_LOG_WARN, "refused %llu node connection(s), the last from %s: %s",
+                     (unsigned long long)ls->refused, l->peer, why);
+            ls->refused = 0;
+            ls->refused_logged_ms = now;
+        }
+        l->quiet = 1;
+        link_close(l, why);
+        return;
+    }
     l->state = S_CHALLENGED;
     randombytes_buf(l->my_nonce, NONCE_BYTES);
     start_link(l);
@@ -982,6 +1171,18 @@ static links_t *links_get(beam_node_t *node, const beam_cluster_opts_t *opts)
         if (!ls)
             return NULL;
         ls->opts = *opts;
+        if (ls->opts.max_handshakes <= 0)
+            ls->opts.max_handshakes = BEAM_MAX_HANDSHAKES;
+        if (ls->opts.max_handshakes_per_ip <= 0)
+            ls->opts.max_handshakes_per_ip = BEAM_MAX_HANDSHAKES_PER_IP;
+        struct rlimit rl;
+        rlim_t cur = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : 1u << 20;
+        if (cur > INT32_MAX)
+            cur = INT32_MAX;
+        /* fds are handed out lowest first: one numbered fd_floor or more
+         * means at most the reserve is left */
+        rlim_t reserve = cur / 4 < BEAM_FD_RESERVE ? cur / 4 : BEAM_FD_RESERVE;
+        ls->fd_floor = (int)(cur - reserve);
         node->links = ls;
     }
     return node->links;
@@ -1010,6 +1211,20 @@ int beam_links_listen(beam_node_t *node, const beam_cluster_opts_t *opts, char *
         return -1;
     }
     return 0;
+}
+
+int beam_links_port(beam_node_t *node)
+{
+    links_t *ls = node->links;
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    if (!ls || !ls->listening || uv_tcp_getsockname(&ls->listener, (struct sockaddr *)&ss, &len) != 0)
+        return -1;
+    if (ss.ss_family == AF_INET)
+        return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    if (ss.ss_family == AF_INET6)
+        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    return -1;
 }
 
 static void on_connected(uv_connect_t *req, int status)

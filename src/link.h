@@ -23,7 +23,20 @@ typedef struct beam_cluster_opts_s {
     unsigned char token[BEAM_TOKEN_BYTES];
     uint64_t timeout_ms;     /* a peer silent this long is dead */
     uint64_t heartbeat_ms;
+    /* head: node connections not yet through the handshake (they get
+     * BEAM_HANDSHAKE_TIMEOUT_MS) held at once, in all and from one address;
+     * more are closed at accept. 0: the defaults below. */
+    int max_handshakes;
+    int max_handshakes_per_ip;
 } beam_cluster_opts_t;
+
+#define BEAM_MAX_HANDSHAKES 64
+#define BEAM_MAX_HANDSHAKES_PER_IP 8
+#define BEAM_HANDSHAKE_TIMEOUT_MS 5000
+/* The head refuses a node connection when fewer than this many fds (or a
+ * quarter of RLIMIT_NOFILE, if less) would be left: they are kept for the
+ * unix socket's clients and for starting workers. */
+#define BEAM_FD_RESERVE 256
 
 struct beam_link_s;
 typedef struct beam_link_s beam_link_t;
@@ -33,8 +46,11 @@ int beam_token_read(const char *path, unsigned char *token, char *err, size_t er
 /* Makes a new random token and writes it to path (mode 0600). */
 int beam_token_create(const char *path, unsigned char *token, char *err, size_t errlen);
 
-/* Head: listens for member nodes on opts->listen_ip:port. */
+/* Head: listens for member nodes on opts->listen_ip:port (port 0: any free
+ * one, see beam_links_port). */
 int beam_links_listen(beam_node_t *node, const beam_cluster_opts_t *opts, char *err, size_t errlen);
+/* Head: the TCP port it listens on, or -1. */
+int beam_links_port(beam_node_t *node);
 /* Member: connects to the head, and again after every loss. */
 int beam_link_join(beam_node_t *node, const beam_cluster_opts_t *opts);
 /* Member: 1 once the head has welcomed this node. */

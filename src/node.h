@@ -42,6 +42,8 @@ typedef struct beam_node_s {
     struct beam_actor_s *pending;  /* actors waiting for resources, FIFO */
     struct beam_pg_s *pgs;         /* placement groups, uthash by id */
     struct beam_pg_s *pending_pgs; /* groups waiting for resources, FIFO */
+    struct beam_pg_s *removed_pgs, *removed_tail; /* freed groups' rows, oldest first (placement.c) */
+    size_t nremoved, removed_bytes;
     struct beam_conn_s *conns;     /* live connections (utlist) */
     struct beam_proc_s *procs;     /* worker processes on this node, uthash by actor id */
     struct beam_member_s *members; /* the cluster's nodes, by index (the head's table) */

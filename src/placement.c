@@ -232,10 +232,14 @@ static int try_place(beam_node_t *node, beam_pg_t *pg)
     int rc = beam_place(nodes, nn, d, n, pg->strategy, where);
     for (uint32_t k = 0; rc == 0 && k < n; k++) {
         beam_bundle_t *b = &pg->bundles[todo[k]];
-        if (beam_pool_take(nodes[where[k]], &b->demand, &b->grant) != 0 ||
-            beam_pool_from_grant(&b->pool, nodes[where[k]], &b->grant) != 0) {
-            /* cannot happen after a successful plan; undo what this call took */
+        int took = beam_pool_take(nodes[where[k]], &b->demand, &b->grant) == 0;
+        if (!took || beam_pool_from_grant(&b->pool, nodes[where[k]], &b->grant) != 0) {
+            /* a take cannot fail after a successful plan, but building the
+             * bundle's pool can (memory): undo what this call took, bundle
+             * k's own take included */
             beam_log(BEAM_LOG_ERROR, "placement group %s: reservation failed after planning", pg->hex);
+            if (took)
+                beam_pool_give(nodes[where[k]], &b->grant);
             for (uint32_t j = 0; j < k; j++) {
                 beam_bundle_t *u = &pg->bundles[todo[j]];
                 beam_pool_give(nodes[where[j]], &u->grant);
@@ -377,29 +381,192 @@ static void give_back_bundles(beam_node_t *node, beam_pg_t *pg)
     }
 }
 
+/* The bundle specs as an array of maps; nonzero if a write failed. */
+static int pack_bundles(msgpack_packer *pk, const beam_pg_t *pg)
+{
+    int rc = msgpack_pack_array(pk, pg->nbundles);
+    for (uint32_t i = 0; i < pg->nbundles; i++) {
+        const beam_demand_t *d = &pg->bundles[i].demand;
+        rc |= msgpack_pack_map(pk, d->n);
+        for (size_t j = 0; j < d->n; j++) {
+            size_t len = strlen(d->name[j]);
+            rc |= msgpack_pack_str(pk, len);
+            rc |= msgpack_pack_str_body(pk, d->name[j], len);
+            rc |= msgpack_pack_double(pk, (double)d->amount[j] / BEAM_RES_UNIT);
+        }
+    }
+    return rc;
+}
+
+void beam_pg_pack(msgpack_packer *pk, const beam_pg_t *pg)
+{
+    msgpack_pack_map(pk, 8);
+    beam_pack_key(pk, "placement_group_id");
+    beam_pack_str(pk, pg->hex);
+    beam_pack_key(pk, "name");
+    beam_pack_str(pk, pg->name ? pg->name : "");
+    beam_pack_key(pk, "strategy");
+    beam_pack_str(pk, beam_pg_strategy_name(pg->strategy));
+    beam_pack_key(pk, "state");
+    beam_pack_str(pk, beam_pg_state_name(pg->state));
+    beam_pack_key(pk, "bundles");
+    uint32_t n = pg->nbundles;
+    if (pg->row_bundles) {
+        pk->callback(pk->data, pg->row_bundles, pg->row_len); /* packed when it was freed */
+        n = pg->row_nbundles;
+    } else {
+        pack_bundles(pk, pg);
+    }
+    beam_pack_key(pk, "bundles_to_node_id");
+    msgpack_pack_array(pk, n);
+    for (uint32_t i = 0; i < n; i++)
+        beam_pack_str(pk, i < pg->nbundles && pg->bundles[i].placed && pg->bundles[i].member
+                              ? pg->bundles[i].member->hex : "");
+    beam_pack_key(pk, "creation_latency_ms");
+    msgpack_pack_double(pk, pg->placed_ns ? (double)(pg->placed_ns - pg->created_ns) / 1e6 : 0.0);
+    beam_pack_key(pk, "attempts");
+    msgpack_pack_uint32(pk, pg->attempts);
+}
+
+static void pg_free(beam_pg_t *pg)
+{
+    for (uint32_t i = 0; i < pg->nbundles; i++)
+        if (pg->bundles[i].placed)
+            beam_pool_destroy(&pg->bundles[i].pool);
+    while (pg->waiters) {
+        beam_pg_waiter_t *w = pg->waiters;
+        pg->waiters = w->next;
+        free(w->value);
+        free(w);
+    }
+    while (pg->removers) {
+        beam_pg_remover_t *rm = pg->removers;
+        pg->removers = rm->next;
+        free(rm);
+    }
+    free(pg->bundles);
+    free(pg->row_bundles);
+    free(pg->name);
+    free(pg);
+}
+
+static size_t row_bytes(const beam_pg_t *pg)
+{
+    return sizeof *pg + pg->row_len + (pg->name ? strlen(pg->name) + 1 : 0);
+}
+
+/* Drops the oldest rows until the history is within its bounds. */
+static void trim_history(beam_node_t *node)
+{
+    while (node->removed_pgs && (node->nremoved > BEAM_PG_HISTORY || node->removed_bytes > BEAM_PG_HISTORY_BYTES)) {
+        beam_pg_t *old = node->removed_pgs;
+        node->removed_pgs = old->removed_next;
+        if (!node->removed_pgs)
+            node->removed_tail = NULL;
+        node->nremoved--;
+        node->removed_bytes -= row_bytes(old);
+        HASH_DEL(node->pgs, old);
+        beam_actors_pg_forget(node, old); /* dead actors still name it */
+        pg_free(old);
+    }
+}
+
+/* The removed group's bundles are back: it keeps only its table row (the
+ * bundle specs packed small), in the history, which may free it at once. */
+static void retire(beam_node_t *node, beam_pg_t *pg)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    int failed = pack_bundles(&pk, pg);
+    char *row = !failed && sb.size ? malloc(sb.size) : NULL;
+    if (row) /* (without memory the row keeps no bundles: an empty array) */
+        memcpy(row, sb.data, sb.size);
+    pg->row_len = row ? sb.size : 1;
+    pg->row_bundles = row ? row : strdup("\x90");
+    pg->row_nbundles = row ? pg->nbundles : 0;
+    msgpack_sbuffer_destroy(&sb);
+    for (uint32_t i = 0; i < pg->nbundles; i++)
+        if (pg->bundles[i].placed)
+            beam_pool_destroy(&pg->bundles[i].pool);
+    free(pg->bundles);
+    pg->bundles = NULL;
+    pg->nbundles = 0;
+    pg->owner = NULL;
+    if (!pg->row_bundles) { /* no memory even for that: no row */
+        HASH_DEL(node->pgs, pg);
+        beam_actors_pg_forget(node, pg);
+        pg_free(pg);
+        return;
+    }
+    pg->removed_next = NULL;
+    if (node->removed_tail)
+        node->removed_tail->removed_next = pg;
+    else
+        node->removed_pgs = pg;
+    node->removed_tail = pg;
+    node->nremoved++;
+    node->removed_bytes += row_bytes(pg);
+    trim_history(node);
+}
+
+/* A removed group with no actor left in it: its bundles go back, its
+ * pg_remove requests are answered, it is retired, and whatever waited for
+ * resources gets its turn. pg may be freed when this returns. */
+static void finish_removal(beam_node_t *node, beam_pg_t *pg)
+{
+    give_back_bundles(node, pg);
+    while (pg->removers) {
+        beam_pg_remover_t *rm = pg->removers;
+        pg->removers = rm->next;
+        beam_conn_reply_empty(rm->conn, rm->msgid);
+        free(rm);
+    }
+    if (!pg->row_bundles)
+        retire(node, pg);
+    beam_actors_schedule(node);
+}
+
 void beam_pg_user_gone(beam_node_t *node, beam_pg_t *pg)
 {
     if (pg->users > 0)
         pg->users--;
-    if (pg->state == BEAM_PG_REMOVED && pg->users == 0) {
-        give_back_bundles(node, pg);
-        beam_actors_schedule(node);
-    }
+    if (pg->state == BEAM_PG_REMOVED && pg->users == 0 && !pg->removing)
+        finish_removal(node, pg);
 }
 
-void beam_pg_remove(beam_node_t *node, beam_pg_t *pg)
+void beam_pg_remove(beam_node_t *node, beam_pg_t *pg, beam_conn_t *conn, uint64_t msgid)
 {
-    if (pg->state == BEAM_PG_REMOVED)
+    if (conn && msgid) {
+        beam_pg_remover_t *rm = calloc(1, sizeof *rm);
+        if (rm) {
+            rm->conn = conn;
+            rm->msgid = msgid;
+            rm->next = pg->removers;
+            pg->removers = rm;
+        } else {
+            /* no memory to wait: answer now (the bundles still go back
+             * only once the workers are gone) */
+            beam_conn_reply_empty(conn, msgid);
+        }
+    }
+    if (pg->state == BEAM_PG_REMOVED) {
+        /* removed before: answered when that removal ends, or now if it has */
+        if (pg->users == 0 && !pg->removing)
+            finish_removal(node, pg);
         return;
+    }
     pg->state = BEAM_PG_REMOVED;
     pending_remove(node, pg); /* pending, or waiting to place bundles it lost */
     complete_waiters(node, pg, 0);
     beam_log(BEAM_LOG_INFO, "placement group %s removed", pg->hex);
+    /* a death here may give a grant back: the group must outlive the walk */
+    pg->removing = 1;
     beam_actors_pg_removed(node, pg);
-    if (pg->users == 0) {
-        give_back_bundles(node, pg);
-        beam_actors_schedule(node);
-    }
+    pg->removing = 0;
+    if (pg->users == 0)
+        finish_removal(node, pg);
 }
 
 /* The driver a connection's work belongs to: itself, or for an actor's
@@ -420,11 +587,30 @@ void beam_pgs_conn_gone(beam_node_t *node, struct beam_conn_s *c)
         heir = NULL;
     beam_pg_t *pg, *tmp;
     HASH_ITER(hh, node->pgs, pg, tmp)
-        if (pg->owner == c) {
-            pg->owner = heir;
-            if (!heir && !pg->detached)
-                beam_pg_remove(node, pg);
+        for (beam_pg_remover_t **p = &pg->removers; *p;) {
+            beam_pg_remover_t *rm = *p;
+            if (rm->conn != c) {
+                p = &rm->next;
+                continue;
+            }
+            *p = rm->next;
+            free(rm);
         }
+    /* a removal can free other groups (a retired row pushing an old one out
+     * of the history), so the walk restarts after each */
+    for (;;) {
+        beam_pg_t *victim = NULL;
+        HASH_ITER(hh, node->pgs, pg, tmp)
+            if (pg->owner == c) {
+                victim = pg;
+                break;
+            }
+        if (!victim)
+            return;
+        victim->owner = heir;
+        if (!heir && !victim->detached)
+            beam_pg_remove(node, victim, NULL, 0);
+    }
 }
 
 void beam_pgs_member_lost(beam_node_t *node, beam_member_t *m)
@@ -460,18 +646,9 @@ void beam_pgs_destroy(beam_node_t *node)
     beam_pg_t *pg, *tmp;
     HASH_ITER(hh, node->pgs, pg, tmp) {
         HASH_DEL(node->pgs, pg);
-        for (uint32_t i = 0; i < pg->nbundles; i++)
-            if (pg->bundles[i].placed)
-                beam_pool_destroy(&pg->bundles[i].pool);
-        while (pg->waiters) {
-            beam_pg_waiter_t *w = pg->waiters;
-            pg->waiters = w->next;
-            free(w->value);
-            free(w);
-        }
-        free(pg->bundles);
-        free(pg->name);
-        free(pg);
+        pg_free(pg);
     }
     node->pending_pgs = NULL;
+    node->removed_pgs = node->removed_tail = NULL;
+    node->nremoved = node->removed_bytes = 0;
 }

@@ -15,6 +15,11 @@ enum { BEAM_PG_PACK = 0, BEAM_PG_SPREAD, BEAM_PG_STRICT_PACK, BEAM_PG_STRICT_SPR
 enum { BEAM_PG_PENDING = 0, BEAM_PG_CREATED, BEAM_PG_REMOVED, BEAM_PG_RESCHEDULING };
 
 #define BEAM_PG_MAX_BUNDLES 1024
+/* Removed groups are freed once their bundles are back, as Ray's GCS drops
+ * them from its registry; the table keeps a row for the most recent ones
+ * (state REMOVED), at most this many and this many bytes, oldest out first. */
+#define BEAM_PG_HISTORY 64
+#define BEAM_PG_HISTORY_BYTES (1u << 20)
 
 struct beam_conn_s;
 
@@ -46,6 +51,13 @@ typedef struct beam_pg_waiter_s {
     struct beam_pg_waiter_s *next;
 } beam_pg_waiter_t;
 
+/* A pg_remove request that is answered once the group's bundles are back. */
+typedef struct beam_pg_remover_s {
+    struct beam_conn_s *conn;
+    uint64_t msgid;
+    struct beam_pg_remover_s *next;
+} beam_pg_remover_t;
+
 typedef struct beam_pg_s {
     char id[BEAM_PG_ID_SIZE];
     char hex[2 * BEAM_PG_ID_SIZE + 1];
@@ -60,6 +72,14 @@ typedef struct beam_pg_s {
     uint32_t users; /* actors holding a grant from its bundles */
     uint64_t created_ns, placed_ns; /* uv_hrtime(): creation latency in Ray's stats */
     uint32_t attempts;
+    beam_pg_remover_t *removers;
+    int removing; /* inside beam_pg_remove: its bundles go back once that is done */
+    /* a removed group's row (its bundles freed, nbundles 0): the bundle
+     * specs as packed msgpack, and how many there were */
+    char *row_bundles;
+    size_t row_len;
+    uint32_t row_nbundles;
+    struct beam_pg_s *removed_next; /* the history, oldest first */
     struct beam_pg_s *pending_next;
     UT_hash_handle hh;
 } beam_pg_t;
@@ -69,8 +89,15 @@ beam_pg_t *beam_pg_find(beam_node_t *node, const char *id);
 int beam_pg_create(beam_node_t *node, struct beam_conn_s *owner, const char *id, char *name, int strategy,
                    const beam_demand_t *bundles, uint32_t n, int detached);
 /* Marks it removed, kills the actors placed in it, fails its ready waiters;
- * the bundles go back to the node once those actors have exited. */
-void beam_pg_remove(beam_node_t *node, beam_pg_t *pg);
+ * the bundles go back to the node once those actors' workers have exited,
+ * and then (not before) conn gets its {} reply to msgid (none when conn is
+ * NULL), so a caller that makes the next group at once finds them free. The
+ * group is then freed, leaving a row in the bounded history. pg may be freed
+ * when this returns. */
+void beam_pg_remove(beam_node_t *node, beam_pg_t *pg, struct beam_conn_s *conn, uint64_t msgid);
+/* Packs the group's pg_table row (a map) into pk; a removed group's from its
+ * history row. */
+void beam_pg_pack(msgpack_packer *pk, const beam_pg_t *pg);
 /* Completes obj with value (taken) once the group is placed (now if it is);
  * with LOST if it is removed first. */
 int beam_pg_ready(beam_node_t *node, beam_pg_t *pg, const char *obj, char *value, size_t len);
@@ -78,7 +105,8 @@ int beam_pg_ready(beam_node_t *node, beam_pg_t *pg, const char *obj, char *value
 int beam_pgs_schedule(beam_node_t *node);
 /* An actor placed in pg gave its grant back. */
 void beam_pg_user_gone(beam_node_t *node, beam_pg_t *pg);
-/* A connection closed: its groups (not detached) are removed. */
+/* A connection closed: its groups (not detached) are removed, and its
+ * pg_remove requests are dropped unanswered. */
 void beam_pgs_conn_gone(beam_node_t *node, struct beam_conn_s *c);
 /* A member died: groups with bundles there lose them (state RESCHEDULING). */
 void beam_pgs_member_lost(beam_node_t *node, struct beam_member_s *m);

@@ -2,11 +2,15 @@
 #define _GNU_SOURCE
 #include "procs.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -113,14 +117,99 @@ static void on_output(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
 }
 
+/* --- what a dead worker leaves behind ---
+ *
+ * No process an actor started may outlive it. The worker is a child
+ * subreaper (ray/_worker.py), so while it lives everything it starts stays
+ * below it, double forks and new sessions included; beamd is one too, so
+ * when the worker dies all of that is re-parented to beamd. Any child of
+ * beamd that is not a worker is therefore such a leftover: sweep kills it,
+ * and each one's own children come to beamd as it dies, for the next pass.
+ * (When beamd itself dies the worker kills its descendants: _worker.py.) */
+#define SWEEP_MS 10
+#define SWEEP_ROUNDS 1000 /* 10 s: past that a process stuck in the kernel is left to init */
+
+static int is_worker(const beam_node_t *node, long pid)
+{
+    for (const beam_proc_t *p = node->procs; p; p = p->hh.next)
+        if (p->pid == pid)
+            return 1;
+    return 0;
+}
+
+/* One pass over /proc: SIGKILLs the live children of beamd that are not
+ * workers and reaps the dead ones. Returns how many it found. */
+static int sweep_once(const beam_node_t *node)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    long self = (long)getpid();
+    int found = 0;
+    const struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 0)
+            continue;
+        char path[64], buf[512];
+        snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (n <= 0)
+            continue;
+        buf[n] = '\0';
+        /* "pid (comm) state ppid ...": comm may hold spaces and parentheses */
+        const char *rp = strrchr(buf, ')');
+        char state;
+        long ppid;
+        if (!rp || sscanf(rp + 1, " %c %ld", &state, &ppid) != 2 || ppid != self || is_worker(node, pid))
+            continue;
+        found++;
+        if (state == 'Z')
+            waitpid((pid_t)pid, NULL, WNOHANG);
+        else
+            kill((pid_t)pid, SIGKILL);
+    }
+    closedir(d);
+    return found;
+}
+
+static void on_sweep(uv_timer_t *t)
+{
+    beam_proc_t *p = t->data;
+    beam_node_t *node = t->loop->data;
+    if (sweep_once(node) > 0 && ++p->sweep_rounds < SWEEP_ROUNDS)
+        return;
+    if (p->sweep_rounds >= SWEEP_ROUNDS)
+        beam_log(BEAM_LOG_WARN, "processes left by worker %ld of actor %s did not die", p->pid, p->hex);
+    uv_timer_stop(t);
+    close_handle((uv_handle_t *)t);
+}
+
+static void sweep_start(beam_node_t *node, beam_proc_t *p)
+{
+    if (sweep_once(node) == 0)
+        return;
+    uv_timer_init(node->loop, &p->sweep);
+    p->sweep.data = p;
+    p->open_handles++;
+    uv_timer_start(&p->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
+}
+
 static void on_exit_cb(uv_process_t *proc, int64_t status, int term_signal)
 {
     beam_proc_t *p = proc->data;
     beam_node_t *node = proc->loop->data;
     p->running = 0;
-    /* the processes the worker started go with it */
+    /* the processes the worker started go with it: its group now, whatever
+     * left the group as it is re-parented here */
     if (p->pid > 0)
         kill(-(pid_t)p->pid, SIGKILL);
+    sweep_start(node, p);
     beam_log(BEAM_LOG_DEBUG, "worker %ld of actor %s exited (status %lld, signal %d)", p->pid, p->hex,
              (long long)status, term_signal);
     char actor[BEAM_ACTOR_ID_SIZE];
@@ -274,6 +363,9 @@ int beam_proc_spawn(beam_node_t *node, const beam_spawn_t *s, long *pid)
         return UV_ENOMEM;
     }
     HASH_ADD(hh, node->procs, actor, BEAM_ACTOR_ID_SIZE, p);
+    /* what a dead worker leaves is re-parented here, for sweep to kill */
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0)
+        beam_log(BEAM_LOG_WARN, "could not become a child subreaper: %s", strerror(errno));
     char *args[] = {(char *)s->python, "-m", "ray._worker", NULL};
     uv_stdio_container_t stdio[3];
     uv_pipe_init(node->loop, &p->out, 0);

@@ -1,6 +1,8 @@
 /* procs.h — the worker processes this node runs: spawning `python -m
  * ray._worker` with its environment, relaying what it prints line by line,
- * killing its process group, and reporting its exit. It knows nothing of
+ * killing its process group, reporting its exit, and killing whatever a dead
+ * worker left behind (beamd is a child subreaper, so a dead worker's
+ * children, and theirs, are re-parented to it: see sweep in procs.c). It knows nothing of
  * actor state: the node's on_proc_output/on_proc_exit hooks (node.h) take
  * the events, locally to the actor table or over the link to the head. */
 #ifndef BEAM_PROCS_H
@@ -42,6 +44,8 @@ typedef struct beam_proc_s {
     int open_handles;
     int running;
     long pid;
+    uv_timer_t sweep; /* after the worker's exit: kills what it left behind */
+    int sweep_rounds;
     UT_hash_handle hh;
 } beam_proc_t;
 

@@ -31,13 +31,10 @@ const beam_res_entry_t *beam_pool_find(const beam_pool_t *pool, const char *name
     return entry((beam_pool_t *)pool, name);
 }
 
+/* A new entry (the caller checked the name is not there yet and fits). */
 static beam_res_entry_t *entry_add(beam_pool_t *pool, const char *name)
 {
-    beam_res_entry_t *e = entry(pool, name);
-    if (e)
-        return e;
-    if (strlen(name) >= BEAM_RES_NAME_LEN)
-        return NULL;
+    beam_res_entry_t *e;
     if (pool->nres == pool->cap) {
         size_t cap = pool->cap ? pool->cap * 2 : 8;
         beam_res_entry_t *nr = realloc(pool->res, cap * sizeof *nr);
@@ -54,13 +51,17 @@ static beam_res_entry_t *entry_add(beam_pool_t *pool, const char *name)
 
 int beam_pool_add(beam_pool_t *pool, const char *name, int64_t amount)
 {
-    if (strcmp(name, "GPU") == 0 || amount < 0)
+    if (strcmp(name, "GPU") == 0 || strlen(name) >= BEAM_RES_NAME_LEN)
         return -EINVAL;
+    if (amount < 0 || amount > BEAM_RES_MAX)
+        return -ERANGE;
+    if (entry(pool, name))
+        return -EEXIST;
     beam_res_entry_t *e = entry_add(pool, name);
     if (!e)
         return -ENOMEM;
-    e->total += amount;
-    e->avail += amount;
+    e->total = amount;
+    e->avail = amount;
     return 0;
 }
 
@@ -73,8 +74,8 @@ int beam_pool_add_gpu_units(beam_pool_t *pool, const char *id, int64_t units)
             return -EEXIST;
     if (pool->ngpus >= BEAM_MAX_GPUS)
         return -ENOSPC;
-    beam_res_entry_t *e = entry_add(pool, "GPU");
-    if (!e)
+    beam_res_entry_t *e = entry(pool, "GPU");
+    if (!e && !(e = entry_add(pool, "GPU")))
         return -ENOMEM;
     snprintf(pool->gpu_ids[pool->ngpus], BEAM_GPU_ID_LEN, "%s", id);
     pool->gpu_avail[pool->ngpus++] = units;
@@ -133,19 +134,27 @@ int64_t beam_res_units(double amount)
     return (int64_t)llround(amount * BEAM_RES_UNIT);
 }
 
+int beam_res_amount(double amount, int64_t *units)
+{
+    if (isnan(amount) || amount < 0)
+        return -EINVAL;
+    if (amount > BEAM_RES_MAX_QUANTITY || (amount > 0 && amount * BEAM_RES_UNIT < 1))
+        return -ERANGE;
+    *units = beam_res_units(amount);
+    return 0;
+}
+
 int beam_demand_add(beam_demand_t *d, const char *name, int64_t amount)
 {
-    if (amount < 0)
+    if (amount < 0 || strlen(name) >= BEAM_RES_NAME_LEN)
         return -EINVAL;
+    if (amount > BEAM_RES_MAX)
+        return -ERANGE;
+    for (size_t i = 0; i < d->n; i++)
+        if (strcmp(d->name[i], name) == 0)
+            return -EEXIST;
     if (amount == 0)
         return 0;
-    if (strlen(name) >= BEAM_RES_NAME_LEN)
-        return -EINVAL;
-    for (size_t i = 0; i < d->n; i++)
-        if (strcmp(d->name[i], name) == 0) {
-            d->amount[i] += amount;
-            return 0;
-        }
     if (d->n == BEAM_MAX_DEMAND)
         return -ENOSPC;
     snprintf(d->name[d->n], BEAM_RES_NAME_LEN, "%s", name);

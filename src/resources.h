@@ -11,6 +11,11 @@
 #include "gpu.h"
 
 #define BEAM_RES_UNIT 10000
+/* Ray's bound on one resource quantity (ray_constants.MAX_RESOURCE_QUANTITY,
+ * 100e12), in units: every amount and every total stays at most this, so no
+ * sum of a pool's or a demand's entries can overflow int64. */
+#define BEAM_RES_MAX_QUANTITY 100e12
+#define BEAM_RES_MAX ((int64_t)(BEAM_RES_MAX_QUANTITY * BEAM_RES_UNIT))
 #define BEAM_RES_NAME_LEN 128
 #define BEAM_MAX_DEMAND 32
 
@@ -43,7 +48,9 @@ typedef struct beam_grant_s {
 
 void beam_pool_init(beam_pool_t *pool);
 void beam_pool_destroy(beam_pool_t *pool);
-/* Adds (or raises) a named resource; "GPU" is refused here (use add_gpu). */
+/* Adds a named resource of amount units (0..BEAM_RES_MAX). Returns 0,
+ * -EINVAL for "GPU" (use add_gpu) or a name that does not fit, -EEXIST if the
+ * pool has the name already, -ERANGE for an amount out of range, -ENOMEM. */
 int beam_pool_add(beam_pool_t *pool, const char *name, int64_t amount);
 /* Adds one whole GPU device named id. */
 int beam_pool_add_gpu(beam_pool_t *pool, const char *id);
@@ -58,10 +65,17 @@ int beam_pool_from_grant(beam_pool_t *dst, const beam_pool_t *src, const beam_gr
 void beam_grant_gpu_list(const beam_pool_t *pool, const beam_grant_t *grant, char *out, size_t cap);
 const beam_res_entry_t *beam_pool_find(const beam_pool_t *pool, const char *name);
 
-/* Converts a float amount to fixed point, rounding to the nearest unit. */
+/* Converts a float amount to fixed point, rounding to the nearest unit.
+ * The amount must be in range (beam_res_amount checks one). */
 int64_t beam_res_units(double amount);
-/* Adds name=amount to a demand (summing repeats). Returns -ENOSPC when full,
- * -EINVAL for a negative amount. Zero amounts are skipped. */
+/* Checks a peer's amount as Ray does and converts it: 0 and *units set, or
+ * -EINVAL (negative, NaN), -ERANGE (above BEAM_RES_MAX_QUANTITY, or above
+ * zero but finer than 1/10000: Ray's "precision ... cannot go beyond 0.0001"). */
+int beam_res_amount(double amount, int64_t *units);
+/* Adds name=amount to a demand. Returns -ENOSPC when full, -EINVAL for a
+ * negative amount or a name that does not fit, -ERANGE past BEAM_RES_MAX,
+ * -EEXIST for a name already there (a repeat is refused, never summed).
+ * Zero amounts are skipped. */
 int beam_demand_add(beam_demand_t *d, const char *name, int64_t amount);
 
 /* Returns 0 if the demand could ever fit the pool's totals, -ENOSPC if not. */

@@ -2,9 +2,11 @@
 #include "server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -25,11 +27,13 @@ static int prepare_folder(const char *path, char *err, size_t errlen)
     *slash = '\0';
     struct stat st;
     if (stat(dir, &st) != 0) {
-        if (mkdir(dir, 0700) != 0) {
+        if (mkdir(dir, 0700) == 0)
+            return 0;
+        /* a daemon started at the same time made it first: check it as any */
+        if (errno != EEXIST || stat(dir, &st) != 0) {
             snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
             return -1;
         }
-        return 0;
     }
     if (!S_ISDIR(st.st_mode)) {
         snprintf(err, errlen, "%s is not a folder", dir);
@@ -40,6 +44,41 @@ static int prepare_folder(const char *path, char *err, size_t errlen)
         return -1;
     }
     return 0;
+}
+
+/* Takes the lock that makes one daemon the socket's: an exclusive flock on
+ * PATH.lock, held for the daemon's life (the kernel drops it however the
+ * daemon ends). Checking, unlinking and binding the path happen under it, so
+ * two daemons started at once cannot both bind. The file is never removed:
+ * removing it would let a third daemon lock a new file while the second
+ * holds the old one. */
+static int take_lock(beam_server_t *s, char *err, size_t errlen)
+{
+    char lock[sizeof s->path + 8];
+    snprintf(lock, sizeof lock, "%s.lock", s->path);
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open the lock file %s: %s", lock, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        close(fd);
+        if (e == EWOULDBLOCK)
+            snprintf(err, errlen, "a beamd already serves %s (or is starting there): it holds %s", s->path, lock);
+        else
+            snprintf(err, errlen, "cannot lock %s: %s", lock, strerror(e));
+        return -1;
+    }
+    s->lock_fd = fd;
+    return 0;
+}
+
+static void drop_lock(beam_server_t *s)
+{
+    if (s->lock_fd >= 0)
+        close(s->lock_fd);
+    s->lock_fd = -1;
 }
 
 /* 1 if a daemon answers at path, 0 if not. */
@@ -69,15 +108,18 @@ int beam_server_listen(beam_server_t *s, beam_node_t *node, const char *path, ch
 {
     memset(s, 0, sizeof *s);
     s->node = node;
+    s->lock_fd = -1;
     if (strlen(path) >= sizeof s->path) {
         snprintf(err, errlen, "socket path is too long (at most %zu bytes)", sizeof s->path - 1);
         return -1;
     }
     snprintf(s->path, sizeof s->path, "%s", path);
-    if (prepare_folder(path, err, errlen) < 0)
+    if (prepare_folder(path, err, errlen) < 0 || take_lock(s, err, errlen) < 0)
         return -1;
     if (someone_listens(path)) {
+        /* a daemon that holds no lock (an older beamd) */
         snprintf(err, errlen, "a beamd already answers at %s", path);
+        drop_lock(s);
         return -1;
     }
     unlink(path); /* a stale socket from a daemon that died */
@@ -93,6 +135,7 @@ int beam_server_listen(beam_server_t *s, beam_node_t *node, const char *path, ch
     if (rc < 0) {
         snprintf(err, errlen, "cannot listen on %s: %s", path, uv_strerror(rc));
         uv_close((uv_handle_t *)&s->pipe, NULL);
+        drop_lock(s);
         return -1;
     }
     s->listening = 1;
@@ -106,4 +149,5 @@ void beam_server_close(beam_server_t *s)
     s->listening = 0;
     uv_close((uv_handle_t *)&s->pipe, NULL);
     unlink(s->path);
+    drop_lock(s); /* after the unlink: the next daemon finds the path free */
 }

@@ -26,8 +26,9 @@ def remote(*args, **kwargs):
     if len(args) == 1 and not kwargs and callable(args[0]):
         return _make_remote(args[0], {})
     if args:
-        raise TypeError("The @ray.remote decorator must be applied either with no arguments and no "
-                        "parentheses, or with keyword arguments only.")
+        from ray._private.ray_option_utils import remote_args_error_string
+
+        raise AssertionError(remote_args_error_string)  # what Ray raises
     return lambda target: _make_remote(target, kwargs)
 
 

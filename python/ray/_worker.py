@@ -70,7 +70,7 @@ def _has_async_methods(cls):
     return any(inspect.iscoroutinefunction(m) or inspect.isasyncgenfunction(m) for _, m in inspect.getmembers(cls))
 
 
-def _task_error(name, exc, actor_repr, actor_id, proctitle=None):
+def _task_error(name, exc, class_name, actor_id, actor_repr=None, proctitle=None):
     from ray import actor as _actor
     from ray.exceptions import RayTaskError
 
@@ -81,8 +81,18 @@ def _task_error(name, exc, actor_repr, actor_id, proctitle=None):
     while tb_top is not None and tb_top.tb_frame.f_code.co_filename in internal:
         tb_top = tb_top.tb_next
     tb = "".join(traceback.format_exception(type(exc), exc, tb_top))
-    return RayTaskError(name, tb, exc, proctitle=proctitle or f"ray::{actor_repr}.{name}", pid=os.getpid(),
-                        actor_repr=actor_repr, actor_id=actor_id)
+    return RayTaskError(name, tb, exc, proctitle=proctitle or f"ray::{class_name}.{name}", pid=os.getpid(),
+                        actor_repr=actor_repr or class_name, actor_id=actor_id)
+
+
+def _actor_repr(instance):
+    """The actor's own __repr__ when its class defines one (Ray's repr=)."""
+    if instance is None or type(instance).__repr__ is object.__repr__:
+        return None
+    try:
+        return repr(instance)
+    except Exception:
+        return None
 
 
 class Worker:
@@ -110,6 +120,7 @@ class Worker:
         self.rt.capture_child_tasks = bool(init.get("capture_child_tasks"))
         self.rt.namespace = init.get("namespace") or self.rt.namespace
         concurrency = max(1, int(init.get("max_concurrency") or 1))
+        self.rt.assigned_resources = dict(init.get("resources") or {})
         # not counted: an actor's handle to itself must not keep it alive
         self.rt.actor_handle = ActorHandle(self.rt.actor_id, self.class_name, None, _counted=False)
         try:
@@ -188,12 +199,15 @@ class Worker:
             return lambda: True
         if name == "__ray_call__":
             return lambda fn, *a, **k: fn(self.instance, *a, **k)
-        # look the name up on the class: an instance __getattr__ must not be probed
+        # the method comes from the class, as Ray's method table: neither an
+        # instance attribute of the same name nor an instance __getattr__ counts
+        cls = type(self.instance)
         try:
-            inspect.getattr_static(type(self.instance), name)
+            attr = inspect.getattr_static(cls, name)
         except AttributeError:
             raise AttributeError(f"'{self.class_name}' object has no attribute '{name}'") from None
-        return getattr(self.instance, name)
+        get = getattr(type(attr), "__get__", None)
+        return get(attr, self.instance, cls) if get is not None else attr
 
     def _terminate(self, params):
         from ray._private import serialization as ser
@@ -219,6 +233,7 @@ class Worker:
         name = params["method"]
         if name == "__ray_terminate__":
             self._terminate(params)
+        self.rt.task_id = params["obj"][:24]  # an ObjectID starts with its TaskID
         try:
             args, kwargs = ser.loads(params["args"])
             args, kwargs = _resolve_args(args, kwargs)
@@ -269,6 +284,7 @@ class Worker:
             name = params["method"]
             if name == "__ray_terminate__":
                 self._terminate(params)
+            self.rt.task_id = params["obj"][:24]
             try:
                 args, kwargs = ser.loads(params["args"])
                 args, kwargs = await _resolve_args_async(args, kwargs)
@@ -297,7 +313,7 @@ class Worker:
     def _error(self, name, exc):
         if self.task:  # Ray's header for a task: ray::f(), no actor
             return _task_error(self.class_name, exc, None, None, proctitle=f"ray::{self.class_name}")
-        return _task_error(name, exc, self.class_name, self.rt.actor_id.hex())
+        return _task_error(name, exc, self.class_name, self.rt.actor_id.hex(), _actor_repr(self.instance))
 
     def finish(self, params, outcome):
         """Pickles a call's outcome, (True, value) or (False, exception),
@@ -342,7 +358,7 @@ class Worker:
             try:
                 push = self.client.next_push()
             except ConnectionError:
-                os._exit(0)  # beamd is gone: so is this actor
+                beamd_gone(0)  # beamd is gone: so is this actor
             if push is None:
                 continue
             op, params = push
@@ -357,13 +373,99 @@ class Worker:
                 self.pool.submit(self.call_in_thread, params)
             else:
                 self.call(params)
+                # the call's refs died with it; _beam only sends queued
+                # releases with a later message, and an idle worker sends none
+                try:
+                    self.client.flush()
+                except ConnectionError:
+                    beamd_gone(0)
+
+
+# --- the processes an actor starts die with it -------------------------------
+# The worker is a child subreaper: whatever its processes leave behind (a
+# double fork, a start_new_session child whose parent exits) is re-parented
+# to it, not to init, so everything the actor started stays below it. When
+# the worker dies, beamd (a subreaper too) gets all of it and kills it
+# (src/procs.c). When beamd dies first, the worker kills all of it, then
+# exits: on its parent-death signal, in a thread woken by beamd's pidfd
+# (which runs even while the main thread is busy in C code), or when its
+# connection to beamd ends (Worker.serve), whichever comes first.
+
+_PR_SET_CHILD_SUBREAPER = 36
+_BEAMD_GONE = signal.SIGRTMIN + 4  # the parent-death signal; nothing else sends it
+
+
+def _descendants():
+    """Live processes below this one, by the PPid chains in /proc."""
+    kids = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    state, ppid = f.read().rsplit(b")", 1)[1].split()[:2]
+            except (OSError, ValueError):
+                continue
+            if state != b"Z":
+                kids.setdefault(int(ppid), []).append(int(entry))
+    out, todo = [], [os.getpid()]
+    while todo:
+        for pid in kids.get(todo.pop(), ()):
+            out.append(pid)
+            todo.append(pid)
+    return out
+
+
+def kill_descendants():
+    """SIGKILLs every process below this one until none is left (the
+    children of one killed mid-fork come here, for the next pass)."""
+    import time
+
+    for _ in range(1000):
+        pids = _descendants()
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.002)
+
+
+def beamd_gone(code=1):
+    """Ends the worker when beamd is gone, and everything it started with it."""
+    kill_descendants()
+    os._exit(code)
+
+
+def guard_descendants(beamd_pid):
+    """Makes this worker a subreaper and arms its end with beamd's. Returns
+    its parent's pid once armed (1, or not beamd_pid, when beamd is gone)."""
+    import ctypes
+    import select
+    import threading
+
+    import _beam
+
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    signal.signal(_BEAMD_GONE, lambda *_: beamd_gone())
+    ppid = _beam.set_parent_death_signal(_BEAMD_GONE)
+    try:
+        fd = os.pidfd_open(ppid)
+    except OSError:  # gone already (ppid then says so), or a kernel before 5.3
+        return ppid
+
+    def watch():
+        select.select([fd], [], [])
+        beamd_gone()
+
+    threading.Thread(target=watch, name="beam-beamd-watch", daemon=True).start()
+    return ppid
 
 
 def main():
-    import _beam
-
     parent = int(os.environ.get("BEAM_PARENT_PID", "0") or 0)
-    ppid = _beam.set_parent_death_signal(signal.SIGKILL)
+    ppid = guard_descendants(parent)
     if ppid == 1 or (parent and ppid != parent):
         os._exit(1)
     from ray._private import worker as rtmod

@@ -9,6 +9,7 @@ with a return ObjectRef made here, so ``.remote()`` never waits for beamd.
 import inspect
 import os
 import sys
+import weakref
 
 from ray._private import ids as _ids
 from ray._private import options as _opts
@@ -16,6 +17,13 @@ from ray._private import refcount as _refcount
 from ray._private import serialization as _ser
 from ray._private import worker as _worker
 from ray._private.object_ref import ObjectRef
+
+class ActorClassInheritanceException(TypeError):
+    """Raised on ``class B(A)`` where A is an actor class, as in Ray."""
+
+
+# class -> (constructor signature, {method: signature}), read once per class
+_SIGNATURES = weakref.WeakKeyDictionary()
 
 # Method names every actor answers, handled by the worker itself.
 BUILTIN_METHODS = ("__ray_ready__", "__ray_terminate__", "__ray_call__")
@@ -59,6 +67,98 @@ def _method_names(cls):
     return frozenset(names)
 
 
+def _signature(fn, drop_first):
+    """fn's signature for binding a call's arguments (without self/cls when
+    drop_first), or None where it cannot be read."""
+    try:
+        sig = inspect.signature(fn, follow_wrapped=False)
+    except (TypeError, ValueError):
+        return None
+    params = list(sig.parameters.values())
+    if drop_first:
+        if not params or params[0].kind not in (inspect.Parameter.POSITIONAL_ONLY,
+                                                 inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            return sig
+        params = params[1:]
+    return sig.replace(parameters=params)
+
+
+def _method_signatures(cls, names):
+    """name -> signature of each method as it is called through a handle."""
+    sigs = {}
+    for name in names:
+        if name in BUILTIN_METHODS:
+            continue
+        try:
+            attr = inspect.getattr_static(cls, name)
+        except AttributeError:
+            continue
+        if isinstance(attr, staticmethod):
+            sig = _signature(attr.__func__, False)
+        elif isinstance(attr, classmethod):
+            sig = _signature(attr.__func__, True)
+        elif inspect.isfunction(attr):
+            sig = _signature(attr, True)
+        else:
+            sig = None
+        if sig is not None:
+            sigs[name] = sig
+    return sigs
+
+
+def _bind(sig, args, kwargs):
+    """Raises the TypeError Ray raises at .remote() for arguments that do
+    not fit the signature."""
+    if sig is not None:
+        sig.bind(*args, **kwargs)
+
+
+def _actor_resources(opts):
+    """(what the actor holds, what must be free to place it), as Ray's
+    ActorClass._remote: an actor that names no resource holds none and needs
+    1 CPU free to be placed; one that names any holds 1 CPU unless num_cpus
+    says otherwise."""
+    res = dict(opts.get("resources") or {})
+    for key, name in (("num_cpus", "CPU"), ("num_gpus", "GPU"), ("memory", "memory")):
+        if opts.get(key) is not None:
+            res[name] = opts[key]
+    if opts.get("accelerator_type") is not None:
+        res[f"accelerator_type:{opts['accelerator_type']}"] = 0.001
+    if not set(res) - {"memory", "object_store_memory"}:
+        res.setdefault("CPU", 0)
+        placement = dict(res)
+        placement["CPU"] += 1
+        return res, placement
+    res.setdefault("CPU", 1)
+    return res, res
+
+
+def _fits_a_bundle(request, bundles):
+    return any(all(b.get(k, 0) >= v for k, v in request.items() if k != "bundle") for b in bundles)
+
+
+def _check_pg_fit(class_name, opts, held, placement):
+    """An actor placed in a placement group must fit one of its bundles: Ray
+    refuses it at .remote() with a ValueError (Ray's messages)."""
+    from ray.util import scheduling_strategies as _ss
+
+    strategy = opts.get("scheduling_strategy")
+    if not isinstance(strategy, _ss.PlacementGroupSchedulingStrategy) or strategy.placement_group is None:
+        return
+    bundles = strategy.placement_group.bundle_specs
+    if not _fits_a_bundle(held, bundles):
+        raise ValueError(
+            f"Cannot schedule {class_name} with the placement group because the resource request {held} cannot "
+            f"fit into any bundles for the placement group, {bundles}."
+        )
+    if not _fits_a_bundle(placement, bundles):
+        raise ValueError(
+            f"Cannot schedule {class_name} with the placement group because the actor requires "
+            f"{placement.get('CPU', 0)} CPU for creation, but it cannot fit into any bundles for the placement "
+            f"group, {bundles}. Consider creating a placement group with CPU resources."
+        )
+
+
 def _sys_path():
     """The driver's import path for its workers: '' becomes the cwd, and the
     main script's folder comes first, as it does for the driver."""
@@ -90,30 +190,59 @@ def _env_vars(job_env, actor_env):
 
 class ActorClass:
     """What ``ray.remote`` makes of a class: ``.remote(...)`` creates an actor,
-    ``.options(...)`` overrides its options."""
+    ``.options(...)`` overrides its options. It keeps the class's surface, as
+    Ray's: class attributes, static and class methods read through it."""
 
-    def __init__(self, cls, options=None):
+    def __init__(self, cls, options=None, _validate=True):
+        from ray._private import ray_option_utils
+
+        if _validate:
+            ray_option_utils.validate_actor_options(options or {}, in_options=False)
         _check_options(options or {})
         self.__ray_metadata__ = None
         self._cls = cls
         self._options = dict(options or {})
         self._pickled = None
+        self._sigs = None
         self.__name__ = cls.__name__
         self.__qualname__ = getattr(cls, "__qualname__", cls.__name__)
         self.__module__ = cls.__module__
         self.__doc__ = cls.__doc__
 
+    def __getattr__(self, name):
+        # only reached for names the ActorClass lacks: the class's own
+        if name.startswith("__") or name in ("_cls", "_options", "_pickled", "_sigs"):
+            raise AttributeError(name)
+        return getattr(object.__getattribute__(self, "_cls"), name)
+
+    def __mro_entries__(self, bases):
+        """``class B(ActorCls)``: refused as Ray refuses it, once B's name is known."""
+        parent, qualname = self.__name__, self.__qualname__
+
+        def __init_subclass__(cls, **kwargs):
+            raise ActorClassInheritanceException(
+                f"Attempted to define subclass '{cls.__name__}' of actor class '{qualname}'. Inheriting from actor "
+                f"classes is not currently supported. You can instead inherit from a non-actor base class and make "
+                f"the derived class an actor class (with @ray.remote)."
+            )
+
+        return (type(f"ActorClass({parent})", (), {"__init_subclass__": classmethod(__init_subclass__)}),)
+
     def __call__(self, *args, **kwargs):
         raise TypeError(
-            f"Actors cannot be instantiated directly. Instead of '{self.__name__}()', use "
-            f"'{self.__name__}.remote()'."
+            f"Actors cannot be instantiated directly. Instead of '{self.__qualname__}()', use "
+            f"'{self.__qualname__}.remote()'."
         )
 
     def options(self, **options):
+        from ray._private import ray_option_utils
+
+        ray_option_utils.validate_actor_options(options, in_options=True)
         merged = dict(self._options)
         merged.update(options)
-        clone = ActorClass(self._cls, merged)
+        clone = ActorClass(self._cls, merged, _validate=False)
         clone._pickled = self._pickled
+        clone._sigs = self._sigs
         return clone
 
     def remote(self, *args, **kwargs):
@@ -128,6 +257,21 @@ class ActorClass:
         if self._pickled is None:
             self._pickled = _ser.dumps(self._cls)[0]
         return self._pickled
+
+    def _signatures(self):
+        """(constructor signature, {method: signature}), read once per class."""
+        if self._sigs is None:
+            try:
+                self._sigs = _SIGNATURES[self._cls]
+            except (KeyError, TypeError):
+                init = self._cls.__init__
+                ctor = None if init is object.__init__ else _signature(init, True)
+                self._sigs = (ctor, _method_signatures(self._cls, _method_names(self._cls)))
+                try:
+                    _SIGNATURES[self._cls] = self._sigs
+                except TypeError:
+                    pass
+        return self._sigs
 
 
 def _has_async_methods(cls):
@@ -154,12 +298,19 @@ def _create_actor(actor_class, args, kwargs, _task=None):
     worker this is (its output prefix, and beamd's ownership rule)."""
     from ray.util import scheduling_strategies as _ss
 
-    rt = _worker.runtime()
+    from ray._private import ray_option_utils
+
     opts = actor_class._options
     name = opts.get("name")
     if name == "":
         raise ValueError("Actor name cannot be an empty string.")
     namespace = opts.get("namespace")
+    ctor_sig, method_sigs = actor_class._signatures()
+    _bind(ctor_sig, args, kwargs)
+    ray_option_utils.check_resources_at_submit(opts.get("resources"))
+    held, placement = _actor_resources(opts)
+    _check_pg_fit(_task or actor_class.__qualname__, opts, held, placement)
+    rt = _worker.runtime()
     if opts.get("get_if_exists"):
         try:
             return get_actor(name, namespace=namespace)
@@ -190,7 +341,8 @@ def _create_actor(actor_class, args, kwargs, _task=None):
         "class_name": class_name,
         "class_data": actor_class._class_data(),
         "args": data,
-        "num_cpus": float(opts.get("num_cpus") or 0),
+        "num_cpus": float(held["CPU"]),
+        "placement_cpus": float(placement["CPU"] - held["CPU"]),
         "num_gpus": float(opts.get("num_gpus") or 0),
         "memory": float(opts.get("memory") or 0),
         "resources": {k: float(v) for k, v in (opts.get("resources") or {}).items()},
@@ -216,10 +368,9 @@ def _create_actor(actor_class, args, kwargs, _task=None):
         params["node_id"] = _node_id_bytes(strategy.node_id)
         params["soft"] = bool(strategy.soft)
     elif isinstance(strategy, _ss.PlacementGroupSchedulingStrategy) and strategy.placement_group is not None:
-        from ray.util.placement_group import check_placement
+        from ray.util.placement_group import check_placement_group_index
 
-        check_placement(strategy.placement_group, int(strategy.placement_group_bundle_index), opts,
-                               class_name, actor=not _task)
+        check_placement_group_index(strategy.placement_group, int(strategy.placement_group_bundle_index))
         params["placement_group"] = strategy.placement_group.id.binary()
         params["bundle_index"] = int(strategy.placement_group_bundle_index)
         params["capture_child_tasks"] = bool(strategy.placement_group_capture_child_tasks)
@@ -231,6 +382,7 @@ def _create_actor(actor_class, args, kwargs, _task=None):
     import _beam
 
     handle = ActorHandle(actor_id, class_name, _method_names(actor_class._cls), _owned=True)
+    object.__setattr__(handle, "_ray_method_sigs", method_sigs)
     try:
         rt.client.request("create_actor", params)
     except _beam.RemoteError as e:
@@ -272,6 +424,8 @@ class ActorHandle:
         object.__setattr__(self, "_ray_actor_id_bytes", bytes(actor_id))
         object.__setattr__(self, "_ray_class_name", class_name)
         object.__setattr__(self, "_ray_methods", methods)
+        # signatures to bind calls against (the creator's handle only)
+        object.__setattr__(self, "_ray_method_sigs", None)
         # an uncounted handle (an actor's handle to itself) holds nothing
         epoch = _refcount.acquire(1, bytes(actor_id), owned=_owned) if _counted else -1
         object.__setattr__(self, "_ray_epoch", epoch)
@@ -333,6 +487,9 @@ class ActorMethod:
         return ActorMethod(self._handle, self._name, n)
 
     def remote(self, *args, **kwargs):
+        sigs = self._handle._ray_method_sigs
+        if sigs is not None:
+            _bind(sigs.get(self._name), args, kwargs)
         rt = _worker.runtime()
         data, objs, actors = _ser.dumps((args, kwargs))
         oid = rt.ids.object_id()
@@ -348,9 +505,10 @@ class ActorMethod:
         return ref
 
     def bind(self, *args, **kwargs):
-        from ray import dag
+        """A compiled-graph node for one call of this method (ray.dag)."""
+        from ray.dag import dag_node
 
-        dag.unsupported("ActorMethod.bind()")
+        return dag_node.bind_method(self, args, kwargs)
 
     def __call__(self, *args, **kwargs):
         raise TypeError(
@@ -360,10 +518,31 @@ class ActorMethod:
 
 
 class _TaskRunner:
-    """The one-call actor a remote function runs in."""
+    """The one-call actor a remote function runs in. Its arguments are the
+    task's own, so the worker resolves top-level ObjectRefs as Ray does."""
 
-    def run(self, fn, args, kwargs):
+    def run(self, fn, /, *args, **kwargs):
         return fn(*args, **kwargs)
+
+    def run_many(self, fn, n, /, *args, **kwargs):
+        """num_returns=n > 1: runs fn and keeps its n values for pick()."""
+        self._values, self._error = None, None
+        try:
+            values = fn(*args, **kwargs)
+            values = list(values) if isinstance(values, (tuple, list)) else values
+            if not isinstance(values, list) or len(values) != n:
+                got = len(values) if isinstance(values, list) else 1
+                raise ValueError(f"Task returned {got} objects, but num_returns={n}.")
+        except Exception as e:
+            self._error = e
+            raise
+        self._values = values
+        return values[0]
+
+    def pick(self, i):
+        if self._error is not None:
+            raise self._error
+        return self._values[i]
 
 
 class RemoteFunction:
@@ -373,37 +552,64 @@ class RemoteFunction:
     back (ray._worker says so to beamd), and what it creates outlives it
     while handles do (beamd hands it to the task's owner)."""
 
-    def __init__(self, fn, options=None):
+    def __init__(self, fn, options=None, _validate=True):
+        from ray._private import ray_option_utils
+
         if inspect.iscoroutinefunction(fn):
             raise ValueError(
                 "'async def' should not be used for remote tasks. You can wrap the async function with "
                 "`asyncio.run(f())`. See more at:https://docs.ray.io/en/latest/ray-core/actors/async_api.html ")
+        if _validate:
+            ray_option_utils.validate_task_options(options or {}, in_options=False)
         _check_options(options or {}, task=True)
         self._function = fn
         self._options = dict(options or {})
         self._runner = None  # the ActorClass its calls run in
+        self._sig = False
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
 
     def __call__(self, *args, **kwargs):
+        name = f"{self._function.__module__}.{self.__name__}"
         raise TypeError(
-            f"Remote functions cannot be called directly. Instead of running '{self.__name__}()', try "
-            f"'{self.__name__}.remote()'."
+            f"Remote functions cannot be called directly. Instead of running '{name}()', try "
+            f"'{name}.remote()'."
         )
 
     def options(self, **options):
+        from ray._private import ray_option_utils
+
+        ray_option_utils.validate_task_options(options, in_options=True)
         merged = dict(self._options)
         merged.update(options)
-        return RemoteFunction(self._function, merged)
+        clone = RemoteFunction(self._function, merged, _validate=False)
+        clone._sig = self._sig
+        return clone
 
     def remote(self, *args, **kwargs):
         # the task options beam accepts have no actor counterpart to pass on
         # (a task's name only labels it in Ray's dashboard: no named actor)
+        from ray._private import ray_option_utils
+
+        if self._sig is False:
+            self._sig = _signature(self._function, False)
+        _bind(self._sig, args, kwargs)
+        ray_option_utils.check_resources_at_submit(self._options.get("resources"))
+        opts = {k: v for k, v in self._options.items() if k in _ACTOR_OPTIONS and k not in (
+            "name", "num_returns", "max_retries", "retry_exceptions", "max_calls")}
+        if opts.get("num_cpus") is None:
+            opts["num_cpus"] = 1
+        n = self._options.get("num_returns")
+        n = 1 if n is None else n
         if self._runner is None:
-            opts = {k: v for k, v in self._options.items() if k in _ACTOR_OPTIONS and k != "name"}
-            opts.setdefault("num_cpus", 1)
-            self._runner = ActorClass(_TaskRunner, opts)
+            self._runner = ActorClass(_TaskRunner, opts, _validate=False)
         handle = _create_actor(self._runner, (), {}, _task=self.__name__)
-        ref = handle.run.remote(self._function, args, kwargs)
-        del handle  # the worker ends once its call is done
-        return ref
+        if isinstance(n, int) and n > 1:
+            first = handle.run_many.remote(self._function, n, *args, **kwargs)
+            refs = [first] + [handle.pick.remote(i) for i in range(1, n)]
+        else:
+            refs = handle.run.remote(self._function, *args, **kwargs)
+            if n == 0:
+                refs = None
+        del handle  # the worker ends once its calls are done
+        return refs

@@ -767,11 +767,8 @@ class ObjectRefStreamEndOfStreamError(RayError):
 
 
 class RayChannelError(RaySystemError):
-    """A failure in ``ray.experimental.channel`` (Compiled Graphs).
-
-    beam has no channels; the class exists because vLLM's compiled-graph
-    communicator names it.
-    """
+    """A failure of a compiled graph's channels (``ray.dag``): the graph was
+    torn down, or is broken because one of its actors died."""
 
 
 class RayChannelTimeoutError(RayChannelError, TimeoutError):

@@ -11,11 +11,26 @@ ACCELERATOR_NAMES = ("GPU", "TPU", "neuron_cores", "HPU", "NPU")
 class RuntimeContext:
     """A view of the current process's runtime, as Ray's RuntimeContext."""
 
-    def __init__(self, rt):
-        self._rt = rt
+    def __init__(self, rt=None):
+        self._given = rt
+
+    @property
+    def _rt(self):
+        # the runtime of now: a context made before ray.init() works after it
+        return self._given or _worker.runtime()
 
     def get(self):
-        return {"job_id": self.get_job_id(), "node_id": self.get_node_id(), "namespace": self.namespace}
+        """Deprecated in Ray: the ids as ID objects (actor_id and task_id only where set)."""
+        from ray._private import ids as _ids
+
+        out = {"job_id": _ids.JobID(self._rt.job_id_bytes), "node_id": _ids.NodeID(self._rt.node_id),
+               "namespace": self.namespace}
+        if self._rt.actor_id is not None:
+            out["actor_id"] = _ids.ActorID(self._rt.actor_id)
+            task = getattr(self._rt, "task_id", None)
+            if task is not None:
+                out["task_id"] = _ids.TaskID(task)
+        return out
 
     def get_node_id(self):
         assert _worker.is_initialized(), "Ray is not initialized; call ray.init() first."
@@ -49,6 +64,10 @@ class RuntimeContext:
         return ids
 
     def get_assigned_resources(self):
+        """What this actor or task holds ({name: amount}); a driver has none
+        and, as in Ray, asking there is an AssertionError."""
+        assert self._rt.mode == "worker", (
+            "This method is only available when the process is a worker. Current mode: 0")
         return dict(getattr(self._rt, "assigned_resources", {}) or {})
 
     def get_runtime_env_string(self):
@@ -90,11 +109,17 @@ class RuntimeContext:
 
     @property
     def node_id(self):
-        return self.get_node_id()
+        """Deprecated in Ray: the NodeID (use get_node_id() for its hex)."""
+        from ray._private import ids as _ids
+
+        return _ids.NodeID(self._rt.node_id)
 
     @property
     def job_id(self):
-        return self.get_job_id()
+        """Deprecated in Ray: the JobID (use get_job_id() for its hex)."""
+        from ray._private import ids as _ids
+
+        return _ids.JobID(self._rt.job_id_bytes)
 
     @property
     def worker(self):
@@ -102,7 +127,11 @@ class RuntimeContext:
 
 
 def get_runtime_context():
-    """The current process's RuntimeContext (connecting as ray.init() would)."""
-    return RuntimeContext(_worker.runtime())
+    """The current process's RuntimeContext. Like Ray, it connects as
+    ray.init() would unless auto-connect is off; then it connects nothing."""
+    from ray._private import auto_init_hook
+
+    auto_init_hook.auto_init_ray()
+    return RuntimeContext()
 
 

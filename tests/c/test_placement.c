@@ -2,7 +2,9 @@
  * bundles onto hand-built node pools by strategy (PACK, SPREAD, STRICT_PACK,
  * STRICT_SPREAD), all or nothing, "never" (-ENOSPC) told apart from "not now"
  * (-EAGAIN), fractional GPUs and node:<ip> pinning; and that beam_place never
- * changes the pools it is given. Also the strategy and state names. */
+ * changes the pools it is given. Also the strategy and state names, and the
+ * group table on a node with no client: removed groups freed into a bounded
+ * history (issue 10, bug 4). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actors.h"
+#include "cluster.h"
 #include "placement.h"
 #include "resources.h"
 
@@ -617,6 +621,183 @@ static void test_strategy_and_state_names(void **state)
     assert_string_equal(beam_pg_state_name(BEAM_PG_REMOVED), "REMOVED");
 }
 
+/* --- the group table (a node with no clients: groups and removals only) --- */
+
+/* A seam for failing one allocation: the executable's realloc stands in for
+ * libc's (not under ASan, whose own allocator must see every call). */
+#if defined(__SANITIZE_ADDRESS__)
+#define BEAM_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BEAM_TEST_ASAN 1
+#endif
+#endif
+#ifndef BEAM_TEST_ASAN
+static int fail_realloc_in; /* the nth realloc from now fails; 0 never */
+extern void *__libc_realloc(void *p, size_t n);
+void *realloc(void *p, size_t n)
+{
+    if (fail_realloc_in > 0 && --fail_realloc_in == 0)
+        return NULL;
+    return __libc_realloc(p, n);
+}
+#endif
+
+typedef struct table_s {
+    uv_loop_t loop;
+    beam_node_t node;
+} table_t;
+
+static void table_make(table_t *t)
+{
+    memset(t, 0, sizeof *t);
+    assert_int_equal(uv_loop_init(&t->loop), 0);
+    t->node.loop = &t->loop;
+    t->node.node_index = 1;
+    t->node.is_head = 1;
+    snprintf(t->node.node_ip, sizeof t->node.node_ip, "10.0.0.1");
+    node_make(&t->node.pool, 8, 4, "10.0.0.1");
+    assert_int_equal(beam_cluster_init_self(&t->node), 0);
+}
+
+static void table_destroy(table_t *t)
+{
+    beam_pgs_destroy(&t->node);
+    beam_actors_destroy(&t->node);
+    beam_cluster_destroy(&t->node);
+    beam_pool_destroy(&t->node.pool);
+    assert_int_equal(uv_loop_close(&t->loop), 0);
+}
+
+static void pg_id(char *id, uint32_t n)
+{
+    memset(id, 0, BEAM_PG_ID_SIZE);
+    id[0] = 1;
+    memcpy(id + 8, &n, sizeof n);
+}
+
+static int all_free(const beam_pool_t *pool)
+{
+    for (size_t i = 0; i < pool->nres; i++)
+        if (pool->res[i].avail != pool->res[i].total)
+            return 0;
+    return 1;
+}
+
+static void test_removed_groups_leave_a_bounded_history(void **state)
+{
+    table_t t;
+    table_make(&t);
+    beam_node_t *node = &t.node;
+    beam_demand_t b[2];
+    demand(&b[0], "CPU=1,GPU=1");
+    demand(&b[1], "CPU=1,GPU=1");
+    char id[BEAM_PG_ID_SIZE];
+    uint32_t made = BEAM_PG_HISTORY * 3;
+    for (uint32_t i = 0; i < made; i++) {
+        pg_id(id, i);
+        assert_int_equal(beam_pg_create(node, NULL, id, NULL, BEAM_PG_PACK, b, 2, 0), 0);
+        beam_pg_t *pg = beam_pg_find(node, id);
+        assert_non_null(pg);
+        assert_int_equal(pg->state, BEAM_PG_CREATED);
+        assert_false(all_free(&node->pool));
+        beam_pg_remove(node, pg, NULL, 0);
+        /* no actor in it: its bundles are back at once, and it is a row */
+        assert_true(all_free(&node->pool));
+        pg = beam_pg_find(node, id);
+        assert_non_null(pg);
+        assert_int_equal(pg->state, BEAM_PG_REMOVED);
+        assert_null(pg->bundles);
+        assert_int_equal(pg->nbundles, 0);
+        assert_int_equal(pg->row_nbundles, 2);
+        assert_true(HASH_COUNT(node->pgs) <= BEAM_PG_HISTORY);
+        assert_true(node->removed_bytes <= BEAM_PG_HISTORY_BYTES);
+    }
+    assert_int_equal(HASH_COUNT(node->pgs), BEAM_PG_HISTORY);
+    assert_int_equal(node->nremoved, BEAM_PG_HISTORY);
+    /* the oldest are gone, the newest kept, oldest first */
+    pg_id(id, 0);
+    assert_null(beam_pg_find(node, id));
+    pg_id(id, made - BEAM_PG_HISTORY - 1);
+    assert_null(beam_pg_find(node, id));
+    pg_id(id, made - BEAM_PG_HISTORY);
+    assert_ptr_equal(beam_pg_find(node, id), node->removed_pgs);
+    pg_id(id, made - 1);
+    assert_ptr_equal(beam_pg_find(node, id), node->removed_tail);
+    /* removing a row again changes nothing */
+    beam_pg_remove(node, node->removed_tail, NULL, 0);
+    assert_int_equal(HASH_COUNT(node->pgs), BEAM_PG_HISTORY);
+    table_destroy(&t);
+}
+
+static void test_removed_pending_group_is_freed_and_the_next_placed(void **state)
+{
+    table_t t;
+    table_make(&t);
+    beam_node_t *node = &t.node;
+    beam_demand_t all, one;
+    demand(&all, "GPU=4");
+    demand(&one, "GPU=1");
+    char a[BEAM_PG_ID_SIZE], never[BEAM_PG_ID_SIZE], next[BEAM_PG_ID_SIZE];
+    pg_id(a, 1);
+    pg_id(never, 2);
+    pg_id(next, 3);
+    assert_int_equal(beam_pg_create(node, NULL, a, NULL, BEAM_PG_PACK, &all, 1, 0), 0);
+    assert_int_equal(beam_pg_create(node, NULL, never, NULL, BEAM_PG_PACK, &one, 1, 0), 0);
+    assert_int_equal(beam_pg_find(node, never)->state, BEAM_PG_PENDING);
+    beam_pg_remove(node, beam_pg_find(node, never), NULL, 0);
+    assert_null(node->pending_pgs);
+    assert_int_equal(beam_pg_find(node, never)->row_nbundles, 1);
+    /* the GPUs come back with the removal, before anything else is asked */
+    assert_int_equal(beam_pg_create(node, NULL, next, NULL, BEAM_PG_PACK, &one, 1, 0), 0);
+    assert_int_equal(beam_pg_find(node, next)->state, BEAM_PG_PENDING);
+    beam_pg_remove(node, beam_pg_find(node, a), NULL, 0);
+    assert_int_equal(beam_pg_find(node, next)->state, BEAM_PG_CREATED);
+    assert_int_equal(beam_pool_find(&node->pool, "GPU")->avail, 3 * U);
+    beam_pg_remove(node, beam_pg_find(node, next), NULL, 0);
+    assert_true(all_free(&node->pool));
+    assert_int_equal(node->nremoved, 3);
+    table_destroy(&t);
+}
+
+/* try_place: when bundle k's own pool cannot be built (memory), every take
+ * of this attempt goes back, bundle k's included, and the group stays
+ * pending for the next try (issue 10, bug 3: bundle k's take was kept). */
+static void test_failed_bundle_pool_gives_every_take_back(void **state)
+{
+#ifdef BEAM_TEST_ASAN
+    skip();
+#else
+    table_t t;
+    table_make(&t);
+    beam_node_t *node = &t.node;
+    beam_demand_t b[2];
+    demand(&b[0], "GPU=1");
+    demand(&b[1], "GPU=1");
+    char id[BEAM_PG_ID_SIZE];
+    pg_id(id, 7);
+    /* each bundle's pool makes one realloc (its first entry): the second fails */
+    fail_realloc_in = 2;
+    assert_int_equal(beam_pg_create(node, NULL, id, NULL, BEAM_PG_PACK, b, 2, 0), 0);
+    fail_realloc_in = 0;
+    beam_pg_t *pg = beam_pg_find(node, id);
+    assert_int_equal(pg->state, BEAM_PG_PENDING);
+    assert_false(pg->bundles[0].placed);
+    assert_false(pg->bundles[1].placed);
+    assert_int_equal(beam_pool_find(&node->pool, "GPU")->avail, 4 * U);
+    for (int g = 0; g < 4; g++)
+        assert_int_equal(node->pool.gpu_avail[g], U);
+    assert_true(all_free(&node->pool));
+    /* with memory back, the next try places it */
+    assert_int_equal(beam_pgs_schedule(node), 1);
+    assert_int_equal(pg->state, BEAM_PG_CREATED);
+    assert_int_equal(beam_pool_find(&node->pool, "GPU")->avail, 2 * U);
+    beam_pg_remove(node, pg, NULL, 0);
+    assert_true(all_free(&node->pool));
+    table_destroy(&t);
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -635,6 +816,9 @@ int main(void)
         cmocka_unit_test(test_fractional_gpus),
         cmocka_unit_test(test_node_resource_pins),
         cmocka_unit_test(test_strategy_and_state_names),
+        cmocka_unit_test(test_removed_groups_leave_a_bounded_history),
+        cmocka_unit_test(test_removed_pending_group_is_freed_and_the_next_placed),
+        cmocka_unit_test(test_failed_bundle_pool_gives_every_take_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

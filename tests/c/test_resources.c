@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -90,14 +91,20 @@ static void test_pool_entries(void **state)
     assert_null(beam_pool_find(&pool, "TPU"));
     assert_null(beam_pool_find(&pool, "cpu")); /* names are case-sensitive */
 
-    /* adding again raises the entry; GPU and negatives are refused */
-    assert_int_equal(beam_pool_add(&pool, "CPU", 2 * U), 0);
-    assert_int_equal(beam_pool_find(&pool, "CPU")->total, 10 * U);
-    assert_int_equal(beam_pool_find(&pool, "CPU")->avail, 10 * U);
+    /* a name added again is refused, never summed (issue 10, bug 3: a
+     * join naming CPU twice overflowed the total); GPU and amounts outside
+     * Ray's range are refused too */
+    assert_int_equal(beam_pool_add(&pool, "CPU", 2 * U), -EEXIST);
+    assert_int_equal(beam_pool_find(&pool, "CPU")->total, 8 * U);
+    assert_int_equal(beam_pool_find(&pool, "CPU")->avail, 8 * U);
     assert_int_equal(pool.nres, 5);
     assert_int_equal(beam_pool_add(&pool, "GPU", U), -EINVAL);
-    assert_int_equal(beam_pool_add(&pool, "CPU", -1), -EINVAL);
-    assert_int_equal(beam_pool_find(&pool, "CPU")->total, 10 * U);
+    assert_int_equal(beam_pool_add(&pool, "neg", -1), -ERANGE);
+    assert_int_equal(beam_pool_add(&pool, "huge", BEAM_RES_MAX + 1), -ERANGE);
+    assert_int_equal(beam_pool_add(&pool, "huge", INT64_MAX), -ERANGE);
+    assert_null(beam_pool_find(&pool, "neg"));
+    assert_null(beam_pool_find(&pool, "huge"));
+    assert_int_equal(beam_pool_find(&pool, "CPU")->total, 8 * U);
     char long_name[BEAM_RES_NAME_LEN + 1];
     memset(long_name, 'x', BEAM_RES_NAME_LEN);
     long_name[BEAM_RES_NAME_LEN] = '\0';
@@ -170,15 +177,21 @@ static void test_demand_add(void **state)
     memset(&d, 0, sizeof d);
     assert_int_equal(beam_demand_add(&d, "CPU", U), 0);
     assert_int_equal(beam_demand_add(&d, "GPU", U / 2), 0);
-    assert_int_equal(beam_demand_add(&d, "CPU", 2 * U), 0); /* repeats sum */
+    assert_int_equal(beam_demand_add(&d, "CPU", 2 * U), -EEXIST); /* repeats are refused */
+    assert_int_equal(beam_demand_add(&d, "CPU", 0), -EEXIST);
     assert_int_equal(d.n, 2);
     assert_string_equal(d.name[0], "CPU");
-    assert_int_equal(d.amount[0], 3 * U);
+    assert_int_equal(d.amount[0], U);
+    /* (9.2e14 twice once summed past INT64_MAX into a negative demand) */
+    assert_int_equal(beam_demand_add(&d, "big", BEAM_RES_MAX), 0);
+    assert_int_equal(beam_demand_add(&d, "big", BEAM_RES_MAX), -EEXIST);
+    assert_int_equal(beam_demand_add(&d, "bigger", BEAM_RES_MAX + 1), -ERANGE);
+    d.n = 2;
     assert_string_equal(d.name[1], "GPU");
     assert_int_equal(d.amount[1], U / 2);
     assert_int_equal(beam_demand_add(&d, "CPU", -1), -EINVAL);
     assert_int_equal(beam_demand_add(&d, "new", -U), -EINVAL);
-    assert_int_equal(d.amount[0], 3 * U);
+    assert_int_equal(d.amount[0], U);
     assert_int_equal(d.n, 2);
     assert_int_equal(beam_demand_add(&d, "zero", 0), 0); /* skipped */
     assert_int_equal(d.n, 2);
@@ -188,7 +201,7 @@ static void test_demand_add(void **state)
     assert_int_equal(beam_demand_add(&d, long_name, U), -EINVAL);
     assert_int_equal(d.n, 2);
 
-    /* full: repeats still sum, new names are refused */
+    /* full: new names are refused, and repeats as always */
     memset(&d, 0, sizeof d);
     char name[16];
     for (int i = 0; i < BEAM_MAX_DEMAND; i++) {
@@ -196,9 +209,36 @@ static void test_demand_add(void **state)
         assert_int_equal(beam_demand_add(&d, name, U), 0);
     }
     assert_int_equal(beam_demand_add(&d, "one-more", U), -ENOSPC);
-    assert_int_equal(beam_demand_add(&d, "r0", U), 0);
-    assert_int_equal(d.amount[0], 2 * U);
+    assert_int_equal(beam_demand_add(&d, "r0", U), -EEXIST);
+    assert_int_equal(d.amount[0], U);
     assert_int_equal(d.n, BEAM_MAX_DEMAND);
+}
+
+/* A peer's amount, as Ray checks it: >= 0, at most 1e14
+ * (MAX_RESOURCE_QUANTITY), and no finer than 0.0001 unless zero. */
+static void test_res_amount(void **state)
+{
+    int64_t u = -7;
+    assert_int_equal(beam_res_amount(0, &u), 0);
+    assert_int_equal(u, 0);
+    assert_int_equal(beam_res_amount(0.0001, &u), 0);
+    assert_int_equal(u, 1);
+    assert_int_equal(beam_res_amount(2.5, &u), 0);
+    assert_int_equal(u, 25000);
+    assert_int_equal(beam_res_amount(100e12, &u), 0);
+    assert_int_equal(u, BEAM_RES_MAX);
+    u = -7;
+    assert_int_equal(beam_res_amount(-1, &u), -EINVAL);
+    assert_int_equal(beam_res_amount(-0.0, &u), 0); /* -0.0 == 0 */
+    u = -7;
+    assert_int_equal(beam_res_amount(NAN, &u), -EINVAL);
+    assert_int_equal(beam_res_amount(INFINITY, &u), -ERANGE);
+    assert_int_equal(beam_res_amount(-INFINITY, &u), -EINVAL);
+    assert_int_equal(beam_res_amount(100e12 * 1.0001, &u), -ERANGE);
+    assert_int_equal(beam_res_amount(9.2e14, &u), -ERANGE);
+    assert_int_equal(beam_res_amount(0.00005, &u), -ERANGE);
+    assert_int_equal(beam_res_amount(1e-300, &u), -ERANGE);
+    assert_int_equal(u, -7); /* untouched on error */
 }
 
 static void test_take_and_give_named(void **state)
@@ -701,6 +741,7 @@ int main(void)
         cmocka_unit_test(test_all_or_nothing),
         cmocka_unit_test(test_give_restores_exactly),
         cmocka_unit_test(test_add_gpu_units),
+        cmocka_unit_test(test_res_amount),
         cmocka_unit_test(test_clone),
         cmocka_unit_test(test_from_grant),
         cmocka_unit_test(test_grant_gpu_list),

@@ -170,6 +170,7 @@ def test_zero_gpu_actor_hides_gpus(ray_start):
     assert set(accel) >= {"GPU", "TPU", "neuron_cores", "HPU", "NPU"}
 
 
+@pytest.mark.ray_compat
 def test_fractional_gpus_share_one_device(ray_start):
     ray = ray_start
 
@@ -181,7 +182,8 @@ def test_fractional_gpus_share_one_device(ray_start):
     a, b = Half.remote(), Half.remote()
     ia, ib = ray.get([a.ids.remote(), b.ids.remote()])
     assert len(ia) == 1 and ia == ib  # two halves pack onto one device
-    assert ray.available_resources()["GPU"] == 3
+    # Ray's available_resources() lags the scheduler (resource reports), beam's does not
+    assert wait_until(lambda: ray.available_resources().get("GPU") == 3, 10)
 
 
 def test_runtime_env_applied_before_constructor(ray_start):
@@ -373,6 +375,7 @@ def test_fifth_gpu_actor_pends_until_one_is_killed(ray_start, beamd):
     assert ray.get(fifth.ids.remote()) == ids[2]
 
 
+@pytest.mark.ray_compat
 def test_calls_run_in_submission_order(ray_start):
     ray = ray_start
 
@@ -395,6 +398,7 @@ def test_calls_run_in_submission_order(ray_start):
     assert ray.get(log) == list(range(200))
 
 
+@pytest.mark.ray_compat
 def test_methods_with_kwargs_and_builtins(ray_start):
     ray = ray_start
 

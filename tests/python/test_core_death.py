@@ -80,6 +80,7 @@ def test_kill_during_forever_call(ray_start, beamd):
     assert ray.available_resources()["GPU"] == 4
 
 
+@pytest.mark.ray_compat
 def test_kill_twice_and_kill_refuses_non_actors(ray_start):
     ray = ray_start
     v = _victim_class(ray).remote()
@@ -92,6 +93,7 @@ def test_kill_twice_and_kill_refuses_non_actors(ray_start):
         ray.kill(ray.put(1))
 
 
+@pytest.mark.ray_compat
 def test_worker_sigkill(ray_start):
     ray = ray_start
     v = _victim_class(ray).options(num_gpus=2).remote()
@@ -107,6 +109,7 @@ def test_worker_sigkill(ray_start):
     assert wait_until(lambda: ray.available_resources().get("GPU", 0) == 4, 5)
 
 
+@pytest.mark.ray_compat
 def test_os_exit_inside_method(ray_start):
     ray = ray_start
     v = _victim_class(ray).remote()
@@ -120,6 +123,7 @@ def test_os_exit_inside_method(ray_start):
     assert wait_until(lambda: not _alive(pid), 5)
 
 
+@pytest.mark.ray_compat
 def test_segfault_inside_method(ray_start):
     ray = ray_start
     v = _victim_class(ray).remote()
@@ -131,6 +135,7 @@ def test_segfault_inside_method(ray_start):
         ray.get(v.ping.remote(), timeout=5)
 
 
+@pytest.mark.ray_compat
 def test_wait_sees_dead_actor_ref_as_ready(ray_start):
     ray = ray_start
     V = _victim_class(ray)
@@ -168,6 +173,7 @@ def test_constructor_raises(ray_start, beamd):
     assert beamd.status()["actors"][0]["pid"] == 0 or not _alive(beamd.status()["actors"][0]["pid"])
 
 
+@pytest.mark.ray_compat
 def test_constructor_args_unpicklable_in_worker(ray_start):
     """A constructor argument whose unpickling fails in the worker is a
     creation failure, not a hang."""
@@ -236,6 +242,7 @@ def test_last_handle_gone_after_queued_calls_finish(ray_start, beamd):
     assert wait_until(lambda: not _alive(pid), 5)
 
 
+@pytest.mark.ray_compat
 def test_handle_in_call_result_keeps_actor(ray_start):
     """An actor created inside another actor and returned to the driver
     outlives the creating call's local handle."""
@@ -356,6 +363,7 @@ def test_kill_pending_actor(ray_start, beamd):
     assert wait_until(lambda: ray.available_resources().get("GPU", 0) == 1, 5)
 
 
+@pytest.mark.ray_compat
 def test_kill_from_another_actor(ray_start):
     ray = ray_start
     V = _victim_class(ray)
@@ -384,6 +392,7 @@ def test_ray_terminate(ray_start):
     assert wait_until(lambda: not _alive(pid), 5)
 
 
+@pytest.mark.ray_compat
 def test_worker_child_processes_die_with_it(ray_start):
     """What a worker starts goes with it when it is killed."""
     ray = ray_start
@@ -414,6 +423,7 @@ def test_last_handle_gone_stops_worker_while_driver_idles(ray_start, beamd):
     assert wait_until(lambda: all(a["state"] == "DEAD" for a in beamd.status()["actors"]), 5)
 
 
+@pytest.mark.ray_compat
 def test_child_actor_dies_with_its_parent(ray_start):
     """An actor created by an actor is owned by it: killing the parent
     kills the child, as in Ray."""

@@ -43,6 +43,7 @@ def _flush(ray):
 # -- put / get ------------------------------------------------------------------
 
 
+@pytest.mark.ray_compat
 def test_put_get_round_trips(ray_start):
     ray = ray_start
     values = [b"bytes\x00\xff", {"a": [1, 2.5, None], "b": {"c": (1, 2)}}, Point(3, 4), "text",
@@ -66,6 +67,7 @@ def test_put_get_large(ray_start, beamd):
     assert beamd.status()["objects"]["bytes"] >= 2 * len(big)
 
 
+@pytest.mark.ray_compat
 def test_get_list_keeps_order_and_duplicates(ray_start):
     ray = ray_start
     a, b, c = ray.put("a"), ray.put("b"), ray.put("c")
@@ -76,6 +78,7 @@ def test_get_list_keeps_order_and_duplicates(ray_start):
     assert ray.get([slow, fast, slow]) == [0.2, "fast", 0.2]
 
 
+@pytest.mark.ray_compat
 def test_get_argument_errors(ray_start):
     ray = ray_start
     with pytest.raises(ValueError):
@@ -88,6 +91,7 @@ def test_get_argument_errors(ray_start):
         ray.get([ray.put(1), "y"])
 
 
+@pytest.mark.ray_compat
 def test_put_refuses_object_ref(ray_start):
     ray = ray_start
     ref = ray.put(1)
@@ -100,6 +104,7 @@ def test_put_refuses_object_ref(ray_start):
     assert ray.get(inner) == 1
 
 
+@pytest.mark.ray_compat
 def test_put_unserializable_raises_type_error(ray_start):
     import threading
 
@@ -108,6 +113,7 @@ def test_put_unserializable_raises_type_error(ray_start):
         ray.put(threading.Lock())
 
 
+@pytest.mark.ray_compat
 def test_get_timeout(ray_start):
     ray = ray_start
     s = _slow_class(ray).remote()
@@ -125,6 +131,7 @@ def test_get_timeout(ray_start):
     assert ray.get(ref, timeout=5) == 1
 
 
+@pytest.mark.ray_compat
 def test_get_timeout_zero_on_ready(ray_start):
     ray = ray_start
     r = ray.put("ready")
@@ -134,6 +141,7 @@ def test_get_timeout_zero_on_ready(ray_start):
 # -- wait -----------------------------------------------------------------------
 
 
+@pytest.mark.ray_compat
 def test_wait_argument_errors(ray_start):
     ray = ray_start
     r1, r2 = ray.put(1), ray.put(2)
@@ -152,6 +160,7 @@ def test_wait_argument_errors(ray_start):
     assert ray.wait([]) == ([], [])
 
 
+@pytest.mark.ray_compat
 def test_wait_timeout_zero_polls(ray_start):
     ray = ray_start
     s = _slow_class(ray).remote()
@@ -176,6 +185,7 @@ def test_wait_keeps_input_order_and_caps_at_num_returns(ray_start):
     assert ready == refs and rest == []
 
 
+@pytest.mark.ray_compat
 def test_wait_returns_as_soon_as_enough_are_ready(ray_start):
     ray = ray_start
     Slow = _slow_class(ray)
@@ -294,6 +304,7 @@ def test_object_ref_identity(ray_start):
     assert isinstance(c, TypesObjectRef)
 
 
+@pytest.mark.ray_compat
 def test_object_ref_future(ray_start):
     import asyncio
 
@@ -361,6 +372,7 @@ def test_ref_unpickled_from_value_survives_outer_release(ray_start, beamd):
     assert ray.get(got, timeout=5) == "inner-value"
 
 
+@pytest.mark.ray_compat
 def test_actor_result_holding_ref_keeps_it(ray_start):
     """A ref that an actor put and returned stays good after the actor's
     call ends (it travelled inside the result)."""
@@ -381,6 +393,7 @@ def test_actor_result_holding_ref_keeps_it(ray_start):
 # -- refs and handles as arguments ---------------------------------------------------
 
 
+@pytest.mark.ray_compat
 def test_ref_args(ray_start):
     ray = ray_start
 
@@ -427,6 +440,7 @@ def test_ref_arg_dropped_by_driver_stays_until_call_runs(ray_start):
     assert ray.get(blocker) == 0.3
 
 
+@pytest.mark.ray_compat
 def test_actor_handle_passed_to_actor(ray_start):
     ray = ray_start
 
@@ -473,6 +487,7 @@ def test_actor_handle_identity_and_pickle(ray_start):
     assert isinstance(s, ray.actor.ActorHandle)
 
 
+@pytest.mark.ray_compat
 def test_handle_to_self_from_current_actor(ray_start):
     ray = ray_start
 
@@ -552,6 +567,7 @@ def test_get_values_larger_than_one_reply_together(ray_start):
     assert got[0] is got[2]
 
 
+@pytest.mark.ray_compat
 def test_unpicklable_result_is_a_task_error(ray_start):
     import threading
 
@@ -624,6 +640,7 @@ print("REF", ray.get(ref, timeout=5))
     assert ray.get(ref) == {"shared": "value"}
 
 
+@pytest.mark.ray_compat
 def test_wait_fetch_local_false_accepted(ray_start):
     ray = ray_start
     r = ray.put(1)

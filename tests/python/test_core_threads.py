@@ -28,6 +28,7 @@ def _worker_class(ray):
     return Worker
 
 
+@pytest.mark.ray_compat
 def test_monitor_thread_sees_killed_actor(ray_start):
     """vLLM's RayExecutorV2 monitor: a daemon thread loops
     ray.wait(run_refs, num_returns=1, timeout=5.0) while the main thread
@@ -73,6 +74,7 @@ def test_monitor_thread_sees_killed_actor(ray_start):
     stop.set()
 
 
+@pytest.mark.ray_compat
 def test_get_wait_kill_from_many_threads(ray_start):
     ray = ray_start
 
@@ -136,6 +138,7 @@ def test_get_wait_kill_from_many_threads(ray_start):
             ray.get(r, timeout=0)
 
 
+@pytest.mark.ray_compat
 def test_concurrent_timeouts_are_independent(ray_start):
     """A short ray.get timeout in one thread does not disturb a long wait
     in another."""
@@ -216,6 +219,7 @@ def test_shutdown_while_thread_waits_does_not_crash(beamd):
     assert "INIT False" in lines
 
 
+@pytest.mark.ray_compat
 def test_get_forever_released_by_kill_from_another_thread(ray_start):
     """ray.get with no timeout on a call that never returns; another thread
     kills the actor; the get raises instead of hanging."""

@@ -86,6 +86,7 @@ def test_strategies_place_on_one_node(ray_start, strategy):
     assert wait_until(lambda: _totals_back(ray))
 
 
+@pytest.mark.ray_compat
 def test_strict_spread_one_bundle_placed_two_pending(ray_start):
     ray = ray_start
     api = _pg_api()
@@ -102,6 +103,7 @@ def test_strict_spread_one_bundle_placed_two_pending(ray_start):
     assert ray.available_resources()["GPU"] == 3.0
 
 
+@pytest.mark.ray_compat
 def test_strict_pack_that_cannot_fit_one_node_stays_pending(ray_start):
     ray = ray_start
     api = _pg_api()
@@ -114,6 +116,7 @@ def test_strict_pack_that_cannot_fit_one_node_stays_pending(ray_start):
 # --- pending, infeasible ---
 
 
+@pytest.mark.ray_compat
 def test_pending_until_resources_free(ray_start):
     ray = ray_start
     api = _pg_api()
@@ -141,6 +144,7 @@ def test_pending_until_resources_free(ray_start):
     assert ray.available_resources()["GPU"] == 2.0
 
 
+@pytest.mark.ray_compat
 def test_actor_waits_for_a_pending_group(ray_start):
     """vLLM's DP manager submits actors into a group without waiting on
     ready(): they start once the group is placed."""
@@ -325,6 +329,7 @@ def test_ready_of_a_removed_group_does_not_hang(ray_start):
         pg.wait(0.1)
 
 
+@pytest.mark.ray_compat
 def test_removed_group_is_not_found_by_name(ray_start):
     api = _pg_api()
     pg = api.placement_group([{"CPU": 1}], name="short-lived")
@@ -337,6 +342,7 @@ def test_removed_group_is_not_found_by_name(ray_start):
         api.get_placement_group("never-made")
 
 
+@pytest.mark.ray_compat
 def test_handle_release_frees_the_bundle(ray_start):
     ray = ray_start
     api = _pg_api()
@@ -399,7 +405,10 @@ def test_bundle_hosts_only_what_it_holds(ray_start, beamd):
     assert ray.get(ref, timeout=10) == "pong"
 
 
-def test_actor_bigger_than_every_bundle_is_refused_at_remote(ray_start):
+@pytest.mark.ray_compat
+def test_actor_bigger_than_every_bundle_is_refused(ray_start):
+    """As Ray: an actor no bundle can hold raises ValueError at .remote()
+    (it used to stay pending on beam)."""
     ray = ray_start
     api = _pg_api()
 
@@ -410,7 +419,6 @@ def test_actor_bigger_than_every_bundle_is_refused_at_remote(ray_start):
 
     pg = api.placement_group([{"GPU": 1}, {"GPU": 1}])
     assert pg.wait(10)
-    # as Ray (_validate_resource_shape): refused at .remote(), not left pending
     with pytest.raises(ValueError, match="cannot fit into any bundles for the placement group"):
         Big.options(scheduling_strategy=_strategy(pg, -1)).remote()
 
@@ -433,6 +441,7 @@ def test_bundle_index_minus_one_picks_a_bundle_with_room(ray_start, beamd):
     assert info["gpus"] == ib["gpus"]
 
 
+@pytest.mark.ray_compat
 def test_bundle_index_out_of_range_raises(ray_start):
     ray = ray_start
     api = _pg_api()
@@ -487,6 +496,7 @@ def test_child_actors_and_capture(ray_start, capture):
 # --- fractional GPUs ---
 
 
+@pytest.mark.ray_compat
 def test_half_gpu_actors_share_a_whole_gpu_bundle(ray_start):
     ray = ray_start
     api = _pg_api()
@@ -512,6 +522,7 @@ def test_half_gpu_actors_share_a_whole_gpu_bundle(ray_start):
     assert ray.available_resources()["GPU"] == 3.0
 
 
+@pytest.mark.ray_compat
 def test_half_gpu_bundles(ray_start):
     ray = ray_start
     api = _pg_api()
@@ -562,6 +573,7 @@ def test_node_ip_resource_pins_the_bundle(ray_start):
 # --- handles across processes ---
 
 
+@pytest.mark.ray_compat
 def test_handle_pickles_and_works_inside_an_actor(ray_start):
     ray = ray_start
     api = _pg_api()
@@ -599,6 +611,7 @@ def test_handle_pickles_and_works_inside_an_actor(ray_start):
     assert api.get_placement_group("shared-pg") == pg
 
 
+@pytest.mark.ray_compat
 def test_current_placement_group(ray_start):
     ray = ray_start
     api = _pg_api()
@@ -650,6 +663,7 @@ def test_group_used_from_another_driver(ray_start):
     assert wait_until(lambda: ray.available_resources()["GPU"] == 2.0)
 
 
+@pytest.mark.ray_compat
 def test_stats_of_a_group_removed_while_pending(ray_start):
     api = _pg_api()
     pg = api.placement_group([{"GPU": 16}])
@@ -660,6 +674,7 @@ def test_stats_of_a_group_removed_while_pending(ray_start):
     assert 0.0 <= stats["scheduling_latency_ms"] < 60_000
 
 
+@pytest.mark.ray_compat
 def test_stats_of_a_placed_group(ray_start):
     api = _pg_api()
     pg = api.placement_group([{"GPU": 1}])

@@ -21,6 +21,20 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCANNER = os.path.join(REPO, "scripts", "scan_vllm_ray.py")
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 SNAPSHOT = "vllm-239b5ff30.tar.gz"
+BEAM_PYTHON = os.path.join(REPO, "python")
+# The compiled-graph API (issue 12) is in scope; until beam provides it the
+# names show as missing, and the tests that need them resolved skip.
+GRAPH_API = os.path.exists(
+    os.path.join(BEAM_PYTHON, "ray", "experimental", "compiled_dag_ref.py")
+) or os.path.isdir(os.path.join(BEAM_PYTHON, "ray", "experimental", "compiled_dag_ref"))
+needs_graph_api = pytest.mark.skipif(
+    not GRAPH_API, reason="beam's python/ has no ray.experimental.compiled_dag_ref yet (issue 12)"
+)
+GRAPH_PREFIXES = ("ray.experimental.compiled_dag_ref", "ray.experimental.channel", "ray.dag")
+
+
+def is_graph_name(name):
+    return any(name == p or name.startswith(p + ".") for p in GRAPH_PREFIXES)
 
 
 def write_tree(root, files):
@@ -50,8 +64,8 @@ def by_status(report):
     out = {"in_scope": {}, "out_of_scope": {}, "missing": {}}
     for symbol in report["symbols"]:
         name = symbol["symbol"]
-        if symbol["kind"] == "find_spec":
-            name = f"find_spec:{name}"
+        if symbol["kind"] in ("find_spec", "option"):
+            name = f"{symbol['kind']}:{name}"
         out[symbol["status"]][name] = symbol
     return out
 
@@ -122,7 +136,7 @@ def test_counts_on_synthetic_tree(tmp_path, fake_ray):
     tree = write_tree(tmp_path / "src", MAIN_TREE)
     status, report = run_scanner(tree, fake_ray)
     groups = by_status(report)
-    assert report["counts"] == {"in_scope": 7, "out_of_scope": 2, "missing": 1}
+    assert report["counts"] == {"in_scope": 7, "out_of_scope": 1, "missing": 2}
     assert status == 1
     assert set(groups["in_scope"]) == {
         "ray",
@@ -133,11 +147,12 @@ def test_counts_on_synthetic_tree(tmp_path, fake_ray):
         "ray.exceptions.GetTimeoutError",
         "find_spec:ray.experimental",
     }
-    assert set(groups["out_of_scope"]) == {
-        "ray.serve",
+    # The compiled-graph API is in scope: absent from the fake ray, missing.
+    assert set(groups["out_of_scope"]) == {"ray.serve"}
+    assert set(groups["missing"]) == {
+        "ray.util.does_not_exist",
         "find_spec:ray.experimental.compiled_dag_ref",
     }
-    assert set(groups["missing"]) == {"ray.util.does_not_exist"}
     missing = groups["missing"]["ray.util.does_not_exist"]
     assert missing["locations"] == [
         {"path": os.path.join("pkg", "executor.py"), "line": 19, "type_only": False}
@@ -193,7 +208,7 @@ def test_text_output_lists_missing_with_location(tmp_path, fake_ray):
     tree = write_tree(tmp_path / "src", MAIN_TREE)
     status, text = run_scanner(tree, fake_ray, as_json=False)
     assert status == 1
-    assert "in scope: 7  out of scope: 2  missing: 1" in text
+    assert "in scope: 7  out of scope: 1  missing: 2" in text
     assert f"ray.util.does_not_exist  {os.path.join('pkg', 'executor.py')}:19" in text
     assert "ray.serve" in text and "Ray Serve" in text
 
@@ -282,13 +297,32 @@ def test_deferred_and_local_annotations_are_type_only(tmp_path, fake_ray):
     assert groups["in_scope"]["ray.get"]["type_only"] is False
 
 
-def test_must_be_absent_violation(tmp_path, fake_ray):
+def test_graph_api_in_scope_once_present(tmp_path, fake_ray):
+    """No name is kept absent any more: a ray that has the compiled-graph
+    modules gets them in scope, with no violation."""
+    channel = fake_ray / "ray" / "experimental" / "channel"
+    channel.mkdir()
+    (channel / "__init__.py").write_text("")
+    (channel / "communicator.py").write_text("class Communicator:\n    pass\n")
     (fake_ray / "ray" / "experimental" / "compiled_dag_ref.py").write_text("")
-    tree = write_tree(tmp_path / "src", {"a.py": "import ray\n"})
+    tree = write_tree(
+        tmp_path / "src",
+        {
+            "a.py": """
+                import importlib.util
+                from ray.experimental.channel.communicator import Communicator
+                importlib.util.find_spec("ray.experimental.compiled_dag_ref")
+            """
+        },
+    )
     status, report = run_scanner(tree, fake_ray)
-    assert report["counts"]["missing"] == 0
-    assert report["must_be_absent_violations"] == ["ray.experimental.compiled_dag_ref"]
-    assert status == 1
+    groups = by_status(report)
+    assert set(groups["in_scope"]) == {
+        "ray.experimental.channel.communicator.Communicator",
+        "find_spec:ray.experimental.compiled_dag_ref",
+    }
+    assert report["must_be_absent_violations"] == []
+    assert status == 0
 
 
 def test_scanned_code_is_never_imported(tmp_path, fake_ray):
@@ -321,8 +355,7 @@ def test_against_beams_own_modules(tmp_path):
                 def f():
                     cloudpickle.register_pickle_by_value(importlib)
                     RuntimeEnv(env_vars={})
-                    importlib.util.find_spec("ray.experimental.compiled_dag_ref")
-                    importlib.util.find_spec("ray.experimental.channel")
+                    importlib.util.find_spec("ray.experimental")
             """
         },
     )
@@ -337,13 +370,175 @@ def test_against_beams_own_modules(tmp_path):
         "ray.dag.MultiOutputNode",
         "ray.cloudpickle",
         "ray.cloudpickle.register_pickle_by_value",
+        "find_spec:ray.experimental",
     }
-    assert set(groups["out_of_scope"]) == {
-        "find_spec:ray.experimental.compiled_dag_ref",
-        "find_spec:ray.experimental.channel",
-    }
+    assert groups["out_of_scope"] == {}
     assert report["counts"]["missing"] == 0
     assert report["must_be_absent_violations"] == []
+    assert status == 0
+
+
+@needs_graph_api
+def test_graph_api_resolves_in_beam(tmp_path):
+    """What vLLM's compiled-graph executor imports, against beam's ray."""
+    tree = write_tree(
+        tmp_path / "src",
+        {
+            "a.py": """
+                import importlib.util
+                from ray.dag import InputNode, MultiOutputNode
+                from ray.exceptions import RayChannelError
+                from ray.experimental.channel.communicator import Communicator
+                from ray.experimental.channel.accelerator_context import (
+                    register_accelerator_context,
+                )
+                importlib.util.find_spec("ray.experimental.compiled_dag_ref")
+            """
+        },
+    )
+    status, report = run_scanner(tree)
+    assert report["counts"]["missing"] == 0, by_status(report)["missing"]
+    assert report["counts"]["out_of_scope"] == 0
+    assert status == 0
+
+
+# -- option keywords ----------------------------------------------------------
+
+OPTIONS_TREE = {
+    "workers.py": """
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+
+        @ray.remote(num_gpus=1, max_concurrency=2)
+        class Worker:
+            @ray.method(num_returns=1)
+            def step(self):
+                return 1
+
+            @ray.method(tensor_transport="nixl")
+            def weights(self):
+                return 2
+
+            @ray.method(concurrency_group="io")
+            def io(self):
+                return 3
+
+
+        def start(node, n):
+            w = Worker.options(
+                name="w",
+                namespace="vllm",
+                lifetime="detached",
+                max_restarts=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+                runtime_env={"env_vars": {"A": "1"}},
+                enable_tensor_transport=True,
+            ).remote()
+            ray.remote(Worker).options(max_concurrency=n, max_restarts=-1).remote()
+            ray.remote(num_cpus=0, label_selector={"zone": "a"})(Worker)
+            opts = {"num_cpus": 1}
+            Worker.options(**opts).remote()
+            return w
+    """,
+    # An .options() method of something else in a file that never touches
+    # ray: not reported.
+    "parser.py": """
+        class Parser:
+            def options(self, **kw):
+                return kw
+        Parser().options(name="x", lifetime="forever")
+    """,
+}
+
+
+@pytest.fixture(scope="module")
+def options_report(tmp_path_factory):
+    tree = write_tree(tmp_path_factory.mktemp("opts") / "src", OPTIONS_TREE)
+    return run_scanner(tree)
+
+
+def test_option_keywords_are_seen(options_report):
+    _, report = options_report
+    options = {s["symbol"] for s in report["symbols"] if s["kind"] == "option"}
+    assert options == {
+        "remote:num_gpus",
+        "remote:max_concurrency",
+        "remote:num_cpus",
+        "remote:label_selector",
+        "method:num_returns",
+        "method:tensor_transport",
+        "method:concurrency_group",
+        "options:name",
+        "options:namespace",
+        "options:lifetime",
+        "options:max_restarts",
+        "options:scheduling_strategy",
+        "options:runtime_env",
+        "options:enable_tensor_transport",
+        "options:max_concurrency",
+    }
+    assert all(s["locations"][0]["path"] == "workers.py"
+               for s in report["symbols"] if s["kind"] == "option")
+
+
+def test_option_keywords_classified_by_beams_options(options_report):
+    status, report = options_report
+    groups = by_status(report)
+    for name in ("remote:num_gpus", "remote:max_concurrency", "remote:num_cpus",
+                 "method:num_returns", "options:name", "options:namespace",
+                 "options:lifetime", "options:scheduling_strategy",
+                 "options:runtime_env", "options:max_concurrency"):
+        assert f"option:{name}" in groups["in_scope"], name
+    # RDT: out of scope with vLLM's own Ray 2.56 floor as the reason.
+    for name in ("method:tensor_transport", "options:enable_tensor_transport"):
+        assert "2.56" in groups["out_of_scope"][f"option:{name}"]["reason"]
+    # max_restarts=-1 is refused by beam (ray/_private/options.py); 0 is not.
+    refused = groups["out_of_scope"]["option:options:max_restarts"]
+    assert refused["reason"].startswith("beam refuses it")
+    assert "max_restarts" in refused["reason"]
+    assert refused["values"] == ["0", "-1"]
+    # A keyword Ray 2.43 does not know, and a ray.method keyword beam ignores.
+    assert "Ray 2.43" in groups["missing"]["option:remote:label_selector"]["reason"]
+    assert "ray.method ignores" in groups["missing"]["option:method:concurrency_group"]["reason"]
+    assert set(groups["missing"]) == {
+        "option:remote:label_selector", "option:method:concurrency_group",
+    }
+    assert status == 1
+
+
+def test_option_text_output(tmp_path):
+    tree = write_tree(tmp_path / "src", {"a.py": OPTIONS_TREE["workers.py"]})
+    status, text = run_scanner(tree, as_json=False)
+    assert status == 1
+    assert "ray.remote(label_selector=...)  a.py:" in text
+    assert ".options(enable_tensor_transport=...)  a.py:" in text
+
+
+def test_rdt_names_out_of_scope(tmp_path):
+    tree = write_tree(
+        tmp_path / "src",
+        {
+            "a.py": """
+                def f(ref, actor):
+                    import ray
+                    from ray.experimental import register_nixl_memory
+                    from ray.experimental import set_target_for_ref
+                    register_nixl_memory(None)
+                    set_target_for_ref(ref, actor)
+                    return ray.get_actor("trainer", namespace="rl")
+            """
+        },
+    )
+    status, report = run_scanner(tree)
+    groups = by_status(report)
+    assert set(groups["out_of_scope"]) == {
+        "ray.experimental.register_nixl_memory",
+        "ray.experimental.set_target_for_ref",
+    }
+    for symbol in groups["out_of_scope"].values():
+        assert "Ray 2.56" in symbol["reason"]
+    assert "ray.get_actor" in groups["in_scope"]
     assert status == 0
 
 
@@ -376,8 +571,13 @@ def test_vllm_snapshot_shape(vllm_report):
     assert report["parse_errors"] == []
     assert report["files_touching_ray"] >= 10
     assert report["must_be_absent_violations"] == []
-    assert "find_spec:ray.experimental.compiled_dag_ref" in groups["out_of_scope"]
     assert "ray.serve" in groups["out_of_scope"]
+    # The compiled-graph API is in scope now: resolved, or missing until
+    # beam has it, never out of scope.
+    assert not [n for n in groups["out_of_scope"] if is_graph_name(n.split(":")[-1])]
+    assert "find_spec:ray.experimental.compiled_dag_ref" in (
+        groups["in_scope"] if GRAPH_API else groups["missing"]
+    )
     for name in (
         "ray.exceptions.GetTimeoutError",
         "ray.exceptions.RayActorError",
@@ -388,6 +588,14 @@ def test_vllm_snapshot_shape(vllm_report):
         assert name in groups["in_scope"], name
 
 
+def test_vllm_snapshot_misses_only_the_graph_api(vllm_report):
+    """Whatever is missing on the snapshot is the compiled-graph API."""
+    _, report = vllm_report
+    missing = sorted(s["symbol"] for s in report["symbols"] if s["status"] == "missing")
+    assert [name for name in missing if not is_graph_name(name)] == []
+
+
+@needs_graph_api
 def test_vllm_snapshot_has_nothing_missing(vllm_report):
     status, report = vllm_report
     missing = sorted(s["symbol"] for s in report["symbols"] if s["status"] == "missing")

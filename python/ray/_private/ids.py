@@ -81,6 +81,7 @@ class JobID(BaseID):
 class ActorID(BaseID):
     SIZE = 16
 
+    @property
     def job_id(self):
         return JobID(self._bytes[12:16])
 

@@ -161,8 +161,9 @@ def check_task_options(options, in_options=False):
     retry = options.get("retry_exceptions")
     if retry not in (None, False):
         _refuse("task", "retry_exceptions", retry, "beam does not retry a task that raised")
-    if options.get("num_returns") not in (None, 1):
-        _refuse("task", "num_returns", options["num_returns"], "a beam task returns one object")
+    n = options.get("num_returns")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+        _refuse("task", "num_returns", n, "a beam task returns a fixed number of objects")
     if options.get("_generator_backpressure_num_objects") is not None:
         _refuse("task", "_generator_backpressure_num_objects", options["_generator_backpressure_num_objects"],
                 "beam has no generator tasks")

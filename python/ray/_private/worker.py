@@ -87,11 +87,17 @@ def is_initialized():
 
 
 def runtime():
-    """The runtime, initialising a driver's with defaults as Ray does on first use."""
+    """The runtime, initialising a driver's with defaults as Ray does on first
+    use (unless auto-connect is off: then Ray's RaySystemError)."""
     rt = _runtime
     if rt is None:
-        init()
+        from ray._private import auto_init_hook
+
+        with _init_lock:
+            auto_init_hook.auto_init_ray()
         rt = _runtime
+        if rt is None:
+            raise _exc.RaySystemError("Ray has not been started yet. You can start Ray with 'ray.init()'.")
     return rt
 
 
@@ -166,15 +172,17 @@ def init(address=None, *, num_cpus=None, num_gpus=None, ignore_reinit_error=Fals
             )
         from ray._private import node as _node
 
-        explicit = address not in (None, "") or bool(os.environ.get("RAY_ADDRESS"))
         path, may_start = _resolve_address(address, kwargs.get("_temp_dir"))
         private = None
         logs = kwargs.get("log_to_driver", True)
         if path and _node.socket_answers(path):
-            if explicit and (num_cpus is not None or num_gpus is not None or kwargs.get("resources")):
+            # as Ray: sizes are for a node this call starts, not one it joins
+            if num_cpus is not None or num_gpus is not None:
                 raise ValueError(
                     "When connecting to an existing cluster, num_cpus and num_gpus must not be provided."
                 )
+            if kwargs.get("resources") is not None:
+                raise ValueError("When connecting to an existing cluster, resources must not be provided.")
         elif may_start:
             _check_default_resources(kwargs.get("resources"))
             private = _node.PrivateDaemon(num_cpus=num_cpus, num_gpus=num_gpus, resources=kwargs.get("resources"))
@@ -413,6 +421,10 @@ def _get_values(ids, timeout_ms):
 def get(object_refs, *, timeout=None):
     """ray.get: one ref or a list of refs; order kept, duplicates allowed."""
     single = isinstance(object_refs, ObjectRef)
+    cg = sys.modules.get("ray.experimental.compiled_dag_ref")  # compiled-graph refs, if any were made
+    if cg is not None and not single and (isinstance(object_refs, cg.CompiledDAGRef) or (
+            isinstance(object_refs, list) and any(isinstance(r, cg.CompiledDAGRef) for r in object_refs))):
+        return cg._get(object_refs, timeout)
     if single:
         refs = [object_refs]
     elif isinstance(object_refs, list):

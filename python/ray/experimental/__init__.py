@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""``ray.experimental``: present as a package, empty on purpose.
+"""``ray.experimental``: Compiled Graphs' refs (``compiled_dag_ref``) and
+channel names (``channel``: the Communicator interface, the accelerator
+context where a communicator class is registered). The graph itself lives in
+``ray.dag``."""
 
-Ray keeps Compiled Graphs here (``compiled_dag_ref``, ``channel``). beam
-deliberately has neither submodule: vLLM's ``RayDistributedExecutor`` checks
-``importlib.util.find_spec("ray.experimental.compiled_dag_ref")`` before it
-builds a compiled graph, and with that spec absent it stops with its own
-"Ray Compiled Graph is not installed" error instead of half-working. vLLM's
-default executor, RayExecutorV2, never looks here. Do not add those modules
-without implementing Compiled Graphs.
-"""
+
+def __getattr__(name):
+    if name == "CompiledDAG":
+        from ray.dag.compiled_dag_node import CompiledDAG
+
+        return CompiledDAG
+    raise AttributeError(f"module 'ray.experimental' has no attribute {name!r}")

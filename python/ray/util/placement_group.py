@@ -87,6 +87,12 @@ def _check_bundles(bundles):
         if all(v == 0 for v in b.values()):
             raise ValueError(f"Bundles cannot be an empty dictionary or resources with only 0 values. "
                              f"Bundles: {bundles}")
+    if any("bundle" in b for b in bundles):
+        from ray import exceptions
+
+        # Ray's GCS refuses the name it uses for its own per-bundle resource
+        raise exceptions.RaySystemError(
+            "bundle is a system reserved resource, which is not allowed to be used in placement group. ")
 
 
 def placement_group(bundles, strategy="PACK", name="", lifetime=None, _soft_target_node_id=None,
@@ -104,18 +110,21 @@ def placement_group(bundles, strategy="PACK", name="", lifetime=None, _soft_targ
     specs = [{k: float(v) for k, v in b.items()} for b in bundles]
     _worker._request("pg_create", {"pg": pg_id, "bundles": specs, "strategy": strategy, "name": name or "",
                                    "detached": lifetime == "detached"})
-    return PlacementGroup(_ids.PlacementGroupID(pg_id), [dict(b) for b in specs])
+    # zero amounts are dropped, as Ray's bundle_specs drops them
+    return PlacementGroup(_ids.PlacementGroupID(pg_id), [{k: v for k, v in b.items() if v} for b in specs])
 
 
 def remove_placement_group(placement_group):
-    """Frees the group's bundles and kills the actors placed in them. A
-    group that is gone already, or was never known, is no error (as Ray)."""
+    """Kills the actors placed in the group and frees its bundles. Returns
+    once they are free again (beamd answers after the workers are gone), so
+    a group made next can take them at once. A group that is gone already,
+    or was never known, is no error (as Ray)."""
     if not isinstance(placement_group, PlacementGroup):
         raise TypeError("remove_placement_group takes a PlacementGroup")
     try:
         _worker._request("pg_remove", {"pg": placement_group.id.binary()})
-    except ValueError:  # beamd's not_found
-        pass
+    except ValueError:
+        pass  # long gone (beamd keeps few removed groups): Ray's GCS answers OK too
 
 
 def check_placement_group_index(placement_group, bundle_index):
@@ -128,53 +137,11 @@ def check_placement_group_index(placement_group, bundle_index):
                          f"0-{placement_group.bundle_count}")
 
 
-def _valid_resource_shape(resources, bundle_specs):
-    """True if the request fits in some bundle (Ray's rule: any bundle)."""
-    for bundle in bundle_specs:
-        if all(bundle.get(name, 0) >= amount for name, amount in resources.items() if name != "bundle"):
-            return True
-    return False
-
-
-def _validate_resource_shape(placement_group, resources, placement_resources, task_or_actor_repr):
-    """Ray's check, at .remote(), that a task or actor fits in a bundle of
-    its group; placement_resources is what a default actor needs to be
-    placed (1 CPU more than it holds)."""
-    bundles = placement_group.bundle_specs
-    if not _valid_resource_shape(resources, bundles):
-        raise ValueError(
-            f"Cannot schedule {task_or_actor_repr} with the placement group because the resource request "
-            f"{resources} cannot fit into any bundles for the placement group, {bundles}.")
-    if not _valid_resource_shape(placement_resources, bundles):
-        raise ValueError(
-            f"Cannot schedule {task_or_actor_repr} with the placement group because the actor requires "
-            f"{placement_resources.get('CPU', 0)} CPU for creation, but it cannot fit into any bundles for the "
-            f"placement group, {bundles}. Consider creating a placement group with CPU resources.")
-
-
-def check_placement(placement_group, bundle_index, options, task_or_actor_repr, actor):
-    """Both of Ray's .remote() checks for a task or an actor in a group,
-    its resources computed from its options as Ray does."""
-    check_placement_group_index(placement_group, bundle_index)
-    resources = dict(options.get("resources") or {})
-    for key, name in (("num_cpus", "CPU"), ("num_gpus", "GPU"), ("memory", "memory")):
-        if options.get(key) is not None:
-            resources[name] = options[key]
-    placement_resources = {}
-    if actor and not set(resources).difference({"memory", "object_store_memory"}):
-        resources.setdefault("CPU", 0)  # a default actor: 0 CPU held, 1 to be placed
-        placement_resources = dict(resources)
-        placement_resources["CPU"] += 1
-    elif actor:
-        resources.setdefault("CPU", 1)
-    _validate_resource_shape(placement_group, resources, placement_resources, task_or_actor_repr)
-
-
 def _entry(t):
     return {
         "placement_group_id": t["placement_group_id"],
         "name": t["name"],
-        "bundles": {i: dict(b) for i, b in enumerate(t["bundles"])},
+        "bundles": {i: {k: v for k, v in b.items() if v} for i, b in enumerate(t["bundles"])},
         # every bundle, '' where it has no node (pending, or lost with its node), as Ray
         "bundles_to_node_id": dict(enumerate(t["bundles_to_node_id"])),
         "strategy": t["strategy"],

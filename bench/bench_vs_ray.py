@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""beam against real Ray and multiprocessing.Pipe: the core workloads in one
+run, each side in its own process, printed as times and as ratios to Pipe
+and beam/Ray (lower is better for beam).
+
+    source build/env.sh && $BEAM_PYTHON bench/bench_vs_ray.py [--quick] [--ray-python PATH]
+
+Ray runs with its own interpreter (default /opt/ray-venv/bin/python, Ray
+2.43.0; scripts/test_real_ray.sh makes it) and beam's python/ off its path.
+Workloads: one sync actor call (call, wait); 1000 calls in flight on one
+actor, then wait for all; put + get of a small object; ray.init + 4 actors
+ready; a 4-bundle placement group created, ready, removed. Pipe: the same
+round trips to subprocesses (no placement group there).
+"""
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+WORKLOADS = ("sync call", "1000 in flight", "put+get small", "init + 4 actors", "4-bundle pg create/remove")
+
+
+def timed(fn, repeat):
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+# ---------- one side: beam or Ray, whichever `import ray` finds ----------
+
+
+def run_side(quick):
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    @ray.remote(num_cpus=0)
+    class Counter:
+        def __init__(self):
+            self.n = 0
+
+        def add(self, k):
+            self.n += k
+            return self.n
+
+    init_kw = {"num_cpus": 8, "num_gpus": 0}
+    if getattr(ray, "__commit__", "") != "beam":
+        init_kw.update(include_dashboard=False, log_to_driver=False)
+    out = {}
+
+    def init_4():
+        ray.init(**init_kw)
+        actors = [Counter.remote() for _ in range(4)]
+        ray.get([a.add.remote(0) for a in actors])
+        return actors
+
+    t_init = []
+    for _ in range(1 if quick else 3):
+        t = time.perf_counter()
+        actors = init_4()
+        t_init.append(time.perf_counter() - t)
+        del actors
+        ray.shutdown()
+    out["init + 4 actors"] = statistics.median(t_init)
+
+    ray.init(**init_kw)
+    c = Counter.remote()
+    ray.get(c.add.remote(1))
+    n = 200 if quick else 1000
+    for _ in range(50):
+        ray.get(c.add.remote(1))
+    out["sync call"] = timed(lambda: ray.get(c.add.remote(1)), n)
+    out["1000 in flight"] = timed(lambda: ray.get([c.add.remote(1) for _ in range(1000)]), 3 if quick else 10)
+    small = {"a": 1, "b": [1, 2, 3], "c": "x" * 100}
+    out["put+get small"] = timed(lambda: ray.get(ray.put(small)), n)
+
+    def pg_cycle():
+        pg = placement_group([{"CPU": 1}] * 4)
+        ray.get(pg.ready())
+        remove_placement_group(pg)
+
+    pg_cycle()
+    out["4-bundle pg create/remove"] = timed(pg_cycle, 5 if quick else 20)
+    ray.shutdown()
+    return out
+
+
+# ---------- multiprocessing.Pipe ----------
+
+
+def _pipe_server(conn):
+    n, obj = 0, None
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            return
+        op, arg = msg
+        if op == "add":
+            n += arg
+            conn.send(n)
+        elif op == "put":
+            obj = arg
+            conn.send(True)
+        else:
+            conn.send(obj)
+
+
+def _pipe_start():
+    conn, child = mp.Pipe()
+    proc = mp.get_context("spawn").Process(target=_pipe_server, args=(child,), daemon=True)
+    proc.start()
+    return conn, proc
+
+
+def _pipe_stop(conn, proc):
+    conn.send(None)
+    proc.join()
+
+
+def run_pipe(quick):
+    out = {}
+
+    def init_4():
+        procs = [_pipe_start() for _ in range(4)]
+        for conn, _ in procs:
+            conn.send(("add", 0))
+        for conn, _ in procs:
+            conn.recv()
+        return procs
+
+    t_init = []
+    for _ in range(1 if quick else 3):
+        t = time.perf_counter()
+        procs = init_4()
+        t_init.append(time.perf_counter() - t)
+        for p in procs:
+            _pipe_stop(*p)
+    out["init + 4 actors"] = statistics.median(t_init)
+    conn, proc = _pipe_start()
+    n = 200 if quick else 1000
+
+    def call(op, arg):
+        conn.send((op, arg))
+        return conn.recv()
+
+    out["sync call"] = timed(lambda: call("add", 1), n)
+
+    def in_flight():
+        # the sends go from a thread: a pipe's buffer would fill both ways
+        sender = threading.Thread(target=lambda: [conn.send(("add", 1)) for _ in range(1000)])
+        sender.start()
+        for _ in range(1000):
+            conn.recv()
+        sender.join()
+
+    out["1000 in flight"] = timed(in_flight, 3 if quick else 10)
+    small = {"a": 1, "b": [1, 2, 3], "c": "x" * 100}
+    out["put+get small"] = timed(lambda: (call("put", small), call("get", None)), n)
+    _pipe_stop(conn, proc)
+    return out
+
+
+# ---------- the run ----------
+
+
+def side_in_subprocess(python, env, quick):
+    # results and errors go through files: Ray's daemons inherit the side's
+    # stdout and stderr and outlive it, so pipes would never see EOF
+    with tempfile.TemporaryDirectory() as tmp:
+        out, err = os.path.join(tmp, "out.json"), os.path.join(tmp, "err.txt")
+        cmd = [python, os.path.abspath(__file__), "--side", out] + (["--quick"] if quick else [])
+        with open(err, "w") as err_file:
+            done = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=err_file, timeout=900)
+        if done.returncode != 0:
+            with open(err) as f:
+                raise RuntimeError(f"{python} failed:\n{f.read()[-3000:]}")
+        with open(out) as f:
+            return json.load(f)
+
+
+def fmt(seconds):
+    if seconds is None:
+        return "n/a"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} us"
+    if seconds < 1:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds:.2f} s"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="fewer iterations (a smoke run)")
+    ap.add_argument("--ray-python", default="/opt/ray-venv/bin/python")
+    ap.add_argument("--side", metavar="OUT", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.side:
+        result = run_side(args.quick)
+        with open(args.side, "w") as f:
+            json.dump(result, f)
+        return
+    base = {k: v for k, v in os.environ.items() if k not in ("BEAM_SOCKET", "RAY_ADDRESS")}
+    print("beam ...", file=sys.stderr, flush=True)
+    beam = side_in_subprocess(sys.executable, base, args.quick)
+    print("Ray ...", file=sys.stderr, flush=True)
+    ray_env = {k: v for k, v in base.items() if not k.startswith("BEAM_") and k != "PYTHONPATH"}
+    ray_env["RAY_USAGE_STATS_ENABLED"] = "0"
+    real = side_in_subprocess(args.ray_python, ray_env, args.quick)
+    print("Pipe ...", file=sys.stderr, flush=True)
+    pipe = run_pipe(args.quick)
+    print(f"{'workload':28} {'beam':>10} {'Ray 2.43':>10} {'Pipe':>10} {'beam/Ray':>9} {'beam/Pipe':>9} {'Ray/Pipe':>9}")
+    for w in WORKLOADS:
+        b, r, p = beam[w], real[w], pipe.get(w)
+        ratio = lambda x, y: f"{x / y:.2f}" if x and y else "n/a"  # noqa: E731
+        print(f"{w:28} {fmt(b):>10} {fmt(r):>10} {fmt(p):>10} {ratio(b, r):>9} {ratio(b, p):>9} {ratio(r, p):>9}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,397 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The wire of a compiled graph: direct sockets between the processes of one
+graph, frames on them, values to frames and back.
+
+A connection is a stream socket (a unix socket in the abstract namespace
+between processes of one node, TCP on the node IP between nodes) opened once
+at compile time and authenticated with the graph's secret (HMAC of a nonce
+the listener sends; the secret itself travels only through beamd). On it go
+frames:
+
+    header  <BBHIQQ>: kind, flags, nbufs, key, seq, payload length
+    nbufs * <Q>: out-of-band buffer lengths
+    payload (pickle protocol 5), then each buffer
+
+``key`` names the graph task the frame belongs to (or the output), ``seq``
+the execution. Values are pickled with protocol 5; a CPU torch tensor and a
+numpy array travel as out-of-band buffers (no copy into the pickle; the
+receiver reads them straight into their own buffers). A value marked for a
+communicator is pickled with its tensors replaced by (shape, dtype) metadata
+(flag COMM); the tensors go through the communicator after the frame.
+
+Owns no threads. A Conn is used by one reading thread at a time and one
+writing thread at a time.
+"""
+
+import hashlib
+import hmac
+import io
+import os
+import pickle
+import socket
+import struct
+import sys
+import time
+
+HDR = struct.Struct("<BBHIQQ")
+LEN = struct.Struct("<Q")
+
+# kinds
+VALUE = 0  # the pickled output of a task, or the graph's input
+ERROR = 1  # a pickled RayTaskError standing for the output
+# flags
+F_COMM = 1  # tensors follow through the communicator; payload is (metas, inner)
+
+_SMALL = 1 << 16  # frames under this go out in one joined write
+_NONCE = 16
+
+
+class Timeout(Exception):
+    """A read did not finish before its deadline; the partial frame is kept."""
+
+
+class Closed(Exception):
+    """The peer closed the connection (or it was shut down here)."""
+
+
+# -- values -----------------------------------------------------------------
+
+def _rebuild_tensor(buf, dtype, shape, device):
+    import torch
+
+    if buf is None:
+        t = torch.empty(shape, dtype=dtype)
+    else:
+        t = torch.frombuffer(buf, dtype=torch.uint8).view(dtype).reshape(shape)
+    if device != "cpu" and getattr(torch, device, None) is not None and getattr(torch, device).is_available():
+        t = t.to(device)
+    return t
+
+
+def _tensor_reduce(t):
+    import torch
+
+    dtype, shape, device = t.dtype, tuple(t.shape), t.device.type
+    t = t.detach()
+    if device != "cpu":
+        t = t.cpu()
+    if t.numel() == 0:
+        return _rebuild_tensor, (None, dtype, shape, device)
+    flat = t.contiguous().reshape(-1).view(torch.uint8).numpy()
+    return _rebuild_tensor, (pickle.PickleBuffer(flat), dtype, shape, device)
+
+
+def _is_tensor(obj):
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.Tensor) and type(obj).__module__.startswith("torch")
+
+
+class _Pickler(pickle.Pickler):
+    """Protocol 5; CPU tensors out of band. Tensors listed in ``comm`` (a
+    list) are replaced by persistent ids and left to the communicator."""
+
+    def __init__(self, f, buffers, comm=None):
+        super().__init__(f, protocol=5, buffer_callback=buffers.append)
+        self._comm = comm
+
+    def persistent_id(self, obj):
+        if self._comm is not None and _is_tensor(obj):
+            self._comm.append(obj)
+            return ("T", len(self._comm) - 1, tuple(obj.shape), obj.dtype)
+        return None
+
+    def reducer_override(self, obj):
+        if _is_tensor(obj):
+            return _tensor_reduce(obj)
+        return NotImplemented
+
+
+def _cloud_pickler():
+    import cloudpickle
+
+    class _CloudPickler(cloudpickle.CloudPickler):
+        def __init__(self, f, buffers, comm=None):
+            super().__init__(f, protocol=5, buffer_callback=buffers.append)
+            self._comm = comm
+
+        def persistent_id(self, obj):
+            return _Pickler.persistent_id(self, obj)
+
+        def reducer_override(self, obj):
+            if _is_tensor(obj):
+                return _tensor_reduce(obj)
+            return super().reducer_override(obj)
+
+    return _CloudPickler
+
+
+_CLOUD = None
+
+
+def dumps(value, comm=None):
+    """value -> (payload bytes, [buffers]); tensors go to ``comm`` (a list)
+    instead when it is given. Plain pickle first, cloudpickle for what plain
+    pickle refuses (lambdas, classes defined in __main__)."""
+    global _CLOUD
+    f = io.BytesIO()
+    buffers = []
+    try:
+        _Pickler(f, buffers, comm).dump(value)
+    except Exception:
+        if _CLOUD is None:
+            _CLOUD = _cloud_pickler()
+        f = io.BytesIO()
+        buffers.clear()
+        if comm is not None:
+            comm.clear()
+        _CLOUD(f, buffers, comm).dump(value)
+    return f.getvalue(), buffers
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, f, buffers, tensors):
+        super().__init__(f, buffers=buffers)
+        self._tensors = tensors
+
+    def persistent_load(self, pid):
+        return self._tensors[pid[1]]
+
+
+def loads(payload, buffers, tensors=None):
+    if tensors is None:
+        return pickle.loads(payload, buffers=buffers)
+    return _Unpickler(io.BytesIO(payload), buffers, tensors).load()
+
+
+# -- connections ------------------------------------------------------------
+
+def unix_address(graph_id, index):
+    return "\0beam-cgraph-%d-%s-%d" % (os.getpid(), graph_id, index)
+
+
+def listen(graph_id, node_ip):
+    """A unix listener and a TCP listener on node_ip; returns
+    (sockets, {"unix": name, "tcp": (ip, port)})."""
+    u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    name = unix_address(graph_id, id(u))
+    u.bind(name)
+    u.listen(64)
+    t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    t.bind((node_ip, 0))
+    t.listen(64)
+    return [u, t], {"unix": name, "tcp": t.getsockname()}
+
+
+def _tune(sock):
+    if sock.family == socket.AF_INET:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, opt, 4 << 20)
+        except OSError:
+            pass
+
+
+def _recv_exact(sock, n):
+    data = bytearray()
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise Closed("the peer closed the connection during the handshake")
+        data += chunk
+    return bytes(data)
+
+
+def connect(address, same_node, secret, src, timeout=30.0):
+    """Connect to a listener, prove the secret, say who we are (src, an int).
+    Returns a Conn."""
+    if same_node:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        target = address["unix"]
+    else:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        target = tuple(address["tcp"])
+    sock.settimeout(timeout)
+    try:
+        sock.connect(target)
+        nonce = _recv_exact(sock, _NONCE)
+        sock.sendall(hmac.new(secret, nonce, hashlib.sha256).digest() + struct.pack("<I", src))
+        if _recv_exact(sock, 1) != b"\1":
+            raise ConnectionError("the compiled graph peer refused the connection")
+    except BaseException:
+        sock.close()
+        raise
+    sock.settimeout(None)
+    _tune(sock)
+    return Conn(sock)
+
+
+def accept(listener, secret, timeout=10.0):
+    """Accept one connection and check its proof. Returns (src, Conn), or
+    None for a peer that failed the check (it is closed)."""
+    sock, _ = listener.accept()
+    sock.settimeout(timeout)
+    try:
+        nonce = os.urandom(_NONCE)
+        sock.sendall(nonce)
+        proof = _recv_exact(sock, 32 + 4)
+        if not hmac.compare_digest(proof[:32], hmac.new(secret, nonce, hashlib.sha256).digest()):
+            sock.close()
+            return None
+        sock.sendall(b"\1")
+    except (OSError, Closed):
+        sock.close()
+        return None
+    sock.settimeout(None)
+    _tune(sock)
+    return struct.unpack("<I", proof[32:])[0], Conn(sock)
+
+
+class Frame:
+    __slots__ = ("kind", "flags", "key", "seq", "payload", "buffers")
+
+    def __init__(self, kind, flags, key, seq, payload, buffers):
+        self.kind, self.flags, self.key, self.seq = kind, flags, key, seq
+        self.payload, self.buffers = payload, buffers
+
+
+class Conn:
+    """One end of a graph connection: frames out, frames in.
+
+    ``read(deadline)`` keeps a partially read frame across a Timeout, so the
+    next read goes on where it stopped."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.fd = sock.fileno()
+        self._rbuf = bytearray()
+        self._state = None  # a frame being read: [hdr fields, lens, payload, bufs, index, offset]
+        self._timeout = None
+        self.closed = False
+
+    # writing
+    def send(self, kind, key, seq, payload, buffers=(), flags=0):
+        nb = len(buffers)
+        views = [memoryview(b).cast("B") for b in buffers]
+        head = HDR.pack(kind, flags, nb, key, seq, len(payload))
+        if nb:
+            head += b"".join(LEN.pack(v.nbytes) for v in views)
+        total = len(head) + len(payload) + sum(v.nbytes for v in views)
+        try:
+            if total <= _SMALL:
+                self.sock.sendall(b"".join([head, payload, *views]))
+            else:
+                self.sock.sendall(head + payload)
+                for v in views:
+                    self.sock.sendall(v)
+        except OSError as e:
+            raise Closed(str(e)) from None
+
+    def shutdown(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def close(self):
+        self.closed = True
+        self.shutdown()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    # reading
+    def _set_timeout(self, deadline):
+        t = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if t == 0.0:
+            t = 1e-6
+        if t != self._timeout:
+            self.sock.settimeout(t)
+            self._timeout = t
+
+    def _fill(self, n, deadline):
+        while len(self._rbuf) < n:
+            self._set_timeout(deadline)
+            try:
+                chunk = self.sock.recv(max(n - len(self._rbuf), 1 << 16))
+            except socket.timeout:
+                raise Timeout() from None
+            except OSError as e:
+                raise Closed(str(e)) from None
+            if not chunk:
+                raise Closed("the peer closed the connection")
+            self._rbuf += chunk
+
+    def _take(self, n):
+        data = bytes(self._rbuf[:n])
+        del self._rbuf[:n]
+        return data
+
+    def read(self, deadline=None):
+        """The next frame; Timeout past ``deadline`` (time.monotonic()), Closed
+        at EOF."""
+        st = self._state
+        if st is None:
+            self._fill(HDR.size, deadline)
+            kind, flags, nb, key, seq, plen = HDR.unpack(self._take(HDR.size))
+            st = self._state = _Partial(Frame(kind, flags, key, seq, None, []), nb, plen)
+        if st.lens is None:
+            self._fill(LEN.size * st.nbufs, deadline)
+            raw = self._take(LEN.size * st.nbufs)
+            st.lens = [LEN.unpack_from(raw, i * LEN.size)[0] for i in range(st.nbufs)]
+        frame = st.frame
+        if frame.payload is None:
+            self._fill(st.plen, deadline)
+            frame.payload = self._take(st.plen)
+        while len(frame.buffers) < st.nbufs or (frame.buffers and st.offset < st.lens[len(frame.buffers) - 1]):
+            if not frame.buffers or st.offset >= st.lens[len(frame.buffers) - 1]:
+                frame.buffers.append(_alloc(st.lens[len(frame.buffers)]))
+                st.offset = 0
+            buf = frame.buffers[-1]
+            need = st.lens[len(frame.buffers) - 1]
+            if self._rbuf:  # bytes already read past the payload
+                k = min(len(self._rbuf), need - st.offset)
+                buf[st.offset:st.offset + k] = self._rbuf[:k]
+                del self._rbuf[:k]
+                st.offset += k
+            view = memoryview(buf)
+            while st.offset < need:
+                self._set_timeout(deadline)
+                try:
+                    got = self.sock.recv_into(view[st.offset:], need - st.offset)
+                except socket.timeout:
+                    raise Timeout() from None
+                except OSError as e:
+                    raise Closed(str(e)) from None
+                if not got:
+                    raise Closed("the peer closed the connection")
+                st.offset += got
+        self._state = None
+        return frame
+
+
+def _alloc(n):
+    """A writable buffer of n bytes for an out-of-band value; large ones are
+    left uninitialised (numpy.empty: no zero-filling pass before the read)."""
+    if n >= _SMALL:
+        np = sys.modules.get("numpy")
+        if np is None:
+            try:
+                import numpy as np
+            except ImportError:
+                np = None
+        if np is not None:
+            return np.empty(n, dtype=np.uint8)
+    return bytearray(n)
+
+
+class _Partial:
+    """A frame read in part: what is known of it so far."""
+
+    __slots__ = ("frame", "nbufs", "plen", "lens", "offset")
+
+    def __init__(self, frame, nbufs, plen):
+        self.frame, self.nbufs, self.plen = frame, nbufs, plen
+        self.lens = None
+        self.offset = 0

@@ -1,0 +1,401 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Regression tests for the link and the socket (issue 10, bugs 2, 7, 8),
+each against real daemons:
+
+- a token holder's malformed link messages (a `join` without a node id, of
+  the wrong length or type, bad resources; bad fields in every message after
+  it) are refused with the link closed, and the head goes on serving; a
+  member refuses a head's malformed messages the same way;
+- two beamd started at once on one --socket: exactly one keeps running;
+- idle unauthenticated TCP connections are capped (in all and per peer
+  address) and stop short of an fd reserve: local drivers still connect and
+  actors still start.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+
+from cluster_util import (driver_env, make_cluster, frame, head_mac, node_mac, read_token,  # noqa: F401
+                          SealedStream, stream_key)
+from conftest import run_driver, wait_until
+
+HEAD_IP = "127.0.0.1"
+
+
+class LinkPeer:
+    """A member spoken by hand: the real handshake with the cluster token,
+    then sealed pushes. What the head sends past the handshake is read as
+    raw frames (not opened)."""
+
+    def __init__(self, c, timeout=5.0):
+        self.sock = socket.create_connection((HEAD_IP, c.port), timeout=timeout)
+        self.buf = b""
+        token = read_token(c.token_file)
+        challenge = self._frame()
+        head_nonce = challenge[challenge.index(b"nonce") + 7:][:32]  # {nonce: bin8 32 ...}
+        mine = os.urandom(32)
+        self.tx = SealedStream(stream_key(token, b"beam-m2h-v1", head_nonce, mine))
+        self.sock.sendall(frame([2, "auth", {"nonce": mine, "mac": node_mac(token, head_nonce, mine),
+                                             "stream": self.tx.header}]))
+        assert b"auth_ok" in self._frame()
+
+    def _frame(self, timeout=5.0):
+        """The next raw frame body; None at EOF or a reset."""
+        self.sock.settimeout(timeout)
+        while True:
+            if len(self.buf) >= 4:
+                n = int.from_bytes(self.buf[:4], "big")
+                if len(self.buf) >= 4 + n:
+                    body, self.buf = self.buf[4:4 + n], self.buf[4 + n:]
+                    return body
+            try:
+                chunk = self.sock.recv(65536)
+            except (ConnectionResetError, BrokenPipeError):
+                return None
+            if not chunk:
+                return None
+            self.buf += chunk
+
+    def push(self, op, params):
+        try:
+            self.sock.sendall(self.tx.seal_frame([2, op, params]))
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # closed already: what closed_by_peer checks
+
+    def closed_by_peer(self, timeout=5.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if self._frame(max(0.01, deadline - time.monotonic())) is None:
+                    return True
+            except socket.timeout:
+                return False
+            except OSError:
+                return True
+        return False
+
+    def close(self):
+        self.sock.close()
+
+
+def _join(node_ip, over=None):
+    """A well-formed join's params (no resources: nothing is placed on it)."""
+    p = {"max_frame": 1 << 20, "node_id": os.urandom(28), "node_ip": node_ip, "hostname": "fake",
+         "socket": "/nonexistent/beamd.sock", "resources": [], "gpus": []}
+    for k, v in (over or {}).items():
+        if v is _DROP:
+            p.pop(k, None)
+        else:
+            p[k] = v
+    return p
+
+
+_DROP = object()
+
+# (what, join params over a good join): each must be refused
+BAD_JOINS = [
+    ("no node_id", {"node_id": _DROP}),
+    ("short node_id", {"node_id": os.urandom(27)}),
+    ("long node_id", {"node_id": os.urandom(29)}),
+    ("str node_id", {"node_id": "x" * 28}),
+    ("int node_id", {"node_id": 7}),
+    ("nil node_id", {"node_id": None}),
+    ("no resources", {"resources": _DROP}),
+    ("resources not an array", {"resources": {"CPU": 10000}}),
+    ("resource not a pair", {"resources": [["CPU"]]}),
+    ("resource amount a str", {"resources": [["CPU", "10000"]]}),
+    ("resource amount negative", {"resources": [["CPU", -5]]}),
+    ("resource name an int", {"resources": [[1, 10000]]}),
+    ("resource name too long", {"resources": [["R" * 300, 10000]]}),
+    ("gpus not an array", {"gpus": "0"}),
+    ("gpu id an int", {"gpus": [0]}),
+    ("gpu id too long", {"gpus": ["g" * 300]}),
+    ("too many gpus", {"gpus": [str(i) for i in range(300)]}),
+    ("node_ip an int", {"node_ip": 12}),
+    ("node_ip too long", {"node_ip": "1" * 200}),
+    ("hostname a bin", {"hostname": b"host"}),
+    ("socket an array", {"socket": ["/x"]}),
+    ("max_frame a str", {"max_frame": "big"}),
+    ("max_frame negative", {"max_frame": -1}),
+]
+
+
+def _driver_works(c):
+    """A fresh driver on the head still runs an actor to the end."""
+    code = ("import ray\nray.init()\n"
+            "@ray.remote(num_cpus=1)\nclass A:\n    def f(self, x):\n        return x + 1\n"
+            "a = A.remote()\nassert ray.get(a.f.remote(41), timeout=30) == 42\nprint('ok')\n")
+    out = run_driver(code, env=driver_env(c.head), timeout=60)
+    return out.returncode == 0 and "ok" in out.stdout, out.stdout + out.stderr
+
+
+def test_malformed_joins_are_refused_and_the_head_goes_on(make_cluster):
+    """Bug 2: a join without a node id, of the wrong length or type (or with
+    any other field malformed) closed nothing cleanly: the head freed an
+    uninitialised pool and died. Each is now refused with the link closed."""
+    c = make_cluster(members=0, node_timeout=60)
+    before = len(c.node_table())
+    for what, over in BAD_JOINS:
+        p = LinkPeer(c)
+        p.push("join", _join("127.0.1.9", over))
+        assert p.closed_by_peer(5), f"{what}: the head kept the link"
+        p.close()
+        assert c.head.alive(), f"{what}: the head died\n{c.head.read_log()[-3000:]}"
+    assert len(c.node_table()) == before, c.node_table()
+    ok, out = _driver_works(c)
+    assert ok, out
+    # a good join still gets in after all that
+    p = LinkPeer(c)
+    p.push("join", _join("127.0.1.10"))
+    assert wait_until(lambda: "127.0.1.10" in c.alive_nodes(), 5, 0.05), c.head.read_log()[-2000:]
+    p.close()
+
+
+# (op, params) sent by a member that joined: each is malformed, and must end
+# the link (the member is then lost) while the head goes on
+BAD_MESSAGES = [
+    ("client_open", {"vconn": "1", "pid": 1, "uid": 0}),
+    ("client_open", {"vconn": 0, "pid": 1, "uid": 0}),
+    ("client_open", {"vconn": 1, "pid": "1", "uid": 0}),
+    ("client_open", {"vconn": 1, "pid": 1, "uid": -3}),
+    ("client_frame", {"vconn": 1}),
+    ("client_frame", {"vconn": 1, "frame": "not a bin"}),
+    ("client_frame", {"vconn": 1 << 40, "frame": b""}),
+    ("client_closed", {"vconn": b"\x01"}),
+    ("worker_started", {"actor": b"a" * 15, "pid": 1}),
+    ("worker_started", {"actor": b"a" * 16, "pid": "1"}),
+    ("worker_log", {"actor": b"a" * 16, "stream": 1, "text": 5}),
+    ("worker_log", {"actor": b"a" * 16, "stream": "out", "text": "x"}),
+    ("worker_exit", {"actor": b"a" * 16, "pid": 1, "status": "0", "signal": 0}),
+    ("worker_exit", {"actor": "a" * 16, "pid": 1, "status": 0, "signal": 0}),
+    ("worker_exit", {"actor": b"a" * 16, "pid": 1, "status": 0, "signal": 1 << 40}),
+    ("heartbeat", []),
+    ("join", _join("127.0.1.12")),
+    ("no_such_op", {}),
+]
+
+
+def test_malformed_messages_after_the_join_end_the_link(make_cluster):
+    """Every field of every message a member sends is checked: a wrong one
+    ends that member's link (the head loses the node, as any lost node);
+    the head and its other clients go on."""
+    c = make_cluster(members=0, node_timeout=60)  # a silent fake member is not lost meanwhile
+    for i, (op, params) in enumerate(BAD_MESSAGES):
+        ip = f"127.0.2.{i + 1}"
+        p = LinkPeer(c)
+        p.push("join", _join(ip))
+        assert wait_until(lambda: ip in c.alive_nodes(), 5, 0.02), (op, c.head.read_log()[-2000:])
+        p.push(op, params)
+        assert p.closed_by_peer(5), f"{op} {params!r}: the head kept the link"
+        p.close()
+        assert c.head.alive(), f"{op}: the head died\n{c.head.read_log()[-3000:]}"
+        assert ip not in c.alive_nodes()
+    ok, out = _driver_works(c)
+    assert ok, out
+
+
+def _start_pair(sock):
+    """Two beamd on one socket, started together; [(proc, ready read end)]."""
+    exe = os.environ["BEAM_BEAMD"]
+    out = []
+    for _ in range(2):
+        r, w = os.pipe()
+        p = subprocess.Popen([exe, "--socket", sock, "--num-cpus", "1", "--num-gpus", "0", "--node-ip", "127.0.0.1",
+                              "--log-level", "warn", "--ready-fd", str(w)],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             pass_fds=(w,))
+        os.close(w)
+        out.append((p, r))
+    return out
+
+
+def test_two_daemons_started_at_once_on_one_socket_one_survives():
+    """Bug 7: check, unlink and bind without a lock let two daemons started
+    together both run (about 7% of the time), one of them unreachable. Now
+    the first to lock the socket's lock file runs; the other exits 1 with a
+    clear error. 72 pairs, 6 at a time, each in a folder that does not exist
+    yet (both daemons make it)."""
+    root = tempfile.mkdtemp(prefix="beamlock-", dir="/tmp")
+    procs = []
+    try:
+        for rnd in range(12):
+            pairs = [_start_pair(os.path.join(root, f"r{rnd}p{i}", "beamd.sock")) for i in range(6)]
+            procs += [p for pair in pairs for p, _ in pair]
+            for i, pair in enumerate(pairs):
+                ready = []
+                for p, r in pair:
+                    with os.fdopen(r, "rb") as f:
+                        ready.append(f.readline().startswith(b"ready"))  # EOF: it exited first
+                # the loser closes its ready fd as it exits: let it finish
+                wait_until(lambda: sum(p.poll() is None for p, _ in pair) < 2, 2, 0.01)
+                running = [p for p, _ in pair if p.poll() is None]
+                errs = [p.stderr.read().decode(errors="replace") for p, _ in pair if p not in running]
+                where = f"round {rnd} pair {i}"
+                assert len(running) == 1, f"{where}: {len(running)} daemons run on one socket {errs}"
+                assert sum(ready) == 1, (where, ready, errs)
+                assert [p.returncode for p, _ in pair if p not in running] == [1], (where, errs)
+                assert "already" in errs[0], (where, errs)
+            for p in procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+            for p in procs:
+                assert p.wait(timeout=10) in (0, 1)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            p.stderr.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _flood(port, sources, per_source):
+    """per_source idle TCP connections to the head from each source address
+    (127.0.0.x), none of which ever answers the challenge."""
+    socks = []
+    for ip in sources:
+        for _ in range(per_source):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST: no TIME_WAIT
+            s.settimeout(2)
+            try:
+                s.bind((ip, 0))
+                s.connect((HEAD_IP, port))
+            except OSError:
+                s.close()
+                continue
+            s.setblocking(False)
+            socks.append(s)
+    return socks
+
+
+def _held(socks):
+    """How many of socks the head still holds (a refused one reads EOF or a reset)."""
+    n = 0
+    for s in socks:
+        try:
+            while True:
+                if not s.recv(65536):
+                    break  # EOF
+        except BlockingIOError:
+            n += 1  # open, nothing more to read
+        except OSError:
+            pass  # reset
+    return n
+
+
+def test_idle_unauthenticated_connections_are_capped(make_cluster):
+    """Bug 8: idle connections that never answer the challenge were not
+    capped: enough of them took every fd of the head, and local drivers
+    were then refused and workers could not start. Now at most
+    --max-handshakes-per-ip (8) from one address and --max-handshakes (64)
+    in all are held, fds are kept in reserve, and the handshake still times
+    out. The head runs with 256 fds."""
+    c = make_cluster(members=0, node_timeout=60, wrap_head=["prlimit", "--nofile=256"])
+    socks = []
+    try:
+        socks += _flood(c.port, ["127.0.0.50"], 400)
+        ok, out = _driver_works(c)
+        assert ok, "a local driver failed while idle node connections were held:\n" + out
+        assert wait_until(lambda: _held(socks) <= 8, 3, 0.05), _held(socks)
+        # the cap is per address: a real member (its link comes from
+        # 127.0.0.1) still joins
+        c.add_member()
+        # and in all: from 20 more addresses, 8 each
+        socks += _flood(c.port, [f"127.0.0.{i}" for i in range(60, 80)], 8)
+        assert wait_until(lambda: _held(socks) <= 64, 3, 0.05), _held(socks)
+        ok, out = _driver_works(c)
+        assert ok, out
+        # the handshake still times out (5 s): the ones held are let go
+        assert wait_until(lambda: _held(socks) == 0, 15, 0.1), _held(socks)
+        assert "the handshake took too long" in c.head.read_log()
+        assert c.head.alive()
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_node_connections_leave_fds_for_local_clients(make_cluster):
+    """Bug 8, the reserve: with the caps raised past the fd limit (256),
+    node connections stop at a quarter of the fds short of it; the rest
+    stay for local drivers and workers."""
+    c = make_cluster(members=0, node_timeout=60, wrap_head=["prlimit", "--nofile=256"], start=False)
+    c.head.args += ["--max-handshakes", "1000", "--max-handshakes-per-ip", "1000"]
+    c.start()
+    socks = []
+    try:
+        socks += _flood(c.port, ["127.0.0.50"], 400)
+        ok, out = _driver_works(c)
+        assert ok, "a local driver failed while node connections took the fds:\n" + out
+        held = _held(socks)
+        assert 100 < held < 256 - 64 + 1, held  # many held (no cap), none past the reserve
+        assert "too few file descriptors left" in c.head.read_log()
+    finally:
+        for s in socks:
+            s.close()
+
+
+# (op, params) a head never sends so: each must end the member's link (the
+# member then joins again) and leave the member running
+BAD_FROM_HEAD = [
+    ("welcome", {"node_index": 0, "max_frame": 1 << 20}),
+    ("spawn", {"actor": b"a" * 15, "class_name": "A", "python": "/bin/false", "cwd": "", "env": [],
+               "sys_path": [], "gpus": "", "token": "t", "noset_cuda": 0, "owner_pid": 1}),
+    ("spawn", {"actor": b"a" * 16, "class_name": "A", "python": "/bin/false", "cwd": "", "env": [1],
+               "sys_path": [], "gpus": "", "token": "t", "noset_cuda": 0, "owner_pid": 1}),
+    ("client_frame", {"vconn": "1", "frame": b""}),
+    ("close_client", {}),
+    ("kill_worker", {"actor": 5}),
+    ("join", {}),
+]
+
+
+def test_a_member_refuses_malformed_messages_from_its_head(make_cluster):
+    """The member's side is checked the same way: a fake head with the token
+    does the real handshake, welcomes the member, then sends one malformed
+    message; the member closes that link, says why, and joins again."""
+    c = make_cluster(members=0, node_timeout=60)  # no heartbeat timeout meanwhile
+    token = read_token(c.token_file)
+    srv = socket.socket()
+    srv.bind((HEAD_IP, 0))
+    srv.listen(8)
+    srv.settimeout(10)
+    node = c.member_node(ip="127.0.0.2")
+    node.args = [a.replace(f"{HEAD_IP}:{c.port}", f"{HEAD_IP}:{srv.getsockname()[1]}") for a in node.args]
+    node.start(wait_ready=False)
+    c.members.append(node)
+    try:
+        for op, params in BAD_FROM_HEAD:
+            conn, _ = srv.accept()
+            with conn:
+                conn.settimeout(5)
+                p = LinkPeer.__new__(LinkPeer)  # its frame reader, on the head's end
+                p.sock, p.buf = conn, b""
+                head_nonce = os.urandom(32)
+                conn.sendall(frame([2, "challenge", {"nonce": head_nonce}]))
+                auth = p._frame()
+                member_nonce = auth[auth.index(b"nonce") + 7:][:32]
+                tx = SealedStream(stream_key(token, b"beam-h2m-v1", head_nonce, member_nonce))
+                conn.sendall(frame([2, "auth_ok", {"nonce": head_nonce, "mac": head_mac(token, member_nonce,
+                                                                                         head_nonce),
+                                                   "stream": tx.header}]))
+                assert p._frame() is not None  # the join (sealed)
+                if op != "welcome":
+                    conn.sendall(tx.seal_frame([2, "welcome", {"node_index": 2, "max_frame": 1 << 20,
+                                                               "head_id": os.urandom(28)}]))
+                conn.sendall(tx.seal_frame([2, op, params]))
+                assert p.closed_by_peer(5), f"{op} {params!r}: the member kept the link"
+            assert node.alive(), node.read_log()[-2000:]
+        log = node.read_log()
+        for what in ("a welcome with a bad 'node_index'", "a spawn with a bad 'actor'", "a spawn with a bad 'env'",
+                     "a client_frame with a bad 'vconn'", "a close_client without 'vconn'",
+                     "a kill_worker with a bad 'actor'", "a 'join', which the head does not send"):
+            assert what in log, (what, log[-3000:])
+    finally:
+        srv.close()
