@@ -18,6 +18,7 @@
 
 static void maybe_free(beam_node_t *node, beam_actor_t *a);
 static void actor_die(beam_node_t *node, beam_actor_t *a, const char *message);
+static int pool_retire(beam_node_t *node, beam_actor_t *a);
 
 beam_actor_t *beam_actor_find(beam_node_t *node, const char *id)
 {
@@ -141,7 +142,7 @@ static int check_unreferenced(beam_node_t *node, beam_actor_t *a)
     if (a->state == BEAM_ACTOR_DEAD || a->detached || a->holders > 0 || a->pins > 0)
         return 0;
     a->stop_when_idle = 1;
-    if (!idle(a))
+    if (!idle(a) || pool_retire(node, a) == 0)
         return 0;
     actor_die(node, a, "The actor is dead because all references to the actor were removed.");
     return 1;
@@ -173,16 +174,174 @@ void beam_actor_unhold(beam_node_t *node, beam_actor_t *a)
         maybe_free(node, a);
 }
 
+/* The CPU part of a's grant, as a grant of its own. */
+static void cpu_grant(const beam_actor_t *a, beam_grant_t *g)
+{
+    memset(g, 0, sizeof *g);
+    for (size_t i = 0; i < a->grant.taken.n; i++)
+        if (strcmp(a->grant.taken.name[i], "CPU") == 0)
+            beam_demand_add(&g->taken, "CPU", a->grant.taken.amount[i]);
+}
+
+void beam_actor_set_blocked(beam_node_t *node, beam_actor_t *a, int blocked)
+{
+    beam_grant_t g;
+    if (blocked) {
+        if (a->blocked++ > 0 || !a->has_grant)
+            return;
+        cpu_grant(a, &g);
+        if (g.taken.n == 0)
+            return;
+        beam_pool_give(a->pool, &g);
+        a->blocked_cpu = g.taken.amount[0];
+        beam_actors_schedule(node);
+        return;
+    }
+    if (a->blocked == 0 || --a->blocked > 0 || a->blocked_cpu == 0)
+        return;
+    cpu_grant(a, &g);
+    if (a->has_grant && g.taken.n > 0)
+        beam_pool_retake(a->pool, &g);
+    a->blocked_cpu = 0;
+}
+
 /* Gives the actor's resources back where they came from. */
 static void release_grant(beam_node_t *node, beam_actor_t *a)
 {
     if (!a->has_grant)
         return;
+    if (a->blocked_cpu) { /* that part is back already */
+        beam_grant_t g;
+        cpu_grant(a, &g);
+        beam_pool_retake(a->pool, &g);
+        a->blocked_cpu = 0;
+    }
+    a->blocked = 0;
     beam_pool_give(a->pool, &a->grant);
     a->has_grant = 0;
     a->gpus[0] = '\0';
     if (a->pg)
         beam_pg_user_gone(node, a->pg);
+}
+
+/* --- the task worker pool --- */
+
+/* Idle task workers kept per node (Ray keeps idle workers for reuse too). */
+#define TASK_POOL_MAX 16
+
+/* The shape a task's worker is started with; workers of one shape (and one
+ * job) are interchangeable. NULL when out of memory. */
+static char *pool_key_of(const beam_actor_spec_t *spec)
+{
+    size_t n = strlen(spec->python) + strlen(spec->cwd ? spec->cwd : "") + 8;
+    for (char **p = spec->env; p && *p; p++)
+        n += strlen(*p) + 1;
+    for (char **p = spec->sys_path; p && *p; p++)
+        n += strlen(*p) + 1;
+    char *key = malloc(n);
+    if (!key)
+        return NULL;
+    size_t at = (size_t)snprintf(key, n, "%s\x1f%s\x1f%d", spec->python, spec->cwd ? spec->cwd : "",
+                                 spec->noset_cuda);
+    for (char **p = spec->env; p && *p; p++)
+        at += (size_t)snprintf(key + at, n - at, "\x1e%s", *p);
+    for (char **p = spec->sys_path; p && *p; p++)
+        at += (size_t)snprintf(key + at, n - at, "\x1d%s", *p);
+    return key;
+}
+
+/* Who inherits what a task's worker created: the task's owner, skipping
+ * owners that are tasks too (Ray's task workers outlive their task, so an
+ * actor made in a task lives while a handle to it does). NULL if none. */
+static beam_conn_t *task_heir(beam_conn_t *c)
+{
+    beam_conn_t *heir = NULL;
+    beam_actor_t *t = c->actor;
+    for (int hops = 0; t && t->task && hops < 64; hops++) {
+        heir = t->owner;
+        t = heir && heir->role == BEAM_ROLE_WORKER ? heir->actor : NULL;
+    }
+    return heir && !heir->closing ? heir : NULL;
+}
+
+static void hand_down(beam_node_t *node, beam_conn_t *from, beam_conn_t *heir)
+{
+    beam_actor_t *x, *tmp;
+    HASH_ITER(hh, node->actors, x, tmp)
+        if (x->owner == from && x->state != BEAM_ACTOR_DEAD)
+            x->owner = heir;
+}
+
+/* The task is done and unreferenced: its worker goes idle into the pool
+ * instead of being killed, if it can be reused (local, no GPUs, room in
+ * the pool). Returns 0 if pooled, -1 if the actor must die instead. */
+static int pool_retire(beam_node_t *node, beam_actor_t *a)
+{
+    if (!a->task || !a->pool_key || a->exiting || a->state != BEAM_ACTOR_ALIVE || !a->worker || a->worker->closing ||
+        !a->member || !a->member->local || a->grant.ngpus > 0 || !idle(a))
+        return -1;
+    size_t n = 0;
+    beam_actor_t *x, *tmp;
+    HASH_ITER(hh, node->actors, x, tmp)
+        n += x->pooled;
+    if (n >= TASK_POOL_MAX)
+        return -1;
+    beam_conn_t *heir = task_heir(a->worker);
+    if (heir)
+        hand_down(node, a->worker, heir);
+    a->state = BEAM_ACTOR_DEAD;
+    a->pooled = 1;
+    free(a->death);
+    a->death = strdup("The task is done: its worker went back to the pool.");
+    release_grant(node, a);
+    beam_log(BEAM_LOG_DEBUG, "actor %s (%s): its worker (pid %ld) is idle in the pool", a->hex, a->class_name,
+             a->pid);
+    a->retiring = 1; /* a pending task may take the worker now: the caller frees a */
+    beam_actors_schedule(node);
+    a->retiring = 0;
+    return 0;
+}
+
+/* An idle pooled worker of b's shape, job and node, or NULL. */
+static beam_actor_t *pool_find(beam_node_t *node, const beam_actor_t *b)
+{
+    if (!b->task || !b->pool_key || !b->member || !b->member->local || b->grant.ngpus > 0)
+        return NULL;
+    beam_actor_t *x, *tmp;
+    HASH_ITER(hh, node->actors, x, tmp)
+        if (x->pooled && x->running && x->worker && !x->worker->closing && x->member == b->member &&
+            x->job == b->job && strcmp(x->pool_key, b->pool_key) == 0)
+            return x;
+    return NULL;
+}
+
+/* Gives b the pooled worker of p: b starts as if it had spawned it. */
+static int pool_take(beam_node_t *node, beam_actor_t *p, beam_actor_t *b)
+{
+    if (beam_proc_rebind(node, p->id, b->id, b->class_name) < 0)
+        return -1;
+    beam_conn_t *c = p->worker;
+    b->running = 1;
+    b->pid = p->pid;
+    b->state = BEAM_ACTOR_STARTING;
+    b->worker = c;
+    c->actor = b;
+    p->pooled = 0;
+    p->running = 0;
+    p->worker = NULL;
+    if (!p->retiring)
+        maybe_free(node, p);
+    beam_actor_send_init(node, b);
+    return 0;
+}
+
+/* The job's driver is gone: its idle pooled workers go too. */
+static void pool_drop_job(beam_node_t *node, uint32_t job)
+{
+    beam_actor_t *x, *tmp;
+    HASH_ITER(hh, node->actors, x, tmp)
+        if (x->pooled && x->job == job && x->running)
+            beam_cluster_kill(node, x->member, x->id);
 }
 
 /* --- the worker process and its output --- */
@@ -243,6 +402,9 @@ void beam_actor_worker_exited(beam_node_t *node, const char *actor, long pid, in
 /* Starts the worker where the actor was placed. */
 static int spawn_worker(beam_node_t *node, beam_actor_t *a)
 {
+    beam_actor_t *idle_worker = pool_find(node, a);
+    if (idle_worker && pool_take(node, idle_worker, a) == 0)
+        return 0;
     beam_spawn_t s = {
         .actor = a->id,
         .class_name = a->class_name,
@@ -461,6 +623,10 @@ int beam_actor_create(beam_node_t *node, beam_conn_t *owner, const char *id, cha
     a->has_affinity = opts->has_affinity;
     a->affinity_soft = opts->affinity_soft;
     memcpy(a->affinity, opts->affinity, BEAM_NODE_ID_SIZE);
+    a->task = opts->task;
+    a->job = owner->job;
+    if (a->task && !pg && !opts->has_affinity)
+        a->pool_key = pool_key_of(spec); /* NULL (never pooled) if out of memory */
     a->death_status = BEAM_OBJ_ACTOR_DIED;
     a->spec = *spec;
     memset(spec, 0, sizeof *spec);
@@ -546,8 +712,9 @@ int beam_actor_task_done(beam_node_t *node, beam_actor_t *a, const char *obj, in
     if (a->sent_tail == call)
         a->sent_tail = prev;
     call_complete(node, call, status, data, len, refs);
-    if (a->stop_when_idle && idle(a) && a->state != BEAM_ACTOR_DEAD)
+    if (a->stop_when_idle && idle(a) && a->state != BEAM_ACTOR_DEAD && pool_retire(node, a) < 0)
         actor_die(node, a, "The actor is dead because all references to the actor were removed.");
+    maybe_free(node, a); /* a pooled worker taken at once leaves a freeable record */
     return 0;
 }
 
@@ -689,6 +856,7 @@ static void maybe_free(beam_node_t *node, beam_actor_t *a)
     if (a->state != BEAM_ACTOR_DEAD || a->holders || a->pins || a->running || a->worker)
         return;
     HASH_DEL(node->actors, a);
+    free(a->pool_key);
     free(a->class_name);
     free(a->name);
     free(a->namespace);
@@ -718,6 +886,12 @@ static void kill_doomed(beam_node_t *node, const char *message)
 void beam_actors_conn_gone(beam_node_t *node, beam_conn_t *c)
 {
     beam_actor_t *a, *tmp;
+    /* A task's worker hands what it created to the task's owner, up to a
+     * live one: Ray's task workers outlive their task, so an actor made in
+     * a task lives on while a handle to it does. */
+    beam_conn_t *heir = c->actor && c->actor->task ? task_heir(c) : NULL;
+    if (c->role == BEAM_ROLE_DRIVER)
+        pool_drop_job(node, c->job);
     if (c->actor) {
         a = c->actor;
         c->actor = NULL;
@@ -732,8 +906,8 @@ void beam_actors_conn_gone(beam_node_t *node, beam_conn_t *c)
     }
     HASH_ITER(hh, node->actors, a, tmp)
         if (a->owner == c) {
-            a->owner = NULL;
-            a->doomed = a->state != BEAM_ACTOR_DEAD && !a->detached;
+            a->owner = heir;
+            a->doomed = !heir && a->state != BEAM_ACTOR_DEAD && !a->detached;
         }
     kill_doomed(node, "The actor is dead because its owner has died (the driver or actor that "
                       "created it disconnected).");
@@ -807,6 +981,7 @@ void beam_actors_destroy(beam_node_t *node)
     HASH_ITER(hh, node->actors, a, tmp) {
         HASH_DEL(node->actors, a);
         spec_free(node, &a->spec);
+        free(a->pool_key);
         free(a->class_name);
         free(a->name);
         free(a->namespace);

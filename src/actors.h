@@ -60,6 +60,7 @@ typedef struct beam_actor_options_s {
     int has_affinity;    /* NodeAffinitySchedulingStrategy */
     int affinity_soft;
     char affinity[BEAM_NODE_ID_SIZE];
+    int task; /* a remote function's worker: what it creates outlives it */
 } beam_actor_options_t;
 
 typedef struct beam_actor_s {
@@ -102,6 +103,14 @@ typedef struct beam_actor_s {
     char *death;
     int init_failed;
     int doomed; /* marked for killing by a sweep */
+    int task;          /* a remote function's worker (create_actor "task") */
+    char *pool_key;    /* a task's worker shape (python, cwd, env, sys_path); NULL: never pooled */
+    uint32_t job;      /* its owner's job */
+    int pooled;        /* dead, its worker idle in the task worker pool */
+    int retiring;      /* on the stack of pool_retire: not to be freed there */
+    int exiting;       /* its worker said it ends after its last result (task_done "exiting") */
+    uint32_t blocked;  /* its worker waits in ray.get/ray.wait (nested count) */
+    int64_t blocked_cpu; /* the CPU given back while blocked */
     struct beam_actor_s *pending_next;
     UT_hash_handle hh;
 } beam_actor_t;
@@ -125,6 +134,11 @@ beam_actor_t *beam_actor_find_name(beam_node_t *node, const char *ns, const char
  * must exist; on a dead actor it completes at once with the death. */
 void beam_actor_submit(beam_node_t *node, beam_actor_t *a, const char *obj, char *method,
                        char *args, size_t args_len, beam_refs_t *refs);
+/* The worker waits in ray.get/ray.wait (blocked) or is back (not): as
+ * Ray's raylet does for a blocked task, its CPU goes back to its pool while
+ * it waits, so the tasks it waits for can run, and is taken back after,
+ * even if that oversubscribes the pool for a while. Nests. */
+void beam_actor_set_blocked(beam_node_t *node, beam_actor_t *a, int blocked);
 /* ray.kill: the worker is killed at once; every call fails. */
 void beam_actor_kill(beam_node_t *node, beam_actor_t *a, const char *message);
 

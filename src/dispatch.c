@@ -489,7 +489,8 @@ static int actor_options(req_t *r, beam_actor_options_t *o)
         check(r, beam_field_id(r->params, "node_id", BEAM_NODE_ID_SIZE, &node_id), "node_id",
               "must be a 28-byte bin", 0) ||
         check(r, beam_field_bool(r->params, "soft", &o->affinity_soft), "soft", "must be a bool", 0) ||
-        check(r, beam_field_bool(r->params, "spread", &o->spread), "spread", "must be a bool", 0))
+        check(r, beam_field_bool(r->params, "spread", &o->spread), "spread", "must be a bool", 0) ||
+        check(r, beam_field_bool(r->params, "task", &o->task), "task", "must be a bool", 0))
         return -1;
     if (conc < 1 || conc > 100000) {
         bad(r, "max_concurrency", "must be 1..100000");
@@ -879,16 +880,29 @@ static void op_actor_ready(req_t *r)
     beam_conn_reply_empty(r->conn, r->msgid);
 }
 
+/* The worker waits in ray.get/ray.wait ("blocked": true) or is back. */
+static void op_blocked(req_t *r)
+{
+    beam_actor_t *a = worker_actor(r);
+    int blocked;
+    if (!a || check(r, beam_field_bool(r->params, "blocked", &blocked), "blocked", "must be a bool", 1))
+        return;
+    beam_actor_set_blocked(r->node, a, blocked);
+    beam_conn_reply_empty(r->conn, r->msgid);
+}
+
 static void op_task_done(req_t *r)
 {
     beam_actor_t *a = worker_actor(r);
     const char *obj, *data;
     uint32_t len;
     int64_t status;
+    int exiting = 0;
     beam_refs_t rf;
     if (!a || check(r, beam_field_id(r->params, "obj", BEAM_OBJECT_ID_SIZE, &obj), "obj", "must be a 28-byte bin", 1) ||
         check(r, beam_field_int(r->params, "status", &status), "status", "must be an int", 1) ||
-        check(r, beam_field_bin(r->params, "data", &data, &len), "data", "must be a bin", 1))
+        check(r, beam_field_bin(r->params, "data", &data, &len), "data", "must be a bin", 1) ||
+        check(r, beam_field_bool(r->params, "exiting", &exiting), "exiting", "must be a bool", 0))
         return;
     if (status != BEAM_OBJ_OK && status != BEAM_OBJ_TASK_ERROR) {
         bad(r, "status", "must be 0 (ok) or 1 (task error)");
@@ -903,6 +917,8 @@ static void op_task_done(req_t *r)
         return;
     }
     int dead = a->state == BEAM_ACTOR_DEAD;
+    if (exiting)
+        a->exiting = 1; /* its worker ends after this: never pooled */
     if (beam_actor_task_done(r->node, a, obj, (int)status, copy, len, &rf) < 0 && !dead) {
         /* (a dead actor's late results are dropped quietly: its calls already failed) */
         beam_conn_reply_error(r->conn, r->msgid, "not_found", "this worker was given no call with that id");
@@ -1089,7 +1105,8 @@ static const op_t ops[] = {
     {"kill", op_kill},           {"hold", op_hold},         {"release", op_release},
     {"status", op_status},       {"get_actor", op_get_actor}, {"actor_ready", op_actor_ready},
     {"task_done", op_task_done}, {"pg_create", op_pg_create}, {"pg_remove", op_pg_remove},
-    {"pg_ready", op_pg_ready},   {"pg_table", op_pg_table},   {NULL, NULL},
+    {"pg_ready", op_pg_ready},   {"pg_table", op_pg_table},   {"blocked", op_blocked},
+    {NULL, NULL},
 };
 
 void beam_dispatch(beam_conn_t *c, const char *frame, size_t len)

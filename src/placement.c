@@ -259,8 +259,8 @@ static int try_place(beam_node_t *node, beam_pg_t *pg)
     if (rc == 0) {
         int again = pg->state == BEAM_PG_RESCHEDULING;
         pg->state = BEAM_PG_CREATED;
-        if (!pg->placed_ms)
-            pg->placed_ms = uv_now(node->loop);
+        if (!pg->placed_ns)
+            pg->placed_ns = uv_hrtime();
         beam_log(BEAM_LOG_INFO, "placement group %s (%s, %u bundles) %s", pg->hex,
                  beam_pg_strategy_name(pg->strategy), pg->nbundles, again ? "placed again" : "placed");
         complete_waiters(node, pg, 1);
@@ -318,7 +318,7 @@ int beam_pg_create(beam_node_t *node, struct beam_conn_s *owner, const char *id,
     pg->nbundles = n;
     pg->bundles = b;
     pg->owner = owner;
-    pg->created_ms = uv_now(node->loop);
+    pg->created_ns = uv_hrtime();
     for (uint32_t i = 0; i < n; i++)
         b[i].demand = bundles[i];
     HASH_ADD(hh, node->pgs, id, BEAM_PG_ID_SIZE, pg);
@@ -423,7 +423,7 @@ void beam_pg_pack(msgpack_packer *pk, const beam_pg_t *pg)
         beam_pack_str(pk, i < pg->nbundles && pg->bundles[i].placed && pg->bundles[i].member
                               ? pg->bundles[i].member->hex : "");
     beam_pack_key(pk, "creation_latency_ms");
-    msgpack_pack_double(pk, pg->placed_ms ? (double)(pg->placed_ms - pg->created_ms) : 0.0);
+    msgpack_pack_double(pk, pg->placed_ns ? (double)(pg->placed_ns - pg->created_ns) / 1e6 : 0.0);
     beam_pack_key(pk, "attempts");
     msgpack_pack_uint32(pk, pg->attempts);
 }

@@ -70,7 +70,7 @@ typedef struct beam_pg_s {
     struct beam_conn_s *owner;
     beam_pg_waiter_t *waiters;
     uint32_t users; /* actors holding a grant from its bundles */
-    uint64_t created_ms, placed_ms;
+    uint64_t created_ns, placed_ns; /* uv_hrtime(): creation latency in Ray's stats */
     uint32_t attempts;
     beam_pg_remover_t *removers;
     int removing; /* inside beam_pg_remove: its bundles go back once that is done */

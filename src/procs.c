@@ -420,6 +420,24 @@ int beam_proc_kill(beam_node_t *node, const char *actor)
     return 0;
 }
 
+int beam_proc_rebind(beam_node_t *node, const char *from, const char *to, const char *class_name)
+{
+    beam_proc_t *p = NULL;
+    HASH_FIND(hh, node->procs, from, BEAM_ACTOR_ID_SIZE, p);
+    if (!p || !p->running)
+        return -ENOENT;
+    char *name = strdup(class_name);
+    if (!name)
+        return -ENOMEM;
+    HASH_DEL(node->procs, p);
+    free(p->class_name);
+    p->class_name = name;
+    memcpy(p->actor, to, BEAM_ACTOR_ID_SIZE);
+    beam_id_hex(to, BEAM_ACTOR_ID_SIZE, p->hex);
+    HASH_ADD(hh, node->procs, actor, BEAM_ACTOR_ID_SIZE, p);
+    return 0;
+}
+
 void beam_procs_kill_all(beam_node_t *node)
 {
     for (beam_proc_t *p = node->procs; p; p = p->hh.next)

@@ -54,6 +54,10 @@ void beam_strv_free(char **v);
 
 /* Starts a worker. Returns 0 and its pid, or a negative uv error. */
 int beam_proc_spawn(beam_node_t *node, const beam_spawn_t *s, long *pid);
+/* The worker run for actor `from` now runs for actor `to` (a pooled task
+ * worker taken by a new task): its exit and output are reported under `to`,
+ * its lines prefixed with class_name. Returns 0, -ENOENT or -ENOMEM. */
+int beam_proc_rebind(beam_node_t *node, const char *from, const char *to, const char *class_name);
 /* SIGKILLs the worker's process group. Returns 0, or -ENOENT if none runs. */
 int beam_proc_kill(beam_node_t *node, const char *actor);
 void beam_procs_kill_all(beam_node_t *node);

@@ -230,3 +230,14 @@ void beam_pool_give(beam_pool_t *pool, const beam_grant_t *grant)
     for (int i = 0; i < grant->ngpus; i++)
         pool->gpu_avail[grant->gpu_index[i]] += grant->gpu_units[i];
 }
+
+void beam_pool_retake(beam_pool_t *pool, const beam_grant_t *grant)
+{
+    for (size_t i = 0; i < grant->taken.n; i++) {
+        beam_res_entry_t *e = entry(pool, grant->taken.name[i]);
+        if (e)
+            e->avail -= grant->taken.amount[i];
+    }
+    for (int i = 0; i < grant->ngpus; i++)
+        pool->gpu_avail[grant->gpu_index[i]] -= grant->gpu_units[i];
+}

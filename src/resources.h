@@ -85,5 +85,8 @@ int beam_pool_feasible(const beam_pool_t *pool, const beam_demand_t *d);
  * free devices, lowest first; a fraction takes the fullest device it fits. */
 int beam_pool_take(beam_pool_t *pool, const beam_demand_t *d, beam_grant_t *grant);
 void beam_pool_give(beam_pool_t *pool, const beam_grant_t *grant);
+/* Takes a grant that was given back again, without checking: what is
+ * available may go below zero (oversubscribed until given back). */
+void beam_pool_retake(beam_pool_t *pool, const beam_grant_t *grant);
 
 #endif

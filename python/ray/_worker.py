@@ -70,15 +70,18 @@ def _has_async_methods(cls):
     return any(inspect.iscoroutinefunction(m) or inspect.isasyncgenfunction(m) for _, m in inspect.getmembers(cls))
 
 
-def _task_error(name, exc, class_name, actor_id, actor_repr=None):
+def _task_error(name, exc, class_name, actor_id, actor_repr=None, proctitle=None):
+    from ray import actor as _actor
     from ray.exceptions import RayTaskError
 
-    # the remote traceback starts at the user's code: this module's frames go
+    # the remote traceback starts at the user's code: this module's frames
+    # (and the task runner's) go
+    internal = (__file__, _actor.__file__)
     tb_top = exc.__traceback__
-    while tb_top is not None and tb_top.tb_frame.f_code.co_filename == __file__:
+    while tb_top is not None and tb_top.tb_frame.f_code.co_filename in internal:
         tb_top = tb_top.tb_next
     tb = "".join(traceback.format_exception(type(exc), exc, tb_top))
-    return RayTaskError(name, tb, exc, proctitle=f"ray::{class_name}.{name}", pid=os.getpid(),
+    return RayTaskError(name, tb, exc, proctitle=proctitle or f"ray::{class_name}.{name}", pid=os.getpid(),
                         actor_repr=actor_repr or class_name, actor_id=actor_id)
 
 
@@ -98,6 +101,7 @@ class Worker:
         self.client = rt.client
         self.instance = None
         self.class_name = "Actor"
+        self.task = False  # a remote function's worker: class_name is the function's
         self.pool = None  # a threaded actor's threads
         self.loop = None  # an asyncio actor's event loop
         self.slots = None  # its asyncio.Semaphore(max_concurrency)
@@ -121,6 +125,9 @@ class Worker:
         self.rt.actor_handle = ActorHandle(self.rt.actor_id, self.class_name, None, _counted=False)
         try:
             cls = ser.loads(init["class_data"])
+            from ray.actor import _TaskRunner
+
+            self.task = self.rt.is_task = cls is _TaskRunner
             args, kwargs = ser.loads(init["args"])
             if _has_async_methods(cls):
                 self._start_loop(concurrency)
@@ -138,7 +145,34 @@ class Worker:
             self.client.send("actor_ready", {"ok": False, "error": str(err)})
             self.client.close()
             os._exit(1)
+        self._announce_repr()
         self.client.send("actor_ready", {"ok": True})
+
+    def _announce_repr(self):
+        """As Ray's worker after __init__: an actor whose class defines
+        __repr__ prints it with Ray's ':actor_name:' mark on both streams, and
+        the driver prints its later lines under that name."""
+        if self.task or type(self.instance).__repr__ is object.__repr__:
+            return
+        try:
+            token = f":actor_name:{repr(self.instance)}"
+        except Exception:
+            return
+        if "\n" in token:
+            return
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                print(token, file=stream, flush=True)
+            except Exception:
+                pass
+
+    def reuse(self, init):
+        """An idle task worker taken from beamd's pool for a new task: it
+        becomes that task's one-call actor (Ray reuses task workers too)."""
+        self.rt.actor_id = bytes(init["actor"])
+        self.instance = None
+        self.task = self.rt.is_task = False
+        self.construct(init)
 
     def _start_loop(self, concurrency):
         self.loop = asyncio.new_event_loop()
@@ -178,9 +212,19 @@ class Worker:
     def _terminate(self, params):
         from ray._private import serialization as ser
 
-        self.reply(params["obj"], 0, ser.dumps(None)[0], [], [])
-        self.client.close()
-        os._exit(0)
+        self.client.send("task_done", {"obj": params["obj"], "status": 0, "exiting": True,
+                                       "data": ser.dumps(None)[0]})
+        # a graceful exit, as Ray's: atexit handlers run (ray.kill's does
+        # not), before the connection closes (beamd kills the worker then)
+        import atexit
+
+        try:
+            atexit._run_exitfuncs()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            self.client.close()
+            os._exit(0)
 
     def call(self, params):
         """Runs one call on this thread and sends its result."""
@@ -196,7 +240,40 @@ class Worker:
             outcome = (True, self._method(name)(*args, **kwargs))
         except Exception as e:
             outcome = (False, e)
+        except BaseException as e:
+            if not self.task:
+                raise
+            self._task_base_exception(params, e)
+            return
         self.finish(params, outcome)
+
+    def _task_base_exception(self, params, exc):
+        """A task raised a BaseException that is not an Exception, as Ray
+        2.43 reports it: KeyboardInterrupt is a cancellation (the task fails
+        with TaskCancelledError, the worker lives on); anything else
+        (SystemExit, sys.exit(), a BaseException subclass) ends the worker
+        and the caller gets WorkerCrashedError."""
+        from ray import exceptions as rex
+        from ray._private import serialization as ser
+
+        if isinstance(exc, KeyboardInterrupt):
+            tid = params["obj"][:24].hex()
+            cancelled = rex.TaskCancelledError(f"TaskID({tid})")
+            err = _task_error(self.class_name, exc, None, None, proctitle=f"ray::{self.class_name}")
+            lines = err.traceback_str.rstrip("\n").split("\n")
+            # the remote traceback ends in the cancellation, as in Ray
+            lines[-1] = f"ray.exceptions.TaskCancelledError: {cancelled}"
+            err = rex.RayTaskError(self.class_name, "\n".join(lines) + "\n", cancelled,
+                                   proctitle=f"ray::{self.class_name}", pid=os.getpid())
+            self.reply(params["obj"], 1, ser.dumps(err)[0], [], [])
+            self.client.flush()
+            return
+        self.client.send("task_done", {"obj": params["obj"], "status": 1, "exiting": True,
+                                       "data": ser.dumps(rex.WorkerCrashedError())[0]})
+        self.client.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
 
     async def call_async(self, params):
         """Runs one call on the event loop (a sync method blocks it, as in
@@ -233,6 +310,11 @@ class Worker:
         except SystemExit as e:
             _exit_now(e)
 
+    def _error(self, name, exc):
+        if self.task:  # Ray's header for a task: ray::f(), no actor
+            return _task_error(self.class_name, exc, None, None, proctitle=f"ray::{self.class_name}")
+        return _task_error(name, exc, self.class_name, self.rt.actor_id.hex(), _actor_repr(self.instance))
+
     def finish(self, params, outcome):
         """Pickles a call's outcome, (True, value) or (False, exception),
         sends it as the call's result, and sends queued releases."""
@@ -247,19 +329,17 @@ class Worker:
             data, objs, actors = ser.dumps(value)
         except Exception as e:
             status = 1
-            err = _task_error(name, e, self.class_name, self.rt.actor_id.hex(), _actor_repr(self.instance))
+            err = self._error(name, e)
             try:
                 data = ser.dumps(err)[0]
             except Exception as pickle_error:
-                data = ser.dumps(_task_error(name, TypeError(f"the error could not be pickled: {pickle_error}"),
-                                             self.class_name, self.rt.actor_id.hex()))[0]
+                data = ser.dumps(self._error(name, TypeError(f"the error could not be pickled: {pickle_error}")))[0]
         try:
             self.reply(params["obj"], status, data, objs, actors)
         except ValueError as e:
             # the result does not fit in one frame: the call fails, the actor lives
             del data
-            err = _task_error(name, ValueError(f"the result of {self.class_name}.{name}() could not be sent: {e}"),
-                              self.class_name, self.rt.actor_id.hex())
+            err = self._error(name, ValueError(f"the result of {self.class_name}.{name}() could not be sent: {e}"))
             self.reply(params["obj"], 1, ser.dumps(err)[0], [], [])
         # the call's refs died with it; _beam only sends queued releases
         # with a later message, and an idle worker sends none
@@ -282,6 +362,9 @@ class Worker:
             if push is None:
                 continue
             op, params = push
+            if op == "init" and self.task:
+                self.reuse(params)
+                continue
             if op != "call":
                 continue
             if self.loop is not None:

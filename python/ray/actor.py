@@ -293,7 +293,9 @@ def _node_id_bytes(node_id):
     return raw
 
 
-def _create_actor(actor_class, args, kwargs):
+def _create_actor(actor_class, args, kwargs, _task=None):
+    """Creates the actor; _task names the remote function whose one-call
+    worker this is (its output prefix, and beamd's ownership rule)."""
     from ray.util import scheduling_strategies as _ss
 
     from ray._private import ray_option_utils
@@ -307,7 +309,7 @@ def _create_actor(actor_class, args, kwargs):
     _bind(ctor_sig, args, kwargs)
     ray_option_utils.check_resources_at_submit(opts.get("resources"))
     held, placement = _actor_resources(opts)
-    _check_pg_fit(actor_class.__qualname__, opts, held, placement)
+    _check_pg_fit(_task or actor_class.__qualname__, opts, held, placement)
     rt = _worker.runtime()
     if opts.get("get_if_exists"):
         try:
@@ -333,9 +335,10 @@ def _create_actor(actor_class, args, kwargs):
         sys_path = list(dict.fromkeys(extra + sys_path))
     noset = bool(env.get("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES") or
                  os.environ.get("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"))
+    class_name = _task or actor_class._cls.__name__
     params = {
         "actor": actor_id,
-        "class_name": actor_class._cls.__name__,
+        "class_name": class_name,
         "class_data": actor_class._class_data(),
         "args": data,
         "num_cpus": float(held["CPU"]),
@@ -356,6 +359,8 @@ def _create_actor(actor_class, args, kwargs):
         "objects": objs,
         "actors": actors,
     }
+    if _task:
+        params["task"] = True
     strategy = _opts.strategy_of(opts)
     if strategy == "SPREAD":
         params["spread"] = True
@@ -363,6 +368,9 @@ def _create_actor(actor_class, args, kwargs):
         params["node_id"] = _node_id_bytes(strategy.node_id)
         params["soft"] = bool(strategy.soft)
     elif isinstance(strategy, _ss.PlacementGroupSchedulingStrategy) and strategy.placement_group is not None:
+        from ray.util.placement_group import check_placement_group_index
+
+        check_placement_group_index(strategy.placement_group, int(strategy.placement_group_bundle_index))
         params["placement_group"] = strategy.placement_group.id.binary()
         params["bundle_index"] = int(strategy.placement_group_bundle_index)
         params["capture_child_tasks"] = bool(strategy.placement_group_capture_child_tasks)
@@ -373,7 +381,7 @@ def _create_actor(actor_class, args, kwargs):
         params["capture_child_tasks"] = True
     import _beam
 
-    handle = ActorHandle(actor_id, actor_class._cls.__name__, _method_names(actor_class._cls), _owned=True)
+    handle = ActorHandle(actor_id, class_name, _method_names(actor_class._cls), _owned=True)
     object.__setattr__(handle, "_ray_method_sigs", method_sigs)
     try:
         rt.client.request("create_actor", params)
@@ -539,7 +547,10 @@ class _TaskRunner:
 
 class RemoteFunction:
     """What ``ray.remote`` makes of a function: each ``.remote()`` runs it in
-    a fresh worker process (an actor that ends after its one call)."""
+    a fresh worker process (an actor that ends after its one call, printing
+    as ``(f pid=N)``). While it waits in ray.get/ray.wait its CPU is lent
+    back (ray._worker says so to beamd), and what it creates outlives it
+    while handles do (beamd hands it to the task's owner)."""
 
     def __init__(self, fn, options=None, _validate=True):
         from ray._private import ray_option_utils
@@ -553,6 +564,7 @@ class RemoteFunction:
         _check_options(options or {}, task=True)
         self._function = fn
         self._options = dict(options or {})
+        self._runner = None  # the ActorClass its calls run in
         self._sig = False
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
@@ -589,8 +601,9 @@ class RemoteFunction:
             opts["num_cpus"] = 1
         n = self._options.get("num_returns")
         n = 1 if n is None else n
-        runner = ActorClass(_TaskRunner, opts, _validate=False)
-        handle = runner.remote()
+        if self._runner is None:
+            self._runner = ActorClass(_TaskRunner, opts, _validate=False)
+        handle = _create_actor(self._runner, (), {}, _task=self.__name__)
         if isinstance(n, int) and n > 1:
             first = handle.run_many.remote(self._function, n, *args, **kwargs)
             refs = [first] + [handle.pick.remote(i) for i in range(1, n)]

@@ -1,6 +1,7 @@
 /* pybeam.c — the _beam extension: a Client holding one connection to beamd.
  * Whoever reads the socket files replies under their message ids, queues
- * pushes for the worker loop and writes relayed log lines to the terminal.
+ * pushes for the worker loop and writes relayed log lines to the terminal
+ * (or, once queue_logs is set, queues them as pushes for Python to print).
  * Requests may come from several Python threads at once; every blocking wait
  * releases the GIL.
  *
@@ -84,6 +85,7 @@ typedef struct client_s {
     uint64_t next_msgid;
     slot_t *slots;
     frame_t *push_head, *push_tail;
+    int queue_logs;     /* log pushes are queued (next_push), not written */
     char close_reason[160];
     beam_limits_t limits;
     /* batched releases */
@@ -314,7 +316,7 @@ static int file_frame(client_t *c, const char *data, size_t len)
                 break;
             }
     } else if (msg.type == BEAM_MSG_PUSH) {
-        if (beam_str_eq(msg.op, msg.op_len, "log"))
+        if (beam_str_eq(msg.op, msg.op_len, "log") && !c->queue_logs)
             handle_log(&msg);
         else if (beam_str_eq(msg.op, msg.op_len, "error"))
             handle_error_push(&msg);
@@ -968,6 +970,25 @@ static PyObject *client_get_closed(client_t *c, void *unused)
     return PyBool_FromLong(c->closed);
 }
 
+static PyObject *client_get_queue_logs(client_t *c, void *unused)
+{
+    pthread_mutex_lock(&c->lock);
+    int on = c->queue_logs;
+    pthread_mutex_unlock(&c->lock);
+    return PyBool_FromLong(on);
+}
+
+static int client_set_queue_logs(client_t *c, PyObject *value, void *unused)
+{
+    int on = value ? PyObject_IsTrue(value) : 0;
+    if (on < 0)
+        return -1;
+    pthread_mutex_lock(&c->lock);
+    c->queue_logs = on;
+    pthread_mutex_unlock(&c->lock);
+    return 0;
+}
+
 static PyMethodDef client_methods[] = {
     {"request", (PyCFunction)client_request, METH_VARARGS,
      "request(op, params, timeout=None) -> result. Sends a request and waits for its reply (GIL released).\n"
@@ -984,6 +1005,10 @@ static PyMethodDef client_methods[] = {
 
 static PyGetSetDef client_getset[] = {
     {"closed", (getter)client_get_closed, NULL, "True once the connection is gone.", NULL},
+    {"queue_logs", (getter)client_get_queue_logs, (setter)client_set_queue_logs,
+     "False (default): log pushes are written to fd 1/2 as they come. True: they are queued as ('log', "
+     "{'stream', 'text'}) pushes for next_push, for the driver to print through sys.stdout/sys.stderr.",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -11,6 +11,7 @@ wrong token, a replayed answer) and where it listens."""
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -378,7 +379,9 @@ def test_worker_output_reaches_driver(cluster, driver_node):
     node = cluster.head if driver_node == "head" else cluster.members[0]
     r = run_driver(PRINTER, driver_env(node), timeout=40)
     assert r.returncode == 0, r.stderr
-    head_pid, member_pid = (int(x) for x in r.stdout.split("PIDS ", 1)[1].split())
+    # worker lines are printed by the driver's log thread: one may follow
+    # "PIDS a b" on its line, before print()'s newline
+    head_pid, member_pid = (int(x) for x in re.search(r"PIDS (\d+) (\d+)", r.stdout).groups())
     both = r.stdout + r.stderr
     for pid, ip in ((head_pid, HEAD_IP), (member_pid, M1)):
         assert f"(Printer pid={pid}) hello from {ip}" in both, both

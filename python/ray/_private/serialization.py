@@ -5,7 +5,9 @@ ActorHandles a value carries so the daemon can pin them while it travels.
 Pickle protocol 5 with out-of-band buffers, as Ray: a numpy array's data is
 not copied into the pickle but appended after it, and ``loads`` hands it back
 as a read-only view of the received bytes (what Ray's zero-copy get gives),
-so a large array is copied once less on each side.
+so a large array is copied once less on each side. Each buffer handed back
+starts at a 64-byte-aligned address, as in Ray's object store: where the
+received bytes put it elsewhere, it is copied once to an aligned address.
 
 The format of a value with buffers: ``MAGIC``, the count n and the n buffer
 lengths (little-endian u64), the pickle's length, the pickle, then the
@@ -13,6 +15,7 @@ buffers, each starting on a multiple of 64 bytes from the start of the data.
 A value without buffers is the plain pickle.
 """
 
+import ctypes
 import pickle
 import struct
 
@@ -49,6 +52,30 @@ def _frame(data, buffers):
     return b"".join(parts)
 
 
+def _aligned(view):
+    """view if it starts on a 64-byte address, else a read-only copy that does."""
+    if view.nbytes == 0:
+        return view
+    addr = _address(view)
+    if addr is not None and addr % ALIGN == 0:
+        return view
+    store = bytearray(view.nbytes + ALIGN)
+    base = ctypes.addressof((ctypes.c_char * len(store)).from_buffer(store))
+    off = -base % ALIGN
+    out = memoryview(store)[off:off + view.nbytes]
+    out[:] = view
+    return out.toreadonly()
+
+
+def _address(view):
+    """The address of view's first byte (a contiguous byte view)."""
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return numpy.frombuffer(view, dtype=numpy.uint8).ctypes.data
+
+
 def with_refs(params, objs, actors):
     """Adds the carried ids to a request's params (only when there are some)."""
     if objs:
@@ -72,7 +99,7 @@ def loads(data):
     buffers = []
     for size in sizes[:n]:
         offset += -offset % ALIGN
-        buffers.append(view[offset:offset + size])
+        buffers.append(_aligned(view[offset:offset + size]))
         offset += size
     return pickle.loads(pickled, buffers=buffers)
 

@@ -55,6 +55,8 @@ class Runtime:
         self.gpu_ids = []
         self.placement_group_id = None
         self.capture_child_tasks = False
+        self.is_task = False  # a remote function's worker (ray._worker sets it)
+        self.log_printer = None  # a driver's worker_logs.Printer
         self.saved_socket_env = None
         self.epoch = _refcount.attach(client)
 
@@ -182,6 +184,7 @@ def init(address=None, *, num_cpus=None, num_gpus=None, ignore_reinit_error=Fals
             if kwargs.get("resources") is not None:
                 raise ValueError("When connecting to an existing cluster, resources must not be provided.")
         elif may_start:
+            _check_default_resources(kwargs.get("resources"))
             private = _node.PrivateDaemon(num_cpus=num_cpus, num_gpus=num_gpus, resources=kwargs.get("resources"))
             path = private.socket
         else:
@@ -200,12 +203,32 @@ def init(address=None, *, num_cpus=None, num_gpus=None, ignore_reinit_error=Fals
         # as Ray: a job without a namespace gets an anonymous one of its own
         _runtime = Runtime(client, hello, "driver", private=private, runtime_env=env,
                            namespace=namespace or str(uuid.uuid4()))
+        if logs:
+            from ray._private import worker_logs as _worker_logs
+
+            _runtime.log_printer = _worker_logs.Printer(client)
         if private:
             # processes this driver starts (vLLM's engine cores) join its
             # daemon, as Ray's children find the cluster the driver started
             _runtime.saved_socket_env = os.environ.get("BEAM_SOCKET")
             os.environ["BEAM_SOCKET"] = private.socket
         return _context(_runtime)
+
+
+def _check_default_resources(resources):
+    """Ray's RayParams check: CPU, GPU, memory and object_store_memory are
+    not custom resources (AssertionError, Ray's text)."""
+    if not resources:
+        return
+    for name, alternative in (("CPU", "num_cpus"), ("GPU", "num_gpus"), ("memory", "memory"),
+                              ("object_store_memory", "object_store_memory")):
+        if name in resources:
+            raise AssertionError(
+                f"{resources} -> `{name}` cannot be a custom resource because it is one of the default "
+                f"resources ({ {'CPU', 'GPU', 'memory', 'object_store_memory'} }). Use `{alternative}` instead. "
+                f"For example, use `ray start --{alternative.replace('_', '-')}=1` instead of "
+                f"`ray start --resources={{'{name}': 1}}`"
+            )
 
 
 def connect_worker(path, actor_id, token):
@@ -229,6 +252,8 @@ def shutdown(_exiting_interpreter=False):
         _refcount.detach()
         try:
             rt.client.close()
+            if rt.log_printer is not None:
+                rt.log_printer.stop()  # prints what was queued
         finally:
             if rt.private:
                 rt.private.stop()
@@ -340,6 +365,28 @@ def _timeout_ms(timeout):
     return int(timeout * 1000)
 
 
+class _Blocked:
+    """Around a get/wait that may wait, in a task's worker on its main thread:
+    beamd lends the task's CPU back meanwhile, as Ray's raylet does for a
+    blocked worker, so the tasks it waits for can run on a full node."""
+
+    def __init__(self, rt, timeout_ms):
+        self.client = None
+        if (rt.is_task and timeout_ms != 0 and threading.current_thread() is threading.main_thread()):
+            self.client = rt.client
+
+    def __enter__(self):
+        if self.client is not None:
+            self.client.send("blocked", {"blocked": True})
+
+    def __exit__(self, *exc):
+        if self.client is not None:
+            try:
+                self.client.send("blocked", {"blocked": False})
+            except ConnectionError:
+                pass
+
+
 def _get_values(ids, timeout_ms):
     """The daemon's [status, data] entries for ids (None: not ready). Values
     too large for one reply together are fetched in parts, as Ray would
@@ -394,7 +441,9 @@ def get(object_refs, *, timeout=None):
         )
     if not refs:
         return []
-    values = _get_values([r._id for r in refs], _timeout_ms(timeout))
+    timeout_ms = _timeout_ms(timeout)
+    with _Blocked(runtime(), timeout_ms):
+        values = _get_values([r._id for r in refs], timeout_ms)
     out = []
     cache = {}
     for ref, entry in zip(refs, values):
@@ -441,8 +490,10 @@ def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
             "num_returns cannot be greater than the number of ray_waitables provided: %d > %d"
             % (num_returns, len(ray_waitables))
         )
-    reply = _request("wait", {"objs": [r._id for r in ray_waitables], "num_returns": num_returns,
-                              "timeout_ms": _timeout_ms(timeout)})
+    timeout_ms = _timeout_ms(timeout)
+    with _Blocked(runtime(), timeout_ms):
+        reply = _request("wait", {"objs": [r._id for r in ray_waitables], "num_returns": num_returns,
+                                  "timeout_ms": timeout_ms})
     picked = set(reply["ready"])
     ready = [r for i, r in enumerate(ray_waitables) if i in picked]
     rest = [r for i, r in enumerate(ray_waitables) if i not in picked]

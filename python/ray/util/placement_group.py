@@ -117,13 +117,24 @@ def placement_group(bundles, strategy="PACK", name="", lifetime=None, _soft_targ
 def remove_placement_group(placement_group):
     """Kills the actors placed in the group and frees its bundles. Returns
     once they are free again (beamd answers after the workers are gone), so
-    a group made next can take them at once."""
+    a group made next can take them at once. A group that is gone already,
+    or was never known, is no error (as Ray)."""
     if not isinstance(placement_group, PlacementGroup):
         raise TypeError("remove_placement_group takes a PlacementGroup")
     try:
         _worker._request("pg_remove", {"pg": placement_group.id.binary()})
     except ValueError:
         pass  # long gone (beamd keeps few removed groups): Ray's GCS answers OK too
+
+
+def check_placement_group_index(placement_group, bundle_index):
+    """Ray's check of a bundle index, at .remote()."""
+    if placement_group.id.is_nil():
+        if bundle_index != -1:
+            raise ValueError("If placement group is not set, the value of bundle index must be -1.")
+    elif bundle_index >= placement_group.bundle_count or bundle_index < -1:
+        raise ValueError(f"placement group bundle index {bundle_index} is invalid. Valid placement group indexes: "
+                         f"0-{placement_group.bundle_count}")
 
 
 def _entry(t):
