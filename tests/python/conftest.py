@@ -13,6 +13,7 @@ instead of a beamd: one instance per module, started again only when a test
 asks for another shape, and the ``beamd`` fixture is refused.
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -113,6 +114,44 @@ class Beamd:
         self.log.close()
         return self.proc.returncode
 
+
+
+@contextlib.contextmanager
+def one_ray_for_module(num_cpus, num_gpus=0, resources=None):
+    """ray.init() once, for a test module's fixture: against a fresh beamd of
+    that size under beam's ray, or a local real Ray of the same size under
+    Ray's. Yields the Beamd (None on Ray); at the end beamd must have exited
+    cleanly and left no process behind."""
+    import ray
+
+    if getattr(ray, "__commit__", "") != "beam":
+        ray.init(num_cpus=num_cpus, num_gpus=num_gpus, resources=resources, include_dashboard=False)
+        try:
+            yield None
+        finally:
+            ray.shutdown()
+        return
+    extra = [a for k, v in (resources or {}).items() for a in ("--resource", f"{k}={v}")]
+    d = Beamd(num_gpus=num_gpus, num_cpus=num_cpus, extra=extra)
+    saved = {k: os.environ.get(k) for k in ("BEAM_SOCKET", "RAY_ADDRESS")}
+    os.environ["BEAM_SOCKET"] = d.socket
+    os.environ.pop("RAY_ADDRESS", None)
+    try:
+        ray.init()
+        yield d
+    finally:
+        ray.shutdown()
+        rc = d.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        left = beam_processes(d.socket)
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        assert rc == 0, d.read_log()[-3000:]
+        assert not left, f"processes left behind: {left}"
 
 @pytest.fixture
 def beamd(monkeypatch):

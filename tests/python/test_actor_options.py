@@ -41,35 +41,12 @@ def _eventually(pred, timeout=30.0):
 
 @pytest.fixture(scope="module")
 def ray_env():
-    """One ray.init() for the module: against a fresh beamd with 8 CPUs, or
-    a local real Ray with the same resources."""
-    if ON_RAY:
-        ray.init(num_cpus=8, num_gpus=0, include_dashboard=False)
-        yield None
-        ray.shutdown()
-        return
-    from conftest import Beamd, beam_processes
+    """One ray.init() for the module: a fresh beamd with 8 CPUs, or a local real
+    Ray with the same resources."""
+    from conftest import one_ray_for_module
 
-    d = Beamd(num_gpus=0, num_cpus=8)
-    saved = {k: os.environ.get(k) for k in ("BEAM_SOCKET", "RAY_ADDRESS")}
-    os.environ["BEAM_SOCKET"] = d.socket
-    os.environ.pop("RAY_ADDRESS", None)
-    try:
-        ray.init()
+    with one_ray_for_module(num_cpus=8) as d:
         yield d
-    finally:
-        ray.shutdown()
-        rc = d.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        left = beam_processes(d.socket)
-        for pid in left:
-            os.kill(pid, 9)
-        assert rc == 0, d.read_log()[-3000:]
-        assert not left, f"processes left behind: {left}"
 
 
 def _driver(code, timeout=120):

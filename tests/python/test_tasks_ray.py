@@ -26,32 +26,10 @@ beam_only = pytest.mark.skipif(ON_RAY, reason="checks beam itself")
 def ray_env():
     """One ray.init() for the module, on a node with ONE CPU: a beamd started
     for it, or a local real Ray of the same size."""
-    if ON_RAY:
-        ray.init(num_cpus=1, num_gpus=0, resources={"custom": 4}, include_dashboard=False)
-        yield None
-        ray.shutdown()
-        return
-    from conftest import Beamd, beam_processes
+    from conftest import one_ray_for_module
 
-    d = Beamd(num_gpus=0, num_cpus=1, extra=("--resource", "custom=4"))
-    saved = {k: os.environ.get(k) for k in ("BEAM_SOCKET", "RAY_ADDRESS")}
-    os.environ["BEAM_SOCKET"] = d.socket
-    os.environ.pop("RAY_ADDRESS", None)
-    try:
-        ray.init()
+    with one_ray_for_module(num_cpus=1, resources={"custom": 4}) as d:
         yield d
-    finally:
-        ray.shutdown()
-        d.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        left = beam_processes(d.socket)
-        for pid in left:
-            os.kill(pid, 9)
-        assert not left, f"processes left behind: {left}"
 
 
 @ray.remote

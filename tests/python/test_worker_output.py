@@ -24,32 +24,11 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_env():
-    if ON_RAY:
-        ray.init(num_cpus=4, num_gpus=0, include_dashboard=False)
-        yield None
-        ray.shutdown()
-        return
-    from conftest import Beamd, beam_processes
+    """One ray.init() for the module: a beamd with 4 CPUs, or a local real Ray."""
+    from conftest import one_ray_for_module
 
-    d = Beamd(num_gpus=0, num_cpus=4)
-    saved = {k: os.environ.get(k) for k in ("BEAM_SOCKET", "RAY_ADDRESS")}
-    os.environ["BEAM_SOCKET"] = d.socket
-    os.environ.pop("RAY_ADDRESS", None)
-    try:
-        ray.init()
+    with one_ray_for_module(num_cpus=4) as d:
         yield d
-    finally:
-        ray.shutdown()
-        d.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        left = beam_processes(d.socket)
-        for pid in left:
-            os.kill(pid, 9)
-        assert not left, f"processes left behind: {left}"
 
 
 class _Seen:
