@@ -66,10 +66,6 @@ def _exit_now(exc):
     os._exit(code)
 
 
-def _has_async_methods(cls):
-    return any(inspect.iscoroutinefunction(m) or inspect.isasyncgenfunction(m) for _, m in inspect.getmembers(cls))
-
-
 def _task_error(name, exc, class_name, actor_id, actor_repr=None, proctitle=None):
     from ray import actor as _actor
     from ray.exceptions import RayTaskError
@@ -125,7 +121,7 @@ class Worker:
         self.rt.actor_handle = ActorHandle(self.rt.actor_id, self.class_name, None, _counted=False)
         try:
             cls = ser.loads(init["class_data"])
-            from ray.actor import _TaskRunner
+            from ray.actor import _TaskRunner, _has_async_methods
 
             self.task = self.rt.is_task = cls is _TaskRunner
             args, kwargs = ser.loads(init["args"])
