@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Checks beamd's layers (docs/DESIGN.md, "Layers"): every `#include "x.h"`
+in src/ must go to the same layer's modules allowed by the table below, or
+to a lower layer, and the include graph among modules must have no cycle.
+Prints every offence and exits 1 if there is one; --report prints the graph.
+
+A module is a .c/.h pair named by its stem; src/pybeam/ (the extension) and
+beamctl (a program of its own on top of `client`) are not checked here."""
+import os
+import re
+import sys
+
+LAYERS = {
+    # 0 base
+    "codec": 0, "ids": 0, "log": 0, "gpu": 0, "resources": 0, "notify": 0,
+    "auth": 0, "node": 0, "protocol": 0, "client": 0,
+    # 1 transports
+    "outq": 1, "conn": 1, "link": 1, "server": 1, "procs": 1,
+    # 2 port
+    "port": 2,
+    # 3 tables (ordered inside the layer: a table may include those after it)
+    "actors": 3, "placement": 3, "cluster": 3, "objects": 3,
+    # 4 session
+    "session": 4,
+    # 5 relay
+    "relay": 5, "local": 5,
+    # 6 top
+    "dispatch": 6, "status": 6, "fields": 6, "beamd": 6,
+}
+# Inside one layer, who may include whom (a module may include the ones
+# listed after it); anything not listed may include nothing of its own layer.
+SAME_LAYER_ORDER = [
+    ["actors", "placement", "cluster", "objects"],
+    ["beamd", "dispatch", "status", "fields"],
+    ["server", "conn", "outq"],
+    ["link", "outq"],
+    ["node", "resources", "gpu", "client", "codec", "ids", "log", "auth", "protocol", "notify"],
+    ["relay", "local"],
+]
+OUTSIDE = {"beamctl"}  # its own program, on top of client
+
+INC = re.compile(r'^\s*#\s*include\s+"(?:beam/)?([A-Za-z0-9_]+)\.h"', re.M)
+
+
+def allowed(a, b):
+    la, lb = LAYERS[a], LAYERS[b]
+    if lb < la:
+        return True
+    if lb > la:
+        return False
+    for order in SAME_LAYER_ORDER:
+        if a in order and b in order:
+            return order.index(b) > order.index(a)
+    return False
+
+
+def graph(src):
+    edges = {}
+    for d, _, files in os.walk(src):
+        if os.path.basename(d) == "pybeam":
+            continue
+        for f in files:
+            if not f.endswith((".c", ".h")):
+                continue
+            mod = f.rsplit(".", 1)[0]
+            text = open(os.path.join(d, f), encoding="utf-8").read()
+            for inc in INC.findall(text):
+                if inc != mod:
+                    edges.setdefault(mod, set()).add(inc)
+            edges.setdefault(mod, set())
+    return edges
+
+
+def cycles(edges):
+    found, state, stack = [], {}, []
+
+    def visit(n):
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(edges.get(n, ())):
+            if m not in edges:
+                continue
+            if state.get(m) == 1:
+                found.append(stack[stack.index(m):] + [m])
+            elif m not in state:
+                visit(m)
+        stack.pop()
+        state[n] = 2
+
+    for n in sorted(edges):
+        if n not in state:
+            visit(n)
+    return found
+
+
+def main():
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    edges = graph(os.path.join(root, "src"))
+    inc_dir = os.path.join(root, "include", "beam")
+    public = {f.rsplit(".", 1)[0] for f in os.listdir(inc_dir)} if os.path.isdir(inc_dir) else set()
+    bad = []
+    for a in sorted(edges):
+        if a in OUTSIDE:
+            continue
+        if a not in LAYERS:
+            bad.append(f"{a}: not in any layer (add it to scripts/check_layers.py and docs/DESIGN.md)")
+            continue
+        for b in sorted(edges[a]):
+            if b not in LAYERS:
+                if b not in public:
+                    bad.append(f"{a} -> {b}: {b} is in no layer")
+            elif not allowed(a, b):
+                bad.append(f"{a} (layer {LAYERS[a]}) -> {b} (layer {LAYERS[b]}): climbs")
+    for c in cycles({k: v for k, v in edges.items() if k not in OUTSIDE}):
+        bad.append("cycle: " + " -> ".join(c))
+    if "--report" in sys.argv:
+        for a in sorted(edges):
+            print(f"{a} [{LAYERS.get(a, '?')}]: {' '.join(sorted(edges[a]))}")
+    for line in bad:
+        print("layers:", line)
+    if bad:
+        print(f"layers: {len(bad)} offence(s)")
+        return 1
+    print("layers: src/ includes only downward, no cycle")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
