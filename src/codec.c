@@ -12,10 +12,10 @@
 
 void beam_limits_default(beam_limits_t *lim)
 {
-    lim->max_frame = 256u << 20;
-    lim->max_depth = 32;
-    lim->max_items = 4u << 20;
-    lim->max_str = 1u << 20;
+    lim->max_frame = BEAM_DEFAULT_MAX_FRAME;
+    lim->max_depth = BEAM_DEFAULT_MAX_DEPTH;
+    lim->max_items = BEAM_DEFAULT_MAX_ITEMS;
+    lim->max_str = BEAM_DEFAULT_MAX_STR;
 }
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)

@@ -14,52 +14,32 @@
 #include "objects.h"
 #include "placement.h"
 #include "procs.h"
+#include "fields.h"
+#include "status.h"
 
-#define BEAM_VERSION "0.1.0"
+typedef beam_req_t req_t;
 
-typedef struct req_s {
-    beam_conn_t *conn;
-    beam_node_t *node;
-    uint64_t msgid;
-    const msgpack_object *params;
-} req_t;
-
-static void bad(req_t *r, const char *field, const char *what)
-{
-    beam_conn_reply_error(r->conn, r->msgid, "bad_request", "field '%s' %s", field, what);
-}
-
-/* Reports a field error from a beam_field_* code and returns -1, else 0. */
-static int check(req_t *r, int rc, const char *field, const char *what, int required)
-{
-    if (rc == 0 || (rc == -ENOENT && !required))
-        return 0;
-    bad(r, field, rc == -ENOENT ? "is required" : what);
-    return -1;
-}
-
-static char *dup_str(const char *s, uint32_t n)
-{
-    char *d = malloc((size_t)n + 1);
-    if (d) {
-        memcpy(d, s, n);
-        d[n] = '\0';
-    }
-    return d;
-}
-
-static char *dup_bin(const char *s, uint32_t n)
-{
-    char *d = malloc(n ? n : 1);
-    if (d)
-        memcpy(d, s, n);
-    return d;
-}
-
-static int has_nul(const char *s, uint32_t n)
-{
-    return memchr(s, '\0', n) != NULL;
-}
+/* The handlers below read fields through fields.h and reach the views of
+ * status.h by the short names they have always used. */
+#define bad beam_req_bad
+#define check beam_req_check
+#define dup_str beam_dup_str
+#define dup_bin beam_dup_bin
+#define has_nul beam_has_nul
+#define refs(r, out) beam_req_refs(r, out)
+#define id_list beam_req_id_list
+#define timeout_field beam_req_timeout
+#define has_repeat beam_has_repeat
+#define str_array beam_req_str_array
+#define env_map beam_req_env
+#define add_resource_map beam_req_resource_map
+#define demand_field beam_req_demand
+#define name_field beam_req_name
+#define actor_options beam_req_actor_options
+#define bundle_demand beam_req_bundle
+#define NAME_MAX_LEN BEAM_NAME_MAX_LEN
+#define op_status beam_status
+#define op_pg_table beam_status_pg_table
 
 /* --- hello --- */
 
@@ -138,16 +118,6 @@ static void op_hello(req_t *r)
 
 /* --- objects --- */
 
-static int refs(req_t *r, beam_refs_t *out)
-{
-    char err[160];
-    if (beam_refs_parse(r->params, out, err, sizeof err) < 0) {
-        beam_conn_reply_error(r->conn, r->msgid, "bad_request", "%s", err);
-        return -1;
-    }
-    return 0;
-}
-
 /* Makes a new object held by the requesting connection. */
 static beam_object_t *new_object(req_t *r, const char *id)
 {
@@ -186,32 +156,6 @@ static void op_put(req_t *r)
     beam_conn_reply_empty(r->conn, r->msgid);
 }
 
-static int id_list(req_t *r, const char *field, const msgpack_object_array **ids)
-{
-    if (check(r, beam_field_array(r->params, field, ids), field, "must be an array of ids", 1))
-        return -1;
-    for (uint32_t i = 0; i < (*ids)->size; i++) {
-        const msgpack_object *o = &(*ids)->ptr[i];
-        if (o->type != MSGPACK_OBJECT_BIN || o->via.bin.size != BEAM_OBJECT_ID_SIZE) {
-            bad(r, field, "must hold 28-byte bin object ids");
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static int timeout_field(req_t *r, int64_t *ms)
-{
-    *ms = -1;
-    if (check(r, beam_field_int(r->params, "timeout_ms", ms), "timeout_ms", "must be an int", 0))
-        return -1;
-    if (*ms < -1) {
-        bad(r, "timeout_ms", "must be -1 (forever) or >= 0");
-        return -1;
-    }
-    return 0;
-}
-
 static void op_get(req_t *r)
 {
     const msgpack_object_array *ids;
@@ -224,30 +168,6 @@ static void op_get(req_t *r)
     }
     if (beam_waiter_start(r->node, r->conn, r->msgid, BEAM_WAIT_GET, ids, 0, ms) < 0)
         beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
-}
-
-static int cmp_id(const void *a, const void *b)
-{
-    return memcmp(*(const char *const *)a, *(const char *const *)b, BEAM_OBJECT_ID_SIZE);
-}
-
-/* 1 if some id appears twice (sorted copy: n log n, so a huge wait cannot
- * stall the loop), 0 if not, -1 without memory. */
-static int has_repeat(const msgpack_object_array *ids)
-{
-    if (ids->size < 2)
-        return 0;
-    const char **v = malloc(ids->size * sizeof *v);
-    if (!v)
-        return -1;
-    for (uint32_t i = 0; i < ids->size; i++)
-        v[i] = ids->ptr[i].via.bin.ptr;
-    qsort(v, ids->size, sizeof *v, cmp_id);
-    int dup = 0;
-    for (uint32_t i = 1; i < ids->size && !dup; i++)
-        dup = memcmp(v[i - 1], v[i], BEAM_OBJECT_ID_SIZE) == 0;
-    free(v);
-    return dup;
 }
 
 static void op_wait(req_t *r)
@@ -313,196 +233,6 @@ static void op_hold(req_t *r) { hold_or_release(r, 1); }
 static void op_release(req_t *r) { hold_or_release(r, 0); }
 
 /* --- actors --- */
-
-static char **str_array(req_t *r, const char *field)
-{
-    const msgpack_object_array *a;
-    int rc = beam_field_array(r->params, field, &a);
-    if (check(r, rc, field, "must be an array of str", 0))
-        return NULL;
-    uint32_t n = rc == 0 ? a->size : 0;
-    char **v = calloc((size_t)n + 1, sizeof *v);
-    if (!v) {
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
-        return NULL;
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        const msgpack_object *o = &a->ptr[i];
-        if (o->type != MSGPACK_OBJECT_STR || has_nul(o->via.str.ptr, o->via.str.size) ||
-            !(v[i] = dup_str(o->via.str.ptr, o->via.str.size))) {
-            for (uint32_t j = 0; j < i; j++)
-                free(v[j]);
-            free(v);
-            bad(r, field, "must be an array of str without NUL");
-            return NULL;
-        }
-    }
-    return v;
-}
-
-/* runtime_env's env_vars as "K=V" strings, NULL-terminated with no NULL
- * before the end. On any failure it replies (bad_request or internal) and
- * returns NULL, so the request gets its one reply. */
-static char **env_map(req_t *r)
-{
-    const msgpack_object_map *m;
-    int rc = beam_field_map(r->params, "env", &m);
-    if (check(r, rc, "env", "must be a map of str to str", 0))
-        return NULL;
-    uint32_t n = rc == 0 ? m->size : 0;
-    char **v = calloc((size_t)n + 1, sizeof *v);
-    if (!v) {
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
-        return NULL;
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        const msgpack_object *k = &m->ptr[i].key, *val = &m->ptr[i].val;
-        if (k->type != MSGPACK_OBJECT_STR || val->type != MSGPACK_OBJECT_STR || k->via.str.size == 0 ||
-            has_nul(k->via.str.ptr, k->via.str.size) || memchr(k->via.str.ptr, '=', k->via.str.size) ||
-            has_nul(val->via.str.ptr, val->via.str.size)) {
-            beam_strv_free(v);
-            bad(r, "env", "must map variable names (no '=' or NUL) to str values");
-            return NULL;
-        }
-        size_t len = (size_t)k->via.str.size + val->via.str.size + 2;
-        if (!(v[i] = malloc(len))) {
-            beam_strv_free(v);
-            beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
-            return NULL;
-        }
-        snprintf(v[i], len, "%.*s=%.*s", (int)k->via.str.size, k->via.str.ptr, (int)val->via.str.size,
-                 val->via.str.ptr);
-    }
-    return v;
-}
-
-/* A resource map holds at most this many names (zero amounts included), so
- * the repeat check below stays small. */
-#define MAX_RESOURCE_NAMES 256
-
-/* Adds a map of resource name to amount to d, naming field in errors.
- * Amounts are checked as Ray does (beam_res_amount); a name given twice is
- * refused, never summed. For `resources=` (plain) CPU, GPU, memory and
- * object_store_memory are refused, as Ray refuses them there. */
-static int add_resource_map(req_t *r, const char *field, const msgpack_object_map *m, beam_demand_t *d, int plain)
-{
-    if (m->size > MAX_RESOURCE_NAMES)
-        return bad(r, field, "must name at most 256 resources"), -1;
-    for (uint32_t i = 0; i < m->size; i++) {
-        const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
-        double amount;
-        int64_t units = 0;
-        if (k->type != MSGPACK_OBJECT_STR || k->via.str.size == 0 || k->via.str.size >= BEAM_RES_NAME_LEN ||
-            has_nul(k->via.str.ptr, k->via.str.size))
-            return bad(r, field, "resource names must be str of 1..127 bytes"), -1;
-        for (uint32_t j = 0; j < i; j++)
-            if (m->ptr[j].key.via.str.size == k->via.str.size &&
-                memcmp(m->ptr[j].key.via.str.ptr, k->via.str.ptr, k->via.str.size) == 0)
-                return bad(r, field, "must not name a resource twice"), -1;
-        char name[BEAM_RES_NAME_LEN];
-        snprintf(name, sizeof name, "%.*s", (int)k->via.str.size, k->via.str.ptr);
-        if (plain && (strcmp(name, "CPU") == 0 || strcmp(name, "GPU") == 0))
-            return bad(r, field, "must not hold CPU or GPU: use num_cpus and num_gpus "
-                                 "(Use the 'num_cpus' and 'num_gpus' keyword instead of 'CPU' and 'GPU' "
-                                 "in 'resources' keyword)"), -1;
-        if (plain && (strcmp(name, "memory") == 0 || strcmp(name, "object_store_memory") == 0))
-            return bad(r, field, "must not hold memory or object_store_memory (The resources dictionary "
-                                 "must not contain the key 'memory' or 'object_store_memory')"), -1;
-        if (v->type == MSGPACK_OBJECT_FLOAT64 || v->type == MSGPACK_OBJECT_FLOAT32)
-            amount = v->via.f64;
-        else if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
-            amount = (double)v->via.u64;
-        else
-            return bad(r, field, "amounts must be numbers >= 0"), -1;
-        int rc = beam_res_amount(amount, &units);
-        if (rc == -ERANGE)
-            return bad(r, field, "amounts must be 0, or from 0.0001 up to 1e14 (Ray's range)"), -1;
-        if (rc < 0)
-            return bad(r, field, "amounts must be numbers >= 0"), -1;
-        if (beam_demand_add(d, name, units) < 0)
-            return bad(r, field, "must name at most 32 resources above zero"), -1;
-    }
-    return 0;
-}
-
-/* One of num_cpus, num_gpus, memory: checked as a resources= amount. */
-static int demand_number(req_t *r, const char *field, const char *name, beam_demand_t *d)
-{
-    double amount = 0;
-    int64_t units = 0;
-    if (check(r, beam_field_float(r->params, field, &amount), field, "must be a number", 0))
-        return -1;
-    int rc = beam_res_amount(amount, &units);
-    if (rc == -ERANGE)
-        return bad(r, field, "must be 0, or from 0.0001 up to 1e14 (Ray's range)"), -1;
-    if (rc < 0 || beam_demand_add(d, name, units) < 0)
-        return bad(r, field, "must be a number >= 0"), -1;
-    return 0;
-}
-
-static int demand_field(req_t *r, beam_demand_t *d)
-{
-    const msgpack_object_map *m;
-    memset(d, 0, sizeof *d);
-    if (demand_number(r, "num_cpus", "CPU", d) < 0 || demand_number(r, "num_gpus", "GPU", d) < 0 ||
-        demand_number(r, "memory", "memory", d) < 0)
-        return -1;
-    int rc = beam_field_map(r->params, "resources", &m);
-    if (check(r, rc, "resources", "must be a map of str to number", 0))
-        return -1;
-    if (rc == 0 && add_resource_map(r, "resources", m, d, 1) < 0)
-        return -1;
-    return 0;
-}
-
-/* The longest name or namespace create_actor and get_actor accept. */
-#define NAME_MAX_LEN 1024
-
-/* A str field of at most NAME_MAX_LEN bytes without NUL, copied into out
- * (NUL-terminated); absent is "" unless required. Replies and returns -1 on
- * a bad one. */
-static int name_field(req_t *r, const char *field, char out[NAME_MAX_LEN + 1], int required)
-{
-    const char *s = "";
-    uint32_t n = 0;
-    if (check(r, beam_field_str(r->params, field, &s, &n), field, "must be a str", required))
-        return -1;
-    if (n > NAME_MAX_LEN || has_nul(s, n)) {
-        bad(r, field, "must be a str of at most 1024 bytes without NUL");
-        return -1;
-    }
-    memcpy(out, s, n);
-    out[n] = '\0';
-    return 0;
-}
-
-/* The scheduling options of create_actor beyond the placement group:
- * lifetime, concurrency and node affinity. Replies and returns -1 on a bad
- * field. */
-static int actor_options(req_t *r, beam_actor_options_t *o)
-{
-    int64_t conc = 1;
-    const char *node_id = NULL;
-    memset(o, 0, sizeof *o);
-    if (check(r, beam_field_bool(r->params, "detached", &o->detached), "detached", "must be a bool", 0) ||
-        check(r, beam_field_int(r->params, "max_concurrency", &conc), "max_concurrency", "must be an int", 0) ||
-        check(r, beam_field_id(r->params, "node_id", BEAM_NODE_ID_SIZE, &node_id), "node_id",
-              "must be a 28-byte bin", 0) ||
-        check(r, beam_field_bool(r->params, "soft", &o->affinity_soft), "soft", "must be a bool", 0) ||
-        check(r, beam_field_bool(r->params, "spread", &o->spread), "spread", "must be a bool", 0) ||
-        check(r, beam_field_bool(r->params, "task", &o->task), "task", "must be a bool", 0))
-        return -1;
-    if (conc < 1 || conc > 100000) {
-        bad(r, "max_concurrency", "must be 1..100000");
-        return -1;
-    }
-    o->max_concurrency = (int)conc;
-    if (node_id) {
-        o->has_affinity = 1;
-        memcpy(o->affinity, node_id, BEAM_NODE_ID_SIZE);
-    }
-    return 0;
-}
 
 static void op_create_actor(req_t *r)
 {
@@ -714,19 +444,6 @@ static void op_get_actor(req_t *r)
 
 /* --- placement groups --- */
 
-/* A bundle: a map of resource name to amount (at least one above zero). */
-static int bundle_demand(req_t *r, const msgpack_object *o, beam_demand_t *d)
-{
-    memset(d, 0, sizeof *d);
-    if (o->type != MSGPACK_OBJECT_MAP || o->via.map.size == 0)
-        return bad(r, "bundles", "must hold non-empty maps of resource name to amount"), -1;
-    if (add_resource_map(r, "bundles", &o->via.map, d, 0) < 0)
-        return -1;
-    if (d->n == 0)
-        return bad(r, "bundles", "must not be all zero"), -1;
-    return 0;
-}
-
 static void op_pg_create(req_t *r)
 {
     const char *id, *strategy, *name = "";
@@ -832,30 +549,6 @@ static void op_pg_ready(req_t *r)
     beam_conn_reply_empty(r->conn, r->msgid);
 }
 
-static void op_pg_table(req_t *r)
-{
-    const char *id = NULL;
-    if (check(r, beam_field_id(r->params, "pg", BEAM_PG_ID_SIZE, &id), "pg", "must be an 18-byte bin", 0))
-        return;
-    beam_pg_t *one = id ? beam_pg_find(r->node, id) : NULL;
-    beam_enc_t enc;
-    beam_enc_init(&enc);
-    beam_enc_reply_ok(&enc, r->msgid);
-    msgpack_pack_map(&enc.pk, 1);
-    beam_pack_key(&enc.pk, "groups");
-    if (id) {
-        msgpack_pack_array(&enc.pk, one ? 1 : 0);
-        if (one)
-            beam_pg_pack(&enc.pk, one);
-    } else {
-        msgpack_pack_array(&enc.pk, HASH_COUNT(r->node->pgs));
-        for (beam_pg_t *pg = r->node->pgs; pg; pg = pg->hh.next)
-            beam_pg_pack(&enc.pk, pg);
-    }
-    beam_enc_end(&enc, 0);
-    beam_conn_send_enc(r->conn, &enc);
-}
-
 /* --- worker ops --- */
 
 static beam_actor_t *worker_actor(req_t *r)
@@ -925,171 +618,6 @@ static void op_task_done(req_t *r)
         return;
     }
     beam_conn_reply_empty(r->conn, r->msgid);
-}
-
-/* --- status --- */
-
-static void pack_resources(msgpack_packer *pk, const beam_pool_t *pool, int avail)
-{
-    msgpack_pack_map(pk, pool->nres);
-    for (size_t i = 0; i < pool->nres; i++) {
-        beam_pack_key(pk, pool->res[i].name);
-        msgpack_pack_double(pk, (double)(avail ? pool->res[i].avail : pool->res[i].total) / BEAM_RES_UNIT);
-    }
-}
-
-static uint32_t count_calls(const beam_call_t *c)
-{
-    uint32_t n = 0;
-    for (; c; c = c->next)
-        n++;
-    return n;
-}
-
-static void pack_actor(msgpack_packer *pk, const beam_node_t *node, const beam_actor_t *a)
-{
-    msgpack_pack_map(pk, 13);
-    beam_pack_key(pk, "actor_id");
-    beam_pack_str(pk, a->hex);
-    beam_pack_key(pk, "class_name");
-    beam_pack_str(pk, a->class_name);
-    beam_pack_key(pk, "name");
-    beam_pack_str(pk, a->name ? a->name : "");
-    beam_pack_key(pk, "namespace");
-    beam_pack_str(pk, a->namespace ? a->namespace : "");
-    beam_pack_key(pk, "detached");
-    if (a->detached)
-        msgpack_pack_true(pk);
-    else
-        msgpack_pack_false(pk);
-    beam_pack_key(pk, "state");
-    beam_pack_str(pk, beam_actor_state_name(a->state));
-    beam_pack_key(pk, "pid");
-    msgpack_pack_int64(pk, a->running ? a->pid : 0);
-    beam_pack_key(pk, "node_id");
-    beam_pack_str(pk, a->member ? a->member->hex : "");
-    beam_pack_key(pk, "gpu_ids");
-    int ngpus = a->has_grant ? a->grant.ngpus : 0;
-    msgpack_pack_array(pk, ngpus);
-    for (int i = 0; i < ngpus; i++)
-        beam_pack_str(pk, a->pool->gpu_ids[a->grant.gpu_index[i]]);
-    beam_pack_key(pk, "placement_group");
-    beam_pack_str(pk, a->pg ? a->pg->hex : "");
-    beam_pack_key(pk, "queued");
-    msgpack_pack_uint32(pk, count_calls(a->queue));
-    beam_pack_key(pk, "running");
-    msgpack_pack_uint32(pk, count_calls(a->sent));
-    beam_pack_key(pk, "death");
-    beam_pack_str(pk, a->death ? a->death : "");
-}
-
-/* [{id, available}] for each GPU device of a pool. */
-static void pack_gpus(msgpack_packer *pk, const beam_pool_t *pool)
-{
-    msgpack_pack_array(pk, pool->ngpus);
-    for (int i = 0; i < pool->ngpus; i++) {
-        msgpack_pack_map(pk, 2);
-        beam_pack_key(pk, "id");
-        beam_pack_str(pk, pool->gpu_ids[i]);
-        beam_pack_key(pk, "available");
-        msgpack_pack_double(pk, (double)pool->gpu_avail[i] / BEAM_RES_UNIT);
-    }
-}
-
-static void pack_member(msgpack_packer *pk, const beam_member_t *m)
-{
-    msgpack_pack_map(pk, 11);
-    beam_pack_key(pk, "node_id");
-    beam_pack_str(pk, m->hex);
-    beam_pack_key(pk, "node_index");
-    msgpack_pack_uint32(pk, m->index);
-    beam_pack_key(pk, "node_ip");
-    beam_pack_str(pk, m->ip);
-    beam_pack_key(pk, "hostname");
-    beam_pack_str(pk, m->hostname);
-    beam_pack_key(pk, "socket");
-    beam_pack_str(pk, m->socket);
-    beam_pack_key(pk, "is_head");
-    msgpack_pack_int(pk, m->is_head);
-    beam_pack_key(pk, "alive");
-    if (m->alive)
-        msgpack_pack_true(pk);
-    else
-        msgpack_pack_false(pk);
-    beam_pack_key(pk, "death");
-    beam_pack_str(pk, m->death ? m->death : "");
-    beam_pack_key(pk, "resources_total");
-    pack_resources(pk, m->pool, 0);
-    beam_pack_key(pk, "resources_available");
-    pack_resources(pk, m->pool, 1);
-    beam_pack_key(pk, "gpus");
-    pack_gpus(pk, m->pool);
-}
-
-static void op_status(req_t *r)
-{
-    beam_node_t *node = r->node;
-    uint32_t drivers = 0, workers = 0, ctls = 0;
-    for (beam_conn_t *c = node->conns; c; c = c->next) {
-        drivers += c->role == BEAM_ROLE_DRIVER;
-        workers += c->role == BEAM_ROLE_WORKER;
-        ctls += c->role == BEAM_ROLE_CTL;
-    }
-    beam_enc_t enc;
-    beam_enc_init(&enc);
-    beam_enc_reply_ok(&enc, r->msgid);
-    msgpack_packer *pk = &enc.pk;
-    msgpack_pack_map(pk, 16);
-    beam_pack_key(pk, "nodes");
-    msgpack_pack_array(pk, beam_cluster_count(node));
-    for (const beam_member_t *m = node->members; m; m = m->next)
-        pack_member(pk, m);
-    beam_pack_key(pk, "node_id");
-    beam_pack_str(pk, node->node_hex);
-    beam_pack_key(pk, "node_ip");
-    beam_pack_str(pk, node->node_ip);
-    beam_pack_key(pk, "hostname");
-    beam_pack_str(pk, node->hostname);
-    beam_pack_key(pk, "is_head");
-    msgpack_pack_int(pk, node->is_head);
-    beam_pack_key(pk, "socket");
-    beam_pack_str(pk, node->socket_path);
-    beam_pack_key(pk, "pid");
-    msgpack_pack_int64(pk, (int64_t)getpid());
-    beam_pack_key(pk, "uptime_ms");
-    msgpack_pack_uint64(pk, uv_now(node->loop) - node->start_ms);
-    beam_pack_key(pk, "resources_total");
-    pack_resources(pk, &node->pool, 0);
-    beam_pack_key(pk, "resources_available");
-    pack_resources(pk, &node->pool, 1);
-    beam_pack_key(pk, "gpus");
-    pack_gpus(pk, &node->pool);
-    beam_pack_key(pk, "actors");
-    msgpack_pack_array(pk, HASH_COUNT(node->actors));
-    for (beam_actor_t *a = node->actors; a; a = a->hh.next)
-        pack_actor(pk, node, a);
-    beam_pack_key(pk, "placement_groups");
-    msgpack_pack_array(pk, HASH_COUNT(node->pgs));
-    for (beam_pg_t *pg = node->pgs; pg; pg = pg->hh.next)
-        beam_pg_pack(pk, pg);
-    beam_pack_key(pk, "objects");
-    msgpack_pack_map(pk, 2);
-    beam_pack_key(pk, "count");
-    msgpack_pack_uint64(pk, beam_object_count(node));
-    beam_pack_key(pk, "bytes");
-    msgpack_pack_uint64(pk, node->object_bytes);
-    beam_pack_key(pk, "clients");
-    msgpack_pack_map(pk, 3);
-    beam_pack_key(pk, "drivers");
-    msgpack_pack_uint32(pk, drivers);
-    beam_pack_key(pk, "workers");
-    msgpack_pack_uint32(pk, workers);
-    beam_pack_key(pk, "ctl");
-    msgpack_pack_uint32(pk, ctls);
-    beam_pack_key(pk, "version");
-    beam_pack_str(pk, BEAM_VERSION);
-    beam_enc_end(&enc, 0);
-    beam_conn_send_enc(r->conn, &enc);
 }
 
 /* --- the table --- */

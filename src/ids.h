@@ -6,11 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define BEAM_NODE_ID_SIZE 28
-#define BEAM_JOB_ID_SIZE 4
-#define BEAM_ACTOR_ID_SIZE 16
-#define BEAM_OBJECT_ID_SIZE 28
-#define BEAM_PG_ID_SIZE 18
+#include "beam/protocol.h"
 
 /* The node index an id was made on: its first 4 bytes, big-endian. */
 uint32_t beam_id_home(const char *id);

@@ -10,13 +10,6 @@
 
 #include "node.h"
 
-enum {
-    BEAM_OBJ_OK = 0,
-    BEAM_OBJ_TASK_ERROR = 1,
-    BEAM_OBJ_ACTOR_DIED = 2,
-    BEAM_OBJ_LOST = 3,
-    BEAM_OBJ_UNSCHEDULABLE = 4, /* the actor can never be placed (ActorUnschedulableError) */
-};
 enum { BEAM_WAIT_GET = 0, BEAM_WAIT_WAIT = 1 };
 
 struct beam_conn_s;

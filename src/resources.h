@@ -8,13 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "beam/protocol.h"
 #include "gpu.h"
 
-#define BEAM_RES_UNIT 10000
-/* Ray's bound on one resource quantity (ray_constants.MAX_RESOURCE_QUANTITY,
- * 100e12), in units: every amount and every total stays at most this, so no
- * sum of a pool's or a demand's entries can overflow int64. */
-#define BEAM_RES_MAX_QUANTITY 100e12
+/* BEAM_RES_UNIT and BEAM_RES_MAX_QUANTITY are in beam/protocol.h */
 #define BEAM_RES_MAX ((int64_t)(BEAM_RES_MAX_QUANTITY * BEAM_RES_UNIT))
 #define BEAM_RES_NAME_LEN 128
 #define BEAM_MAX_DEMAND 32

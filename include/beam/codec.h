@@ -8,9 +8,7 @@
 #include <stdint.h>
 #include <msgpack.h>
 
-#define BEAM_FRAME_HEADER 4
-
-enum { BEAM_MSG_REQUEST = 0, BEAM_MSG_REPLY = 1, BEAM_MSG_PUSH = 2 };
+#include "beam/protocol.h"
 
 /* Caps on everything a peer controls; checked before anything is allocated. */
 typedef struct beam_limits_s {
