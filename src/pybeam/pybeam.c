@@ -40,6 +40,7 @@ static int PyModule_AddObjectRef(PyObject *m, const char *name, PyObject *v)
 #include <unistd.h>
 
 #include "beam/codec.h"
+#include "beam/protocol.h"
 #include "client.h"
 
 #define RELEASE_BATCH 256
@@ -759,11 +760,11 @@ static char *take_release_batch(client_t *c, int force, size_t *len)
     beam_pack_key(&enc.pk, "objects");
     msgpack_pack_array(&enc.pk, c->n_objs);
     for (size_t i = 0; i < c->n_objs; i++)
-        beam_pack_bin(&enc.pk, c->rel_objs + i * 28, 28);
+        beam_pack_bin(&enc.pk, c->rel_objs + i * BEAM_OBJECT_ID_SIZE, BEAM_OBJECT_ID_SIZE);
     beam_pack_key(&enc.pk, "actors");
     msgpack_pack_array(&enc.pk, c->n_actors);
     for (size_t i = 0; i < c->n_actors; i++)
-        beam_pack_bin(&enc.pk, c->rel_actors + i * 16, 16);
+        beam_pack_bin(&enc.pk, c->rel_actors + i * BEAM_ACTOR_ID_SIZE, BEAM_ACTOR_ID_SIZE);
     c->n_objs = c->n_actors = 0;
     pthread_mutex_unlock(&c->release_lock);
     int rc = beam_enc_end(&enc, 0);
@@ -815,7 +816,7 @@ static PyObject *client_release(client_t *c, PyObject *args)
     Py_buffer id;
     if (!PyArg_ParseTuple(args, "iy*:release", &kind, &id))
         return NULL;
-    size_t want = kind == 0 ? 28 : 16;
+    size_t want = kind == 0 ? BEAM_OBJECT_ID_SIZE : BEAM_ACTOR_ID_SIZE;
     if ((size_t)id.len != want) {
         PyBuffer_Release(&id);
         PyErr_Format(PyExc_ValueError, "release: id must be %zu bytes", want);
@@ -825,8 +826,8 @@ static PyObject *client_release(client_t *c, PyObject *args)
     int first = c->n_objs + c->n_actors == 0;
     if (first)
         c->rel_since = now_ns();
-    int rc = kind == 0 ? append_id(&c->rel_objs, &c->n_objs, id.buf, 28)
-                       : append_id(&c->rel_actors, &c->n_actors, id.buf, 16);
+    int rc = kind == 0 ? append_id(&c->rel_objs, &c->n_objs, id.buf, BEAM_OBJECT_ID_SIZE)
+                       : append_id(&c->rel_actors, &c->n_actors, id.buf, BEAM_ACTOR_ID_SIZE);
     int full = c->n_objs + c->n_actors >= RELEASE_BATCH;
     pthread_mutex_unlock(&c->release_lock);
     PyBuffer_Release(&id);
