@@ -85,6 +85,28 @@ static void usage(FILE *f)
             "  --help\n");
 }
 
+/* A --resource NAME=N: a name of 1..127 bytes and an amount checked as a
+ * resources= amount is (beam_res_amount: Ray's range and precision). Says
+ * what is wrong on stderr and returns -1. */
+static int check_resource(const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    char *end;
+    int64_t units;
+    if (!eq || eq == arg || eq - arg >= BEAM_RES_NAME_LEN) {
+        fprintf(stderr, "beamd: --resource takes NAME=N with a name of 1..%d bytes\n", BEAM_RES_NAME_LEN - 1);
+        return -1;
+    }
+    double amount = strtod(eq + 1, &end);
+    int rc = eq[1] && !*end ? beam_res_amount(amount, &units) : -EINVAL;
+    if (rc == -ERANGE)
+        fprintf(stderr, "beamd: --resource %.*s: the amount must be 0, or from 0.0001 up to 1e14 (Ray's range)\n",
+                (int)(eq - arg), arg);
+    else if (rc < 0)
+        fprintf(stderr, "beamd: --resource %.*s: the amount must be a number >= 0\n", (int)(eq - arg), arg);
+    return rc < 0 ? -1 : 0;
+}
+
 static int parse_u32(const char *s, uint32_t *out)
 {
     char *end;
@@ -132,7 +154,7 @@ static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
             if (*end || o->memory < 0) goto bad;
             break;
         case O_RES:
-            if (o->nresources == BEAM_MAX_DEMAND || !strchr(optarg, '=')) goto bad;
+            if (o->nresources == BEAM_MAX_DEMAND || check_resource(optarg) < 0) goto bad;
             o->resources[o->nresources++] = optarg;
             break;
         case O_IP: o->node_ip = optarg; break;
