@@ -170,7 +170,13 @@ def test_constructor_raises(ray_start, beamd):
         assert "ctor-cause-1234" in str(e.value)
         assert "ValueError" in str(e.value)
     assert wait_until(lambda: beamd.status()["actors"][0]["state"] == "DEAD", 5)
-    assert beamd.status()["actors"][0]["pid"] == 0 or not _alive(beamd.status()["actors"][0]["pid"])
+    # DEAD comes first (the calls fail at once), then beamd SIGKILLs the worker
+    # and shows its pid until it has reaped it: wait for that, not for a race
+    def worker_gone():
+        row = beamd.status()["actors"][0]
+        return row["pid"] == 0 or not _alive(row["pid"])
+
+    assert wait_until(worker_gone, 10)
 
 
 @pytest.mark.ray_compat

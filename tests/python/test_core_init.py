@@ -17,6 +17,9 @@ def _no_daemon_env(tmp_path):
     env = dict(os.environ)
     env.pop("RAY_ADDRESS", None)
     env["BEAM_SOCKET"] = str(tmp_path / "nothing-here" / "beamd.sock")
+    # the drivers below may end with os._exit or SIGKILL, which drop what
+    # print() left in a pipe's buffer: the lines the tests read must be out
+    env["PYTHONUNBUFFERED"] = "1"
     return env
 
 
