@@ -22,7 +22,9 @@
 #include "actors.h"
 #include "client.h"
 #include "cluster.h"
+#include "dispatch.h"
 #include "link.h"
+#include "relay.h"
 #include "procs.h"
 #include "conn.h"
 #include "gpu.h"
@@ -448,6 +450,7 @@ int main(int argc, char **argv)
     node.reaper.data = &node;
     node.on_proc_output = beam_actor_worker_output;
     node.on_proc_exit = beam_actor_worker_exited;
+    node.dispatch = beam_dispatch;
     if (beam_cluster_init_self(&node) < 0) {
         fprintf(stderr, "beamd: out of memory\n");
         return 1;
@@ -459,7 +462,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (o.head) {
-        if (beam_links_listen(&node, &co, err, sizeof err) < 0) {
+        if (beam_relay_listen(&node, &co, err, sizeof err) < 0) {
             fprintf(stderr, "beamd: %s\n", err);
             beam_server_close(&server);
             return 1;
@@ -469,7 +472,7 @@ int main(int argc, char **argv)
                         "(copy %s there first; it is the cluster's secret)\n",
                 co.listen_ip, co.port, node.node_ip, co.port, token_path, token_path);
     } else if (o.address) {
-        if (beam_link_join(&node, &co) < 0) {
+        if (beam_relay_join(&node, &co) < 0) {
             fprintf(stderr, "beamd: cannot join %s\n", o.address);
             beam_server_close(&server);
             return 1;
