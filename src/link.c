@@ -198,7 +198,7 @@ static char *seal(beam_link_t *l, char *plain, size_t len, size_t *out_len)
  * handshake has turned sealing on. */
 static int send_enc(beam_link_t *l, beam_enc_t *enc, int clear)
 {
-    size_t len;
+    size_t len = 0;
     char *buf = l && !l->closing && !enc->failed ? beam_enc_take(enc, &len) : NULL;
     beam_enc_destroy(enc);
     if (!l || l->closing)

@@ -21,7 +21,7 @@
 /* Every field of every link message is checked as dispatch checks a
  * client's: a token holder's malformed message is refused with the link
  * closed (the node is then lost, as any lost node is) and the daemon goes
- * on. Each getter returns 0, or -1 with what is wrong in f->err. A field
+ * on. Each getter returns 0, or -EINVAL with what is wrong in f->err. A field
  * that is absent (or nil) is wrong only when required. */
 typedef struct fields_s {
     const beam_msg_t *m;
@@ -36,7 +36,7 @@ static int bad_field(fields_t *f, const char *field, const char *what)
         snprintf(f->err, sizeof f->err, "a %.*s with a bad '%s' (it %s)", n, f->m->op, field, what);
     else
         snprintf(f->err, sizeof f->err, "a %.*s without '%s'", n, f->m->op, field);
-    return -1;
+    return -EINVAL;
 }
 
 static int check_field(fields_t *f, int rc, const char *field, const char *what, int required)
@@ -52,7 +52,7 @@ static int get_int(fields_t *f, const char *key, int64_t lo, int64_t hi, int req
     int64_t got;
     int rc = beam_field_int(&f->m->params, key, &got);
     if (check_field(f, rc, key, "must be an int", required) < 0)
-        return -1;
+        return -EINVAL;
     if (rc == 0 && (got < lo || got > hi))
         return bad_field(f, key, "is out of range");
     if (rc == 0)
@@ -69,7 +69,7 @@ static int get_str(fields_t *f, const char *key, char *out, size_t n, int requir
     out[0] = '\0';
     int rc = beam_field_str(&f->m->params, key, &s, &len);
     if (check_field(f, rc, key, "must be a str", required) < 0)
-        return -1;
+        return -EINVAL;
     if (rc != 0)
         return 0;
     if (len >= n || memchr(s, '\0', len))
@@ -90,7 +90,7 @@ static int get_vconn(fields_t *f, uint32_t *vconn)
 {
     int64_t v = 0;
     if (get_int(f, "vconn", 1, UINT32_MAX, 1, &v) < 0)
-        return -1;
+        return -EINVAL;
     *vconn = (uint32_t)v;
     return 0;
 }
@@ -123,7 +123,7 @@ static int pool_from_join(fields_t *f, beam_pool_t *pool)
     const msgpack_object_array *res, *gpus;
     if (check_field(f, beam_field_array(&f->m->params, "resources", &res), "resources", "must be an array", 1) < 0 ||
         check_field(f, beam_field_array(&f->m->params, "gpus", &gpus), "gpus", "must be an array", 1) < 0)
-        return -1;
+        return -EINVAL;
     for (uint32_t i = 0; i < res->size; i++) {
         const msgpack_object *e = &res->ptr[i];
         if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size != 2 ||
@@ -163,16 +163,16 @@ static void head_on_join(beam_node_t *node, beam_link_t *l, const beam_msg_t *ms
     if (get_id(&f, "node_id", BEAM_NODE_ID_SIZE, &id) < 0 || get_str(&f, "node_ip", ip, sizeof ip, 1) < 0 ||
         get_str(&f, "hostname", host, sizeof host, 1) < 0 || get_str(&f, "socket", sock, sizeof sock, 1) < 0 ||
         get_int(&f, "max_frame", 0, UINT32_MAX, 0, &peer_max) < 0 || pool_from_join(&f, &pool) < 0)
-        goto out;
+        goto cleanup;
     beam_member_t *old = beam_cluster_find_id(node, id);
     if (old && old->alive) {
         snprintf(f.err, sizeof f.err, "a join with a node id that is already a live member");
-        goto out;
+        goto cleanup;
     }
     m = beam_cluster_add(node, id, ip, host, sock, &pool, l);
     if (!m) {
         snprintf(f.err, sizeof f.err, "a join while the cluster is full");
-        goto out;
+        goto cleanup;
     }
     beam_link_set_up(l, peer_max, m);
     beam_enc_t enc;
@@ -188,7 +188,7 @@ static void head_on_join(beam_node_t *node, beam_link_t *l, const beam_msg_t *ms
     beam_link_send_enc(l, &enc);
     /* actors and groups waiting for resources may fit on the newcomer */
     beam_actors_schedule(node);
-out:
+cleanup:
     beam_pool_destroy(&pool);
     if (!m)
         refuse(l, &f);
@@ -339,14 +339,14 @@ static void member_hello(beam_node_t *node, beam_link_t *l)
 }
 
 /* A required array of strs as a NULL-terminated vector (freed with
- * beam_strv_free): 0 with *out set (NULL when out of memory), or -1 when
+ * beam_strv_free): 0 with *out set (NULL when out of memory), or -EINVAL when
  * the field is malformed. */
 static int get_strv(fields_t *f, const char *key, char ***out)
 {
     const msgpack_object_array *a;
     *out = NULL;
     if (check_field(f, beam_field_array(&f->m->params, key, &a), key, "must be an array of strs", 1) < 0)
-        return -1;
+        return -EINVAL;
     for (uint32_t i = 0; i < a->size; i++)
         if (a->ptr[i].type != MSGPACK_OBJECT_STR || memchr(a->ptr[i].via.str.ptr, '\0', a->ptr[i].via.str.size))
             return bad_field(f, key, "must be an array of strs");
@@ -377,7 +377,7 @@ static void send_worker_event(beam_link_t *l, const char *op, const char *actor,
     beam_link_send_enc(l, &enc);
 }
 
-/* Starts the worker the head placed here; -1 (f->err set) if the spawn
+/* Starts the worker the head placed here; -EINVAL (f->err set) if the spawn
  * message is malformed. A worker that cannot start is reported gone. */
 static int member_spawn(beam_node_t *node, beam_link_t *l, fields_t *f)
 {
@@ -385,13 +385,13 @@ static int member_spawn(beam_node_t *node, beam_link_t *l, fields_t *f)
     char cls[257], python[4096], cwd[4096], gpus[BEAM_MAX_GPUS * (BEAM_GPU_ID_LEN + 1)], token[64];
     int64_t noset = 0, owner_pid = 0;
     char **env = NULL, **path = NULL;
-    int rc = -1;
+    int rc = -EINVAL;
     if (get_id(f, "actor", BEAM_ACTOR_ID_SIZE, &actor) < 0 || get_str(f, "class_name", cls, sizeof cls, 1) < 0 ||
         get_str(f, "python", python, sizeof python, 1) < 0 || get_str(f, "cwd", cwd, sizeof cwd, 0) < 0 ||
         get_str(f, "gpus", gpus, sizeof gpus, 0) < 0 || get_str(f, "token", token, sizeof token, 1) < 0 ||
         get_int(f, "noset_cuda", 0, 1, 0, &noset) < 0 || get_int(f, "owner_pid", 0, UINT32_MAX, 0, &owner_pid) < 0 ||
         get_strv(f, "env", &env) < 0 || get_strv(f, "sys_path", &path) < 0)
-        goto out;
+        goto cleanup;
     rc = 0;
     beam_spawn_t s = {.actor = actor, .class_name = cls, .python = python, .cwd = cwd, .env = env,
                       .sys_path = path, .gpus = gpus, .token = token, .noset_cuda = (int)noset,
@@ -402,7 +402,7 @@ static int member_spawn(beam_node_t *node, beam_link_t *l, fields_t *f)
         send_worker_event(l, "worker_exit", actor, 0, 127, 0);
     else
         send_worker_event(l, "worker_started", actor, pid, 0, 0);
-out:
+cleanup:
     beam_strv_free(env);
     beam_strv_free(path);
     return rc;
