@@ -22,7 +22,9 @@
 #include "actors.h"
 #include "client.h"
 #include "cluster.h"
+#include "dispatch.h"
 #include "link.h"
+#include "relay.h"
 #include "procs.h"
 #include "conn.h"
 #include "gpu.h"
@@ -67,7 +69,8 @@ static void usage(FILE *f)
             "  --max-depth N        deepest msgpack nesting accepted (default and most: 32)\n"
             "  --max-items N        most msgpack elements in one frame (default 4194304)\n"
             "  --max-str BYTES      longest msgpack str accepted (default 1 MiB)\n"
-            "  --max-outq BYTES     unsent bytes after which a client is dropped (default 1 GiB)\n"
+            "  --max-outq BYTES     unsent bytes after which a client or a node link is dropped\n"
+            "                       (default 1 GiB)\n"
             "  --log-level LEVEL    error, warn, info or debug (default info)\n"
             "  --ready-fd FD        write 'ready\\n' to FD once listening, then close it\n"
             "  --exit-with-parent   exit when the process that started beamd exits\n"
@@ -470,6 +473,7 @@ int main(int argc, char **argv)
     node.reaper.data = &node;
     node.on_proc_output = beam_actor_worker_output;
     node.on_proc_exit = beam_actor_worker_exited;
+    node.dispatch = beam_dispatch;
     if (beam_cluster_init_self(&node) < 0) {
         fprintf(stderr, "beamd: out of memory\n");
         return 1;
@@ -481,7 +485,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (o.head) {
-        if (beam_links_listen(&node, &co, err, sizeof err) < 0) {
+        if (beam_relay_listen(&node, &co, err, sizeof err) < 0) {
             fprintf(stderr, "beamd: %s\n", err);
             beam_server_close(&server);
             return 1;
@@ -491,7 +495,7 @@ int main(int argc, char **argv)
                         "(copy %s there first; it is the cluster's secret)\n",
                 co.listen_ip, co.port, node.node_ip, co.port, token_path, token_path);
     } else if (o.address) {
-        if (beam_link_join(&node, &co) < 0) {
+        if (beam_relay_join(&node, &co) < 0) {
             fprintf(stderr, "beamd: cannot join %s\n", o.address);
             beam_server_close(&server);
             return 1;

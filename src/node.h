@@ -61,6 +61,9 @@ typedef struct beam_node_s {
                            size_t len);
     void (*on_proc_exit)(struct beam_node_s *node, const char *actor, long pid, int64_t status,
                          int term_signal);
+    /* the op table, for a frame from a client on another node (relay.c;
+     * beamd.c sets beam_dispatch) */
+    void (*dispatch)(struct beam_conn_s *conn, const char *frame, size_t len);
     /* a member was welcomed by its head (beamd announces readiness then) */
     void (*on_joined)(struct beam_node_s *node);
     int ready_fd;

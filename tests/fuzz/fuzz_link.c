@@ -4,8 +4,8 @@
  * listening for nodes on 127.0.0.1, a fixed test token); up to two fake
  * members connect over real TCP and do the real handshake in-process (the
  * challenge, HMAC-SHA256 both ways, a libsodium secretstream each way), then
- * the input's frames are sealed and sent, so they reach head_on_join,
- * head_on_up and, through client_open/client_frame, beam_dispatch with
+ * the input's frames are sealed and sent, so they reach relay.c's
+ * head_on_join, head_on_up and, through client_open/client_frame, beam_dispatch with
  * remote clients, actors placed on the members, their spawns and their
  * workers' reports. A third connection never authenticates: raw bytes
  * there reach the handshake itself. Every frame the head sends a member
@@ -57,12 +57,14 @@
 #include "actors.h"
 #include "cluster.h"
 #include "conn.h"
+#include "dispatch.h"
 #include "link.h"
 #include "log.h"
 #include "node.h"
 #include "objects.h"
 #include "placement.h"
 #include "procs.h"
+#include "relay.h"
 
 #define NPEERS 3 /* two members and one that never authenticates */
 #define RAW_PEER 2
@@ -154,12 +156,13 @@ static void node_setup(fuzz_t *f)
     node->reaper.data = node;
     node->on_proc_output = beam_actor_worker_output;
     node->on_proc_exit = beam_actor_worker_exited;
+    node->dispatch = beam_dispatch;
     CHECK(beam_cluster_init_self(node) == 0);
     beam_cluster_opts_t co = {.listen_ip = "127.0.0.1", .port = 0, .timeout_ms = 3600 * 1000,
                               .heartbeat_ms = 3600 * 1000};
     memcpy(co.token, test_token, sizeof co.token);
     char err[256];
-    if (beam_links_listen(node, &co, err, sizeof err) < 0) {
+    if (beam_relay_listen(node, &co, err, sizeof err) < 0) {
         fprintf(stderr, "fuzz_link: %s\n", err);
         abort();
     }

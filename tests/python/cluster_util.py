@@ -467,7 +467,7 @@ def head_mac(token, member_nonce, head_nonce):
 
 
 def stream_key(token, label, head_nonce, member_nonce):
-    """One direction's link key, as src/link.c derives it (BLAKE2b-256 keyed
+    """One direction's link key, as src/auth.c derives it (BLAKE2b-256 keyed
     with the token)."""
     import hashlib
 

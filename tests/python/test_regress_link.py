@@ -9,7 +9,9 @@ each against real daemons:
 - two beamd started at once on one --socket: exactly one keeps running;
 - idle unauthenticated TCP connections are capped (in all and per peer
   address) and stop short of an fd reserve: local drivers still connect and
-  actors still start.
+  actors still start;
+- issue 14: the link's write queue has the unix socket's cap (--max-outq): a
+  member that stops reading is dropped, and the head does not grow.
 """
 
 import os
@@ -22,8 +24,10 @@ import tempfile
 import time
 
 from cluster_util import (driver_env, make_cluster, frame, head_mac, node_mac, read_token,  # noqa: F401
-                          SealedStream, stream_key)
+                          SealedStream, stream_key, mp_pack, mp_unpack)
 from conftest import run_driver, wait_until
+from test_hardening import Ids, rss_kib, sanitized
+from test_regress_conn import hwm_kib, reset_hwm
 
 HEAD_IP = "127.0.0.1"
 
@@ -399,3 +403,111 @@ def test_a_member_refuses_malformed_messages_from_its_head(make_cluster):
             assert what in log, (what, log[-3000:])
     finally:
         srv.close()
+
+
+# --- issue 14: the link's output cap ------------------------------------------
+
+
+class _Opener:
+    """The receiving half of the head's secretstream, through ctypes."""
+
+    def __init__(self, key, header):
+        import ctypes
+        import ctypes.util
+
+        self._c = ctypes
+        self._na = ctypes.CDLL(ctypes.util.find_library("sodium") or "libsodium.so.23")
+        assert self._na.sodium_init() >= 0
+        self._state = ctypes.create_string_buffer(self._na.crypto_secretstream_xchacha20poly1305_statebytes())
+        assert self._na.crypto_secretstream_xchacha20poly1305_init_pull(self._state, header, key) == 0
+
+    def open(self, sealed):
+        c = self._c
+        out = c.create_string_buffer(max(1, len(sealed) - 17))
+        n, tag = c.c_ulonglong(), c.c_ubyte()
+        assert self._na.crypto_secretstream_xchacha20poly1305_pull(
+            self._state, out, c.byref(n), c.byref(tag), sealed, c.c_ulonglong(len(sealed)), None,
+            c.c_ulonglong(0)) == 0, "a frame from the head did not open"
+        return mp_unpack(out.raw[:n.value])[0]
+
+
+class _ReadingPeer(LinkPeer):
+    """A LinkPeer that also opens what the head sends it."""
+
+    def __init__(self, c, timeout=5.0):
+        self.sock = socket.create_connection((HEAD_IP, c.port), timeout=timeout)
+        self.buf = b""
+        token = read_token(c.token_file)
+        head_nonce = mp_unpack(self._frame())[0][2]["nonce"]
+        mine = os.urandom(32)
+        self.tx = SealedStream(stream_key(token, b"beam-m2h-v1", head_nonce, mine))
+        self.sock.sendall(frame([2, "auth", {"nonce": mine, "mac": node_mac(token, head_nonce, mine),
+                                             "stream": self.tx.header}]))
+        ok = mp_unpack(self._frame())[0]
+        assert ok[1] == "auth_ok", ok
+        self.rx = _Opener(stream_key(token, b"beam-h2m-v1", head_nonce, mine), ok[2]["stream"])
+
+    def message(self, timeout=10.0):
+        body = self._frame(timeout)
+        return None if body is None else self.rx.open(body)
+
+    def client_reply(self, vconn, msgid):
+        """The head's reply to client vconn's request msgid (the rest skipped)."""
+        while True:
+            m = self.message()
+            assert m is not None, "the head closed the link"
+            if m[1] == "client_frame" and m[2]["vconn"] == vconn:
+                reply = mp_unpack(m[2]["frame"])[0]
+                if reply[0] == 1 and reply[1] == msgid:
+                    return reply
+
+    def request(self, vconn, msgid, op, params):
+        self.push("client_frame", {"vconn": vconn, "frame": mp_pack([0, msgid, op, params])})
+
+
+LINK_MAX_OUTQ = 16 << 20
+
+
+def test_a_member_that_stops_reading_is_dropped_and_the_head_does_not_grow(make_cluster):
+    """Issue 14: the link's write queue had no cap, so a remote driver whose
+    node stopped reading grew the head without bound (until the node
+    timeout). A member's driver here asks for an 8 MiB object 64 times and
+    its node never reads the replies (512 MiB): the head queues at most
+    about --max-outq for it, then drops the link (the member is lost, as
+    any lost node), stays within a bound derived from the cap, and goes on
+    serving its own drivers."""
+    c = make_cluster(members=0, node_timeout=60, start=False)  # the timeout is not what drops it
+    c.head.args += ["--max-outq", str(LINK_MAX_OUTQ)]
+    c.start()
+    ip = "127.0.3.1"
+    pid = c.head.pid
+    p = _ReadingPeer(c)
+    try:
+        p.push("join", _join(ip))
+        assert p.message()[1] == "welcome"
+        assert wait_until(lambda: ip in c.alive_nodes(), 5, 0.02), c.head.read_log()[-2000:]
+        p.push("client_open", {"vconn": 1, "pid": os.getpid(), "uid": os.getuid()})
+        p.request(1, 1, "hello", {"role": "driver", "pid": os.getpid()})
+        hello = p.client_reply(1, 1)
+        assert hello[2] is None, hello
+        obj = Ids(hello[3]).obj()
+        p.request(1, 2, "put", {"obj": obj, "data": b"v" * (8 << 20)})
+        put = p.client_reply(1, 2)
+        assert put[2] is None, put
+        rss0 = rss_kib(pid)
+        reset_hwm(pid)
+        for i in range(64):
+            p.request(1, 10 + i, "get", {"objs": [obj], "timeout_ms": 0})
+        assert wait_until(lambda: ip not in c.alive_nodes(), 30, 0.05), c.head.read_log()[-3000:]
+        grown = hwm_kib(pid) - rss0
+        log = c.head.read_log()
+        assert "is not reading" in log and "too many unread bytes queued" in log, log[-3000:]
+        print(f"link cap: head peak +{grown} KiB for 512 MiB of unread replies")
+        if not sanitized(pid):
+            # the cap, the reply being encoded and sealed, and the socket's own buffers
+            assert grown < 6 * LINK_MAX_OUTQ // 1024, f"the head grew by {grown} KiB"
+    finally:
+        p.close()
+    assert c.head.alive(), c.head.read_log()[-3000:]
+    ok, out = _driver_works(c)
+    assert ok, out
