@@ -53,7 +53,7 @@ static uint32_t count_calls(const beam_call_t *c)
     return n;
 }
 
-static void pack_actor(msgpack_packer *pk, const beam_node_t *node, const beam_actor_t *a)
+static void pack_actor(msgpack_packer *pk, const beam_actor_t *a)
 {
     msgpack_pack_map(pk, 13);
     beam_pack_key(pk, "actor_id");
@@ -174,7 +174,7 @@ void beam_status(beam_req_t *r)
     beam_pack_key(pk, "actors");
     msgpack_pack_array(pk, HASH_COUNT(node->actors));
     for (beam_actor_t *a = node->actors; a; a = a->hh.next)
-        pack_actor(pk, node, a);
+        pack_actor(pk, a);
     beam_pack_key(pk, "placement_groups");
     msgpack_pack_array(pk, HASH_COUNT(node->pgs));
     for (beam_pg_t *pg = node->pgs; pg; pg = pg->hh.next)
