@@ -1,10 +1,12 @@
 /* convert.c — Python <-> msgpack, and FrameBytes, the owner that lets a
  * received payload reach pickle.loads as a memoryview. */
 #include <errno.h>
+#include <string.h>
 
 #include "convert.h"
 
 #define MAX_ENCODE_DEPTH 64
+#define MAX_PARTS 128 /* long bins kept uncopied per frame; more are copied */
 
 /* ---------- FrameBytes ---------- */
 
@@ -52,35 +54,111 @@ PyType_Spec pb_frame_bytes_spec = {
 
 /* ---------- Python -> msgpack ---------- */
 
-static int encode(msgpack_packer *pk, PyObject *o, int depth);
+void pb_out_init(pb_out_t *out)
+{
+    memset(out, 0, sizeof *out);
+    beam_enc_init(&out->enc);
+    beam_enc_begin(&out->enc);
+}
 
-static int encode_seq(msgpack_packer *pk, PyObject *o, int depth)
+void pb_out_destroy(pb_out_t *out)
+{
+    for (size_t i = 0; i < out->n_parts; i++)
+        PyBuffer_Release(&out->parts[i].view);
+    PyMem_Free(out->parts);
+    out->parts = NULL;
+    out->n_parts = out->cap_parts = 0;
+    beam_enc_destroy(&out->enc);
+}
+
+int pb_out_end(pb_out_t *out, uint32_t max_frame)
+{
+    if (out->enc.failed)
+        return -ENOMEM;
+    size_t n = out->enc.sbuf.size - out->enc.frame_start - BEAM_FRAME_HEADER + out->part_bytes;
+    if (n > UINT32_MAX || (max_frame && n > max_frame))
+        return -EMSGSIZE;
+    unsigned char *h = (unsigned char *)out->enc.sbuf.data + out->enc.frame_start;
+    h[0] = (unsigned char)(n >> 24);
+    h[1] = (unsigned char)(n >> 16);
+    h[2] = (unsigned char)(n >> 8);
+    h[3] = (unsigned char)n;
+    return 0;
+}
+
+int pb_out_iov(const pb_out_t *out, struct iovec *iov, int cnt)
+{
+    int k = 0;
+    size_t from = 0;
+    for (size_t i = 0; i < out->n_parts && k + 2 <= cnt; i++) {
+        iov[k++] = (struct iovec){out->enc.sbuf.data + from, out->parts[i].at - from};
+        iov[k++] = (struct iovec){out->parts[i].view.buf, (size_t)out->parts[i].view.len};
+        from = out->parts[i].at;
+    }
+    if (k < cnt)
+        iov[k++] = (struct iovec){out->enc.sbuf.data + from, out->enc.sbuf.size - from};
+    return k;
+}
+
+/* A bin from any bytes-like: a long one is kept as a part, not copied. */
+static int encode_bin(pb_out_t *out, PyObject *o)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(o, &view, PyBUF_CONTIG_RO) < 0)
+        return -EINVAL;
+    if (view.len < PB_VIEW_MIN || out->n_parts == MAX_PARTS) {
+        beam_pack_bin(&out->enc.pk, view.buf, (size_t)view.len);
+        PyBuffer_Release(&view);
+        return 0;
+    }
+    if (out->n_parts == out->cap_parts) {
+        size_t cap = out->cap_parts ? 2 * out->cap_parts : 4;
+        pb_part_t *p = PyMem_Realloc(out->parts, cap * sizeof *p);
+        if (!p) {
+            PyBuffer_Release(&view);
+            PyErr_NoMemory();
+            return -ENOMEM;
+        }
+        out->parts = p;
+        out->cap_parts = cap;
+    }
+    msgpack_pack_bin(&out->enc.pk, (size_t)view.len);
+    out->parts[out->n_parts].at = out->enc.sbuf.size;
+    out->parts[out->n_parts].view = view;
+    out->n_parts++;
+    out->part_bytes += (size_t)view.len;
+    return 0;
+}
+
+static int encode(pb_out_t *out, PyObject *o, int depth);
+
+static int encode_seq(pb_out_t *out, PyObject *o, int depth)
 {
     PyObject *seq = PySequence_Fast(o, "expected a sequence");
     if (!seq)
         return -EINVAL;
     int rc = 0;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    msgpack_pack_array(pk, (size_t)n);
+    msgpack_pack_array(&out->enc.pk, (size_t)n);
     for (Py_ssize_t i = 0; i < n && rc == 0; i++)
-        rc = encode(pk, PySequence_Fast_GET_ITEM(seq, i), depth + 1);
+        rc = encode(out, PySequence_Fast_GET_ITEM(seq, i), depth + 1);
     Py_DECREF(seq);
     return rc;
 }
 
-static int encode_map(msgpack_packer *pk, PyObject *o, int depth)
+static int encode_map(pb_out_t *out, PyObject *o, int depth)
 {
     PyObject *k, *v;
     Py_ssize_t pos = 0;
-    msgpack_pack_map(pk, (size_t)PyDict_GET_SIZE(o));
+    msgpack_pack_map(&out->enc.pk, (size_t)PyDict_GET_SIZE(o));
     while (PyDict_Next(o, &pos, &k, &v)) {
         if (!PyUnicode_Check(k)) {
             PyErr_SetString(PyExc_TypeError, "map keys sent to beamd must be str");
             return -EINVAL;
         }
-        int rc = encode(pk, k, depth + 1);
+        int rc = encode(out, k, depth + 1);
         if (rc == 0)
-            rc = encode(pk, v, depth + 1);
+            rc = encode(out, v, depth + 1);
         if (rc < 0)
             return rc;
     }
@@ -107,8 +185,9 @@ static int encode_int(msgpack_packer *pk, PyObject *o)
     return 0;
 }
 
-static int encode(msgpack_packer *pk, PyObject *o, int depth)
+static int encode(pb_out_t *out, PyObject *o, int depth)
 {
+    msgpack_packer *pk = &out->enc.pk;
     if (depth > MAX_ENCODE_DEPTH) {
         PyErr_SetString(PyExc_ValueError, "value nested too deeply to send to beamd");
         return -EINVAL;
@@ -130,18 +209,14 @@ static int encode(msgpack_packer *pk, PyObject *o, int depth)
         if (!s)
             return -EINVAL;
         beam_pack_strn(pk, s, (size_t)n);
-    } else if (PyBytes_Check(o)) {
+    } else if (PyBytes_Check(o) && PyBytes_GET_SIZE(o) < PB_VIEW_MIN) {
         beam_pack_bin(pk, PyBytes_AS_STRING(o), (size_t)PyBytes_GET_SIZE(o));
-    } else if (PyByteArray_Check(o) || PyMemoryView_Check(o)) {
-        Py_buffer view;
-        if (PyObject_GetBuffer(o, &view, PyBUF_CONTIG_RO) < 0)
-            return -EINVAL;
-        beam_pack_bin(pk, view.buf, (size_t)view.len);
-        PyBuffer_Release(&view);
+    } else if (PyBytes_Check(o) || PyByteArray_Check(o) || PyMemoryView_Check(o)) {
+        return encode_bin(out, o);
     } else if (PyList_Check(o) || PyTuple_Check(o)) {
-        return encode_seq(pk, o, depth);
+        return encode_seq(out, o, depth);
     } else if (PyDict_Check(o)) {
-        return encode_map(pk, o, depth);
+        return encode_map(out, o, depth);
     } else {
         PyErr_Format(PyExc_TypeError, "cannot send a %.100s to beamd", Py_TYPE(o)->tp_name);
         return -EINVAL;
@@ -149,9 +224,9 @@ static int encode(msgpack_packer *pk, PyObject *o, int depth)
     return 0;
 }
 
-int pb_encode(msgpack_packer *pk, PyObject *o)
+int pb_encode(pb_out_t *out, PyObject *o)
 {
-    return encode(pk, o, 0);
+    return encode(out, o, 0);
 }
 
 /* ---------- msgpack -> Python ---------- */

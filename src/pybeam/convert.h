@@ -2,6 +2,10 @@
  * them: None, bool, int (64-bit), float, str, bytes-likes (bin), list and
  * tuple (array), dict with str keys (map). Needs the GIL throughout.
  *
+ * An encoded bin of at least PB_VIEW_MIN bytes is not copied: the encoder
+ * packs its header and keeps a view of the Python buffer, to be written
+ * in place (scatter/gather, wire.h) while the GIL is released.
+ *
  * A decoded bin of at least PB_VIEW_MIN bytes (a value's pickle) is a
  * read-only memoryview of the received frame, not a copy: the frame then
  * belongs to a FrameBytes object (a bytes-like owner) that the memoryviews
@@ -13,6 +17,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <sys/uio.h>
+
 #include "beam/codec.h"
 #include "frame.h"
 
@@ -20,10 +26,36 @@
  * pb_frame_t's body, which it owns. */
 extern PyType_Spec pb_frame_bytes_spec;
 
-/* Packs o into pk. Returns 0, or a negative errno with a Python exception
- * set (-EINVAL for a value beam does not send, -EOVERFLOW for an int out of
- * range). */
-int pb_encode(msgpack_packer *pk, PyObject *o);
+/* One frame being encoded: the packed bytes, and the long bins that go
+ * between them uncopied (part i's bytes follow enc's bytes [0, at)). */
+typedef struct pb_part_s {
+    size_t at;
+    Py_buffer view; /* held until pb_out_destroy */
+} pb_part_t;
+
+typedef struct pb_out_s {
+    beam_enc_t enc;
+    pb_part_t *parts;
+    size_t n_parts, cap_parts;
+    size_t part_bytes; /* the parts' bytes together */
+} pb_out_t;
+
+/* Starts a frame (its header, then pack the value with pb_encode). */
+void pb_out_init(pb_out_t *out);
+/* Releases the views and the bytes. GIL held. */
+void pb_out_destroy(pb_out_t *out);
+/* Patches the frame header with the whole length, parts included.
+ * Returns 0, -EMSGSIZE when it is over max_frame, -ENOMEM when packing ran
+ * out of memory (no Python exception set). */
+int pb_out_end(pb_out_t *out, uint32_t max_frame);
+/* The frame as at most cnt iovecs (2 * n_parts + 1 suffice). Returns how
+ * many it filled. Valid until pb_out_destroy. */
+int pb_out_iov(const pb_out_t *out, struct iovec *iov, int cnt);
+
+/* Packs o into out's frame. Returns 0, or a negative errno with a Python
+ * exception set (-EINVAL for a value beam does not send, -EOVERFLOW for an
+ * int out of range, -ENOMEM). */
+int pb_encode(pb_out_t *out, PyObject *o);
 
 /* Decoding one frame's value: the frame, and what was made from it. */
 typedef struct pb_decoding_s {

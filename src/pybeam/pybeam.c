@@ -54,31 +54,39 @@ static PyObject *set_conn_error(client_t *c)
     return NULL;
 }
 
-/* Encodes [0, msgid, op, params] into a new buffer (the caller frees it).
- * NULL with a Python exception set when params cannot be sent. */
-static char *encode_request(client_t *c, uint64_t msgid, const char *op, PyObject *params, size_t *len)
+/* Encodes [0, msgid, op, params] into out (the caller destroys it, also
+ * on failure). 0, or -1 with a Python exception set when params cannot be
+ * sent. */
+static int encode_request(client_t *c, pb_out_t *out, uint64_t msgid, const char *op, PyObject *params)
 {
-    beam_enc_t enc;
-    char *buf = NULL;
-    beam_enc_init(&enc);
-    beam_enc_begin(&enc);
-    msgpack_pack_array(&enc.pk, 4);
-    msgpack_pack_uint8(&enc.pk, BEAM_MSG_REQUEST);
-    msgpack_pack_uint64(&enc.pk, msgid);
-    beam_pack_str(&enc.pk, op);
-    if (pb_encode(&enc.pk, params) < 0)
-        goto cleanup;
-    if (beam_enc_end(&enc, c->limits.max_frame) < 0) {
+    pb_out_init(out);
+    msgpack_pack_array(&out->enc.pk, 4);
+    msgpack_pack_uint8(&out->enc.pk, BEAM_MSG_REQUEST);
+    msgpack_pack_uint64(&out->enc.pk, msgid);
+    beam_pack_str(&out->enc.pk, op);
+    if (pb_encode(out, params) < 0)
+        return -1;
+    int rc = pb_out_end(out, c->limits.max_frame);
+    if (rc == -EMSGSIZE)
         PyErr_Format(PyExc_ValueError, "beam: the '%s' message is larger than the frame limit (%u bytes)", op,
                      c->limits.max_frame);
-        goto cleanup;
-    }
-    buf = beam_enc_take(&enc, len);
-    if (!buf)
+    else if (rc < 0)
         PyErr_NoMemory();
-cleanup:
-    beam_enc_destroy(&enc);
-    return buf;
+    return rc < 0 ? -1 : 0;
+}
+
+/* Writes out's frame (GIL released meanwhile). 0 or a negative errno. */
+static int send_out(client_t *c, const pb_out_t *out)
+{
+    struct iovec small[9];
+    int cnt = (int)(2 * out->n_parts + 1);
+    struct iovec *iov = cnt <= 9 ? small : PyMem_Malloc((size_t)cnt * sizeof *iov);
+    if (!iov)
+        return -ENOMEM;
+    int rc = pb_sendv(c, iov, pb_out_iov(out, iov, cnt));
+    if (iov != small)
+        PyMem_Free(iov);
+    return rc;
 }
 
 /* A Python timeout (None or seconds) as a monotonic deadline; 0 is none. */
@@ -113,12 +121,12 @@ static PyObject *client_send(client_t *c, PyObject *args)
         return NULL;
     if (c->closed)
         return set_conn_error(c);
-    size_t len;
-    char *buf = encode_request(c, 0, op, params, &len);
-    if (!buf)
+    pb_out_t out;
+    int encoded = encode_request(c, &out, 0, op, params);
+    int rc = encoded < 0 ? -EINVAL : send_out(c, &out);
+    pb_out_destroy(&out);
+    if (encoded < 0)
         return NULL;
-    int rc = pb_send(c, buf, len);
-    free(buf);
     if (rc < 0)
         return set_conn_error(c);
     pb_flush_releases(c, 0);
@@ -175,18 +183,18 @@ static PyObject *client_request(client_t *c, PyObject *args)
     c->slots = &slot;
     pthread_mutex_unlock(&c->lock);
 
-    size_t len;
     PyObject *result = NULL;
-    char *buf = encode_request(c, slot.msgid, op, params, &len);
-    int rc = buf ? pb_send(c, buf, len) : -EINVAL;
-    free(buf);
+    pb_out_t out;
+    int encoded = encode_request(c, &out, slot.msgid, op, params);
+    int rc = encoded < 0 ? -EINVAL : send_out(c, &out);
+    pb_out_destroy(&out);
     int waited = 0;
-    if (buf && rc == 0)
+    if (encoded == 0 && rc == 0)
         waited = pb_wait_for(c, slot_filled, &slot, deadline);
     pthread_mutex_lock(&c->lock);
     slot_unlink(c, &slot);
     pthread_mutex_unlock(&c->lock);
-    if (!buf) {
+    if (encoded < 0) {
         /* the encoder set the error */
     } else if (rc < 0 || (waited == 0 && !slot.reply)) {
         set_conn_error(c);

@@ -51,6 +51,43 @@ int pb_send(pb_client_t *c, const char *buf, size_t len)
     return rc;
 }
 
+#define WIRE_IOV_MAX 1024 /* Linux's UIO_MAXIOV */
+
+/* sendmsg until all of iov is out (IOV_MAX pieces at a time). */
+static int wire_sendv_nogil(int fd, struct iovec *iov, int cnt)
+{
+    while (cnt > 0) {
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)(cnt < WIRE_IOV_MAX ? cnt : WIRE_IOV_MAX)};
+        ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        while (cnt > 0 && (size_t)n >= iov->iov_len) {
+            n -= (ssize_t)iov->iov_len;
+            iov++;
+            cnt--;
+        }
+        if (cnt > 0) {
+            iov->iov_base = (char *)iov->iov_base + n;
+            iov->iov_len -= (size_t)n;
+        }
+    }
+    return 0;
+}
+
+int pb_sendv(pb_client_t *c, struct iovec *iov, int cnt)
+{
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&c->send_lock);
+    rc = wire_sendv_nogil(c->fd, iov, cnt);
+    pthread_mutex_unlock(&c->send_lock);
+    Py_END_ALLOW_THREADS
+    return rc;
+}
+
 void pb_mark_closed(pb_client_t *c, const char *reason)
 {
     if (reason && !c->close_reason[0])

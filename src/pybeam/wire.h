@@ -12,6 +12,8 @@
 #ifndef PYBEAM_WIRE_H
 #define PYBEAM_WIRE_H
 
+#include <sys/uio.h>
+
 #include "pb_client.h"
 
 /* Sets up and frees the read side's buffers. init: 0 or -ENOMEM. */
@@ -23,6 +25,9 @@ void pb_wire_destroy(pb_client_t *c);
 int pb_send_nogil(pb_client_t *c, const char *buf, size_t len);
 /* The same from a Python thread: releases the GIL while it writes. */
 int pb_send(pb_client_t *c, const char *buf, size_t len);
+/* Writes the cnt pieces of iov in order, as one frame (scatter/gather),
+ * releasing the GIL while it writes; iov is consumed. 0 or a negative errno. */
+int pb_sendv(pb_client_t *c, struct iovec *iov, int cnt);
 
 /* Marks the connection gone, keeping the first reason. c->lock held. */
 void pb_mark_closed(pb_client_t *c, const char *reason);
