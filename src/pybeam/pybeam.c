@@ -418,10 +418,12 @@ static int client_set_queue_logs(client_t *c, PyObject *value, void *unused)
 static PyMethodDef client_methods[] = {
     {"request", (PyCFunction)client_request, METH_VARARGS,
      "request(op, params, timeout=None) -> result. Sends a request and waits for its reply (GIL released).\n"
-     "Raises RemoteError(code, message) for an error reply, ConnectionError when the connection is gone."},
+     "Raises RemoteError(code, message) for an error reply, ConnectionError when the connection is gone.\n"
+     "In the result, a bin of 1 KiB or more is a read-only memoryview of the received frame; shorter ones are bytes."},
     {"send", (PyCFunction)client_send, METH_VARARGS, "send(op, params). Sends a request that wants no reply."},
     {"next_push", (PyCFunction)client_next_push, METH_VARARGS,
-     "next_push(timeout=None) -> (op, params) or None on timeout. Takes the next push from beamd."},
+     "next_push(timeout=None) -> (op, params) or None on timeout. Takes the next push from beamd\n"
+     "(bins as in request)."},
     {"release", (PyCFunction)client_release, METH_VARARGS,
      "release(kind, id). Queues a release (kind 0 object, 1 actor); sent in batches."},
     {"flush", (PyCFunction)client_flush, METH_NOARGS, "flush(). Sends queued releases now."},
