@@ -4,9 +4,10 @@
 default) and the driver ray.get()s it. Prints one table: the get's time
 (median of the runs, from submit to the value in hand), and the peak RSS of
 the driver, of beamd and of the actor's worker during the runs (VmHWM from
-/proc/PID/status, after resetting it through /proc/PID/clear_refs), as MiB
-above the process's RSS before the runs (so the table shows what the
-value cost, about one copy per MiB of SIZE).
+/proc/PID/status, after resetting it through /proc/PID/clear_refs), in MiB
+as "peak (+ above the RSS before the runs)": the increase is what the value
+cost, about one SIZE per copy alive at once; the peak also counts what an
+earlier get left allocated.
 
     source build/env.sh && $BEAM_PYTHON bench/bench_payload.py [--mib 64] [--runs 3]
 
@@ -98,15 +99,18 @@ def main():
             times.append(time.perf_counter() - t)
             assert len(v) == size
             del v
-        peaks = {who: _status(pid, "VmHWM") - base[who] for who, pid in pids.items() if pid}
+        peaks = {who: (_status(pid, "VmHWM"), base[who]) for who, pid in pids.items() if pid}
         rows.append((kind, statistics.median(times), peaks))
     ray.shutdown()
 
-    print(f"{args.mib} MiB actor-call result, ray.get, median of {args.runs} runs; peak RSS above the start, MiB")
-    print(f"{'value':8} {'get ms':>9} {'MiB/s':>8} {'driver':>8} {'beamd':>8} {'worker':>8}")
+    def cell(p):
+        return f"{p[0]:.0f} (+{p[0] - p[1]:.0f})" if p else "-"
+
+    print(f"{args.mib} MiB actor-call result, ray.get, median of {args.runs} runs; peak RSS in MiB (+ above start)")
+    print(f"{'value':8} {'get ms':>8} {'MiB/s':>6} {'driver':>14} {'beamd':>14} {'worker':>14}")
     for kind, t, peaks in rows:
-        print(f"{kind:8} {t * 1e3:9.1f} {args.mib / t:8.0f} " +
-              " ".join(f"{peaks.get(w, float('nan')):8.1f}" for w in ("driver", "beamd", "worker")))
+        print(f"{kind:8} {t * 1e3:8.1f} {args.mib / t:6.0f} " +
+              " ".join(f"{cell(peaks.get(w)):>14}" for w in ("driver", "beamd", "worker")))
 
 
 if __name__ == "__main__":
