@@ -55,6 +55,11 @@ def test_numpy_result_is_a_zero_copy_view_that_outlives_the_driver_connection(ra
     got = ray.get(s.array.remote(1 << 20))
     assert not got.flags.owndata and not got.flags.writeable
     assert got.ctypes.data % 64 == 0
+    # its memory is the received frame's (no copy for alignment or otherwise)
+    base = got
+    while getattr(base, "base", None) is not None:
+        base = base.base
+    assert isinstance(base, memoryview) and type(base.obj).__name__ == "FrameBytes"
     ray.shutdown()
     gc.collect()
     np.testing.assert_array_equal(got, np.arange(1 << 20, dtype=np.float64))
