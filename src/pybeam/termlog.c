@@ -4,6 +4,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "iov.h"
 #include "termlog.h"
 
 /* Writes both parts whole, retrying on EINTR and short writes; gives up
@@ -19,15 +20,7 @@ static void termlog_write(int fd, const char *a, size_t alen, const char *b, siz
             continue;
         if (w <= 0)
             return;
-        while (cnt > 0 && (size_t)w >= v->iov_len) {
-            w -= (ssize_t)v->iov_len;
-            v++;
-            cnt--;
-        }
-        if (cnt > 0) {
-            v->iov_base = (char *)v->iov_base + w;
-            v->iov_len -= (size_t)w;
-        }
+        pb_iov_consume(&v, &cnt, (size_t)w);
     }
 }
 

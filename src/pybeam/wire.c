@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "iov.h"
 #include "termlog.h"
 #include "wire.h"
 
@@ -64,15 +65,7 @@ static int wire_sendv_nogil(int fd, struct iovec *iov, int cnt)
                 continue;
             return -errno;
         }
-        while (cnt > 0 && (size_t)n >= iov->iov_len) {
-            n -= (ssize_t)iov->iov_len;
-            iov++;
-            cnt--;
-        }
-        if (cnt > 0) {
-            iov->iov_base = (char *)iov->iov_base + n;
-            iov->iov_len -= (size_t)n;
-        }
+        pb_iov_consume(&iov, &cnt, (size_t)n);
     }
     return 0;
 }
