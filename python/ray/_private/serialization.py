@@ -7,7 +7,12 @@ not copied into the pickle but appended after it, and ``loads`` hands it back
 as a read-only view of the received bytes (what Ray's zero-copy get gives),
 so a large array is copied once less on each side. Each buffer handed back
 starts at a 64-byte-aligned address, as in Ray's object store: where the
-received bytes put it elsewhere, it is copied once to an aligned address.
+received bytes put it elsewhere, it is copied once to an aligned address
+(``_beam`` places a received payload so that this is rare).
+
+``loads`` takes bytes or any bytes-like object: ``_beam`` hands a received
+payload of 1 KiB or more over as a read-only memoryview of the frame it came
+in, which the loaded value's buffers keep alive, not as a copy.
 
 The format of a value with buffers: ``MAGIC``, the count n and the n buffer
 lengths (little-endian u64), the pickle's length, the pickle, then the
@@ -86,13 +91,14 @@ def with_refs(params, objs, actors):
 
 
 def loads(data):
-    if not data.startswith(MAGIC):
-        return cloudpickle.loads(data)
+    """The value data (bytes or a bytes-like object) was dumped from."""
     view = memoryview(data)
+    if view[:len(MAGIC)] != MAGIC:
+        return cloudpickle.loads(view)
     if not view.readonly:
         view = view.toreadonly()
-    (n,) = struct.unpack_from("<Q", data, len(MAGIC))
-    sizes = struct.unpack_from(f"<{n}QQ", data, len(MAGIC) + 8)
+    (n,) = struct.unpack_from("<Q", view, len(MAGIC))
+    sizes = struct.unpack_from(f"<{n}QQ", view, len(MAGIC) + 8)
     offset = len(MAGIC) + 8 + 8 * (n + 1)
     pickled = view[offset:offset + sizes[n]]
     offset += sizes[n]

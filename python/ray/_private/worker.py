@@ -348,7 +348,7 @@ def _value(status, data, ref):
         if isinstance(err, _exc.RayTaskError):
             return None, err.as_instanceof_cause()
         return None, err
-    message = data.decode("utf-8", "replace")
+    message = str(data, "utf-8", "replace")  # bytes, or a memoryview of a long one
     if status == STATUS_ACTOR_DIED:
         init_failed = "error raised in its creation task" in message
         return None, _exc.ActorDiedError(error_msg=message, actor_init_failed=init_failed)
