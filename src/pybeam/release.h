@@ -14,7 +14,7 @@
 
 #include "pb_client.h"
 
-/* Queues one release: kind 0 an object id (28 bytes), 1 an actor id (16),
+/* Queues one release: kind 0 an object id (BEAM_OBJECT_ID_SIZE bytes), 1 an actor id (BEAM_ACTOR_ID_SIZE),
  * len already checked. Sends the batch when it is full. GIL held. 0 or
  * -ENOMEM. */
 int pb_release(pb_client_t *c, int kind, const char *id);
