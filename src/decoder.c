@@ -133,8 +133,10 @@ int beam_decoder_space(beam_decoder_t *dec, char **p, size_t *n)
     }
     if (decoder_reserve(dec, BEAM_DECODER_READ) < 0)
         return -1;
+    /* no more than a read's worth: what one read takes in is what one turn
+     * dispatches, so backpressure stops a client within that */
     *p = dec->buf + dec->len;
-    *n = dec->cap - dec->len;
+    *n = dec->cap - dec->len < BEAM_DECODER_READ ? dec->cap - dec->len : BEAM_DECODER_READ;
     return 0;
 }
 

@@ -54,9 +54,9 @@ void beam_decoder_destroy(beam_decoder_t *dec);
 int beam_decoder_feed(beam_decoder_t *dec, const char *data, size_t n);
 /* Where the next read should land: *p and *n (n > 0) are the free space of
  * the buffer the next bytes belong in (the rest of a large frame's own
- * buffer, else the shared buffer's tail, at least BEAM_DECODER_READ bytes
- * there). Valid until the next call on dec. Returns 0, or -1 (sticky) when
- * memory runs out. */
+ * buffer, else BEAM_DECODER_READ bytes at the shared buffer's tail: what one
+ * read takes in is what one turn dispatches). Valid until the next call on
+ * dec. Returns 0, or -1 (sticky) when memory runs out. */
 int beam_decoder_space(beam_decoder_t *dec, char **p, size_t *n);
 /* n bytes (at most what space offered) were written at the space. */
 void beam_decoder_commit(beam_decoder_t *dec, size_t n);
