@@ -47,7 +47,7 @@ build() {
   local t=$1 srcs libs extra=()
   case $t in
     codec)
-      srcs="src/codec.c"
+      srcs="src/codec.c src/decoder.c src/buf.c"
       libs="msgpack"
       ;;
     *)

@@ -62,20 +62,20 @@ static void spec_free(beam_node_t *node, beam_actor_spec_t *spec)
 static void call_free(beam_call_t *call)
 {
     free(call->method);
-    free(call->args);
+    beam_buf_unref(call->args_buf);
     beam_refs_free(&call->refs);
     free(call);
 }
 
 /* Completes call's return object with status/data (owned) and frees call. */
-static void call_complete(beam_node_t *node, beam_call_t *call, int status, char *data, size_t len,
-                          beam_refs_t *refs)
+static void call_complete(beam_node_t *node, beam_call_t *call, int status, beam_buf_t *buf,
+                          const char *data, size_t len, beam_refs_t *refs)
 {
     beam_object_t *o = beam_object_find(node, call->obj);
     if (o)
-        beam_object_complete(node, o, status, data, len, refs);
+        beam_object_complete_buf(node, o, status, buf, data, len, refs);
     else {
-        free(data);
+        beam_buf_unref(buf);
         if (refs)
             beam_refs_free(refs);
     }
@@ -102,11 +102,12 @@ static void send_call(beam_actor_t *a, beam_call_t *call)
     beam_pack_key(&enc.pk, "method");
     beam_pack_str(&enc.pk, call->method);
     beam_pack_key(&enc.pk, "args");
-    beam_pack_bin(&enc.pk, call->args, call->args_len);
+    beam_pack_bin_buf(&enc, call->args_buf, call->args, call->args_len);
     beam_enc_end(&enc, 0);
     beam_conn_send_enc(a->worker, &enc);
     /* the worker has them now; keep only what completion needs */
-    free(call->args);
+    beam_buf_unref(call->args_buf);
+    call->args_buf = NULL;
     call->args = NULL;
     call->args_len = 0;
     call->next = NULL;
@@ -656,12 +657,12 @@ int beam_actor_create(beam_node_t *node, beam_conn_t *owner, const char *id, cha
 /* --- calls --- */
 
 void beam_actor_submit(beam_node_t *node, beam_actor_t *a, const char *obj, char *method,
-                       char *args, size_t args_len, beam_refs_t *refs)
+                       beam_buf_t *args_buf, const char *args, size_t args_len, beam_refs_t *refs)
 {
     beam_call_t *call = calloc(1, sizeof *call);
     if (!call) {
         free(method);
-        free(args);
+        beam_buf_unref(args_buf);
         beam_refs_free(refs);
         beam_object_t *o = beam_object_find(node, obj);
         if (o)
@@ -670,8 +671,9 @@ void beam_actor_submit(beam_node_t *node, beam_actor_t *a, const char *obj, char
     }
     memcpy(call->obj, obj, BEAM_OBJECT_ID_SIZE);
     call->method = method;
-    call->args = args;
+    call->args = (char *)args;
     call->args_len = args_len;
+    call->args_buf = args_buf;
     call->refs = *refs;
     memset(refs, 0, sizeof *refs);
     beam_refs_pin(node, &call->refs);
@@ -691,7 +693,7 @@ void beam_actor_submit(beam_node_t *node, beam_actor_t *a, const char *obj, char
 }
 
 int beam_actor_task_done(beam_node_t *node, beam_actor_t *a, const char *obj, int status,
-                         char *data, size_t len, beam_refs_t *refs)
+                         beam_buf_t *buf, const char *data, size_t len, beam_refs_t *refs)
 {
     beam_call_t *prev = NULL, *call = a->sent;
     while (call && memcmp(call->obj, obj, BEAM_OBJECT_ID_SIZE) != 0) {
@@ -700,7 +702,7 @@ int beam_actor_task_done(beam_node_t *node, beam_actor_t *a, const char *obj, in
     }
     if (!call) {
         /* a late result (the actor was killed meanwhile): dropped */
-        free(data);
+        beam_buf_unref(buf);
         if (refs)
             beam_refs_free(refs);
         return -ENOENT;
@@ -711,7 +713,7 @@ int beam_actor_task_done(beam_node_t *node, beam_actor_t *a, const char *obj, in
         a->sent = call->next;
     if (a->sent_tail == call)
         a->sent_tail = prev;
-    call_complete(node, call, status, data, len, refs);
+    call_complete(node, call, status, buf, data, len, refs);
     if (a->stop_when_idle && idle(a) && a->state != BEAM_ACTOR_DEAD && pool_retire(node, a) < 0)
         actor_die(node, a, "The actor is dead because all references to the actor were removed.");
     maybe_free(node, a); /* a pooled worker taken at once leaves a freeable record */

@@ -24,8 +24,9 @@ struct beam_conn_s;
 typedef struct beam_call_s {
     char obj[BEAM_OBJECT_ID_SIZE];
     char *method;
-    char *args;
+    char *args;           /* inside args_buf */
     size_t args_len;
+    beam_buf_t *args_buf; /* one reference, dropped once the call is sent */
     beam_refs_t refs; /* pinned until the call completes */
     struct beam_call_s *next;
 } beam_call_t;
@@ -130,10 +131,12 @@ void beam_actors_pg_removed(beam_node_t *node, struct beam_pg_s *pg);
 void beam_actors_pg_forget(beam_node_t *node, struct beam_pg_s *pg);
 /* The live (not dead) actor with this name in namespace ns, or NULL. */
 beam_actor_t *beam_actor_find_name(beam_node_t *node, const char *ns, const char *name);
-/* Queues a call. Takes ownership of method, args and refs. The return object
- * must exist; on a dead actor it completes at once with the death. */
+/* Queues a call. Takes ownership of method, of the reference to args_buf
+ * (args[0..args_len) lie in it; the `call` push sends them from there) and
+ * of refs. The return object must exist; on a dead actor it completes at
+ * once with the death. */
 void beam_actor_submit(beam_node_t *node, beam_actor_t *a, const char *obj, char *method,
-                       char *args, size_t args_len, beam_refs_t *refs);
+                       beam_buf_t *args_buf, const char *args, size_t args_len, beam_refs_t *refs);
 /* The worker waits in ray.get/ray.wait (blocked) or is back (not): as
  * Ray's raylet does for a blocked task, its CPU goes back to its pool while
  * it waits, so the tasks it waits for can run, and is taken back after,
@@ -148,10 +151,11 @@ int beam_actor_attach_worker(beam_node_t *node, beam_actor_t *a, struct beam_con
 void beam_actor_send_init(beam_node_t *node, beam_actor_t *a);
 /* The worker finished constructing the instance (ok) or failed (error text). */
 void beam_actor_ready(beam_node_t *node, beam_actor_t *a, int ok, const char *error, size_t error_len);
-/* The worker finished a call. Takes ownership of data and refs (freed on
- * error too). Returns 0, or -ENOENT if obj is not a call this worker has. */
+/* The worker finished a call. Takes ownership of the reference to buf (the
+ * result data[0..len) lies in it) and of refs (dropped on error too).
+ * Returns 0, or -ENOENT if obj is not a call this worker has. */
 int beam_actor_task_done(beam_node_t *node, beam_actor_t *a, const char *obj, int status,
-                         char *data, size_t len, beam_refs_t *refs);
+                         beam_buf_t *buf, const char *data, size_t len, beam_refs_t *refs);
 
 void beam_actor_pin(beam_node_t *node, beam_actor_t *a);
 void beam_actor_unpin(beam_node_t *node, beam_actor_t *a);

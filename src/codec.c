@@ -1,5 +1,5 @@
 /* codec.c — the wire format of docs/PROTOCOL.md with no I/O: a bounded msgpack
- * walker, the frame decoder, the envelope parser, field accessors, the encoder. */
+ * walker, the envelope parser, field accessors, the encoder. */
 #include "beam/codec.h"
 
 #include <msgpack/unpack_define.h>
@@ -9,14 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-void beam_limits_default(beam_limits_t *lim)
-{
-    lim->max_frame = BEAM_DEFAULT_MAX_FRAME;
-    lim->max_depth = BEAM_DEFAULT_MAX_DEPTH;
-    lim->max_items = BEAM_DEFAULT_MAX_ITEMS;
-    lim->max_str = BEAM_DEFAULT_MAX_STR;
-}
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -136,79 +128,6 @@ int beam_msgpack_check(const char *buf, size_t len, const beam_limits_t *lim,
     return 0;
 }
 
-void beam_decoder_init(beam_decoder_t *dec, const beam_limits_t *lim)
-{
-    memset(dec, 0, sizeof *dec);
-    dec->lim = *lim;
-}
-
-void beam_decoder_destroy(beam_decoder_t *dec)
-{
-    free(dec->buf);
-    dec->buf = NULL;
-    dec->len = dec->pos = dec->cap = 0;
-}
-
-int beam_decoder_feed(beam_decoder_t *dec, const char *data, size_t n)
-{
-    if (dec->failed)
-        return -1;
-    if (n == 0)
-        return 0; /* nothing to copy; memcpy into a NULL buf would be UB */
-    if (dec->pos > 0 && dec->pos == dec->len) {
-        dec->pos = dec->len = 0;
-        if (dec->cap > BEAM_DECODER_KEEP && n <= BEAM_DECODER_KEEP) {
-            /* a large frame went through and nothing is held: give its
-             * buffer back rather than keep it for the connection's life */
-            free(dec->buf);
-            dec->buf = NULL;
-            dec->cap = 0;
-        }
-    } else if (dec->pos > 0 && dec->len + n > dec->cap) {
-        memmove(dec->buf, dec->buf + dec->pos, dec->len - dec->pos);
-        dec->len -= dec->pos;
-        dec->pos = 0;
-    }
-    if (dec->len + n > dec->cap) {
-        size_t cap = dec->cap ? dec->cap : 4096;
-        while (cap < dec->len + n)
-            cap *= 2;
-        char *nb = realloc(dec->buf, cap);
-        if (!nb) {
-            dec->failed = 1;
-            snprintf(dec->err, sizeof dec->err, "out of memory buffering input");
-            return -1;
-        }
-        dec->buf = nb;
-        dec->cap = cap;
-    }
-    memcpy(dec->buf + dec->len, data, n);
-    dec->len += n;
-    return 0;
-}
-
-int beam_decoder_next(beam_decoder_t *dec, const char **frame, size_t *len)
-{
-    if (dec->failed)
-        return -1;
-    size_t have = dec->len - dec->pos;
-    if (have < BEAM_FRAME_HEADER)
-        return 0;
-    uint64_t n = read_be((const unsigned char *)dec->buf + dec->pos, BEAM_FRAME_HEADER);
-    if (n == 0 || n > dec->lim.max_frame) {
-        dec->failed = 1;
-        snprintf(dec->err, sizeof dec->err, "frame length %llu is outside 1..%u",
-                 (unsigned long long)n, dec->lim.max_frame);
-        return -1;
-    }
-    if (have - BEAM_FRAME_HEADER < n)
-        return 0;
-    *frame = dec->buf + dec->pos + BEAM_FRAME_HEADER;
-    *len = (size_t)n;
-    dec->pos += BEAM_FRAME_HEADER + (size_t)n;
-    return 1;
-}
-
 static int obj_uint(const msgpack_object *o, uint64_t *v)
 {
     if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
@@ -286,7 +205,7 @@ void beam_msg_destroy(beam_msg_t *msg)
 int beam_str_eq(const char *s, uint32_t len, const char *cstr)
 {
     size_t n = strlen(cstr);
-    return n == len && memcmp(s, cstr, n) == 0;
+    return n == len && (n == 0 || memcmp(s, cstr, n) == 0); /* an empty str may have no pointer */
 }
 
 const msgpack_object *beam_map_get(const msgpack_object *map, const char *key)
@@ -421,16 +340,28 @@ void beam_enc_init(beam_enc_t *enc)
     msgpack_packer_init(&enc->pk, enc, enc_write);
 }
 
+/* Drops the spans from index k on. */
+static void spans_drop(beam_enc_t *enc, size_t k)
+{
+    while (enc->nspans > k)
+        beam_buf_unref(enc->spans[--enc->nspans].buf);
+}
+
 void beam_enc_destroy(beam_enc_t *enc)
 {
     msgpack_sbuffer_destroy(&enc->sbuf);
     memset(&enc->sbuf, 0, sizeof enc->sbuf);
+    spans_drop(enc, 0);
+    free(enc->spans);
+    enc->spans = NULL;
+    enc->capspans = 0;
 }
 
 void beam_enc_begin(beam_enc_t *enc)
 {
     static const char zero[BEAM_FRAME_HEADER] = {0};
     enc->frame_start = enc->sbuf.size;
+    enc->frame_spans = 0;
     enc_write(enc, zero, sizeof zero);
 }
 
@@ -480,9 +411,15 @@ int beam_enc_end(beam_enc_t *enc, uint32_t max_frame)
 {
     if (enc->failed)
         return -1;
-    size_t n = enc->sbuf.size - enc->frame_start - BEAM_FRAME_HEADER;
+    size_t n = enc->sbuf.size - enc->frame_start - BEAM_FRAME_HEADER + enc->frame_spans;
     if (n > UINT32_MAX || (max_frame && n > max_frame)) {
-        enc->sbuf.size = enc->frame_start; /* drop the oversized frame */
+        /* drop the oversized frame, and the spans it had */
+        size_t k = enc->nspans;
+        while (k > 0 && enc->spans[k - 1].at > enc->frame_start)
+            k--;
+        spans_drop(enc, k);
+        enc->sbuf.size = enc->frame_start;
+        enc->frame_spans = 0;
         return -1;
     }
     unsigned char *h = (unsigned char *)enc->sbuf.data + enc->frame_start;
@@ -493,12 +430,76 @@ int beam_enc_end(beam_enc_t *enc, uint32_t max_frame)
     return 0;
 }
 
-char *beam_enc_take(beam_enc_t *enc, size_t *len)
+char *beam_enc_take_spans(beam_enc_t *enc, size_t *len, beam_enc_span_t **spans, size_t *nspans)
 {
     *len = enc->sbuf.size;
     char *p = msgpack_sbuffer_release(&enc->sbuf);
+    *spans = enc->spans;
+    *nspans = enc->nspans;
+    enc->spans = NULL;
+    enc->nspans = enc->capspans = 0;
+    enc->frame_spans = 0;
     enc->failed = 0;
     return p;
+}
+
+char *beam_enc_take(beam_enc_t *enc, size_t *len)
+{
+    beam_enc_span_t *spans;
+    size_t nspans, n;
+    char *p = beam_enc_take_spans(enc, &n, &spans, &nspans);
+    if (!spans) {
+        *len = n;
+        return p;
+    }
+    size_t total = n;
+    for (size_t i = 0; i < nspans; i++)
+        total += spans[i].n;
+    char *flat = p ? malloc(total) : NULL;
+    if (flat) {
+        size_t from = 0, to = 0;
+        for (size_t i = 0; i < nspans; i++) {
+            memcpy(flat + to, p + from, spans[i].at - from);
+            to += spans[i].at - from;
+            from = spans[i].at;
+            memcpy(flat + to, spans[i].p, spans[i].n);
+            to += spans[i].n;
+        }
+        memcpy(flat + to, p + from, n - from);
+    }
+    for (size_t i = 0; i < nspans; i++)
+        beam_buf_unref(spans[i].buf);
+    free(spans);
+    free(p);
+    *len = flat ? total : 0;
+    return flat;
+}
+
+void beam_pack_bin_buf(beam_enc_t *enc, beam_buf_t *buf, const char *p, size_t n)
+{
+    if (n < BEAM_ENC_SPAN_MIN || !buf || enc->failed) {
+        beam_pack_bin(&enc->pk, p, n);
+        return;
+    }
+    if (enc->nspans == enc->capspans) {
+        size_t cap = enc->capspans ? enc->capspans * 2 : 4;
+        beam_enc_span_t *ns = realloc(enc->spans, cap * sizeof *ns);
+        if (!ns) {
+            beam_pack_bin(&enc->pk, p, n); /* a copy still works */
+            return;
+        }
+        enc->spans = ns;
+        enc->capspans = cap;
+    }
+    msgpack_pack_bin(&enc->pk, n);
+    if (enc->failed)
+        return;
+    beam_enc_span_t *sp = &enc->spans[enc->nspans++];
+    sp->at = enc->sbuf.size;
+    sp->p = p;
+    sp->n = n;
+    sp->buf = beam_buf_ref(buf);
+    enc->frame_spans += n;
 }
 
 void beam_pack_strn(msgpack_packer *pk, const char *s, size_t n)

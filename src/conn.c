@@ -21,63 +21,32 @@
 #include "objects.h"
 #include "placement.h"
 
-/* The write queue. A message is copied into the tail block, which has room
- * for it or is followed by a new one sized to the queue (at least BLK_MIN,
- * at most BLK_MAX, a block of its own mapping so it goes back to the system
- * when freed); a message of BEAM_CONN_OWN_BLOCK bytes or more keeps its own
- * buffer, trimmed to its length. So a queued 40-byte log line costs about
- * 40 bytes, not the encoder's 8 KiB buffer and a write request of its own,
- * and outq counts what the blocks cost. What a loop turn queues is written
- * when the turn is over (flush_soon), all blocks in one write; blocks are
- * handed to the pipe only when it has nothing unwritten, so a client that
- * does not read leaves its replies here, coalesced and counted. */
-#define BLK_MIN 1024u
-#define BLK_MAX (1u << 20)
-#define MALLOC_OVERHEAD 16u
-#define WRITE_BATCH 64
-#define TRIM_PEAK (4u << 20) /* beamd.c's M_TRIM_THRESHOLD */
-
-typedef struct beam_outblk_s {
-    struct beam_outblk_s *next;
-    char *own;  /* the message's own buffer, or NULL: the bytes follow this header */
-    char *data;
-    size_t len; /* bytes held */
-    size_t cap; /* bytes data has room for */
-    size_t cost;
-} outblk_t;
-
-/* One write handed to the pipe: its blocks live until its callback. */
-typedef struct batch_s {
-    uv_write_t req;
-    beam_conn_t *conn;
-    outblk_t *blocks;
-    size_t cost;
-} batch_t;
-
-static void blocks_free(outblk_t *b)
-{
-    while (b) {
-        outblk_t *next = b->next;
-        free(b->own);
-        free(b);
-        b = next;
-    }
-}
+static void on_written(beam_outq_t *q, int status);
 
 static void on_close(uv_handle_t *h)
 {
     beam_conn_t *c = h->data;
     if (--c->handles > 0)
         return;
-    blocks_free(c->wq_head);
+    beam_outq_destroy(&c->outq);
     beam_decoder_destroy(&c->dec);
     free(c);
 }
 
+/* A read lands in the decoder's free space: the shared buffer, or the rest
+ * of a large frame's own buffer (so its body is never copied again). */
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
-    buf->base = malloc(suggested);
-    buf->len = buf->base ? suggested : 0;
+    beam_conn_t *c = h->data;
+    char *p;
+    size_t n;
+    if (beam_decoder_space(&c->dec, &p, &n) < 0) {
+        buf->base = NULL;
+        buf->len = 0; /* libuv reports UV_ENOBUFS: on_read closes with the decoder's error */
+        return;
+    }
+    buf->base = p;
+    buf->len = n > UINT32_MAX ? UINT32_MAX : n;
 }
 
 static void send_error_push(beam_conn_t *c, const char *message)
@@ -94,32 +63,38 @@ static void send_error_push(beam_conn_t *c, const char *message)
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     beam_conn_t *c = s->data;
-    if (nread < 0) {
-        free(buf->base);
+    if (nread < 0 && !c->dec.failed) {
         beam_conn_close(c, nread == UV_EOF ? "disconnected" : uv_strerror((int)nread));
         return;
     }
-    if (nread == 0 || c->closing) {
-        free(buf->base);
+    if (nread == 0 || c->closing)
         return;
-    }
-    int rc = beam_decoder_feed(&c->dec, buf->base, (size_t)nread);
-    free(buf->base);
+    if (nread > 0)
+        beam_decoder_commit(&c->dec, (size_t)nread);
     const char *frame;
     size_t len;
-    while (rc == 0 && !c->closing && (rc = beam_decoder_next(&c->dec, &frame, &len)) == 1) {
-        if (c->relay)
+    int rc;
+    while (!c->closing && (rc = beam_decoder_next(&c->dec, &frame, &len)) == 1) {
+        if (c->relay) {
             beam_link_forward(c->node, c->id, frame, len);
-        else
-            beam_dispatch(c, frame, len);
-        rc = 0;
+            continue;
+        }
+        /* a frame that came in its own buffer is handed on with it: what
+         * dispatch keeps of it (a value, a call's args) is not copied */
+        char *own = beam_decoder_take(&c->dec);
+        beam_buf_t *fb = own ? beam_buf_wrap(own, len) : NULL;
+        beam_dispatch_frame(c, frame, len, fb);
+        beam_buf_unref(fb);
     }
-    if (rc < 0 && !c->closing) {
+    if (c->dec.failed && !c->closing) {
         char msg[256];
         snprintf(msg, sizeof msg, "protocol error: %s", c->dec.err);
         send_error_push(c, msg);
         beam_conn_close(c, msg);
+        return;
     }
+    if (!c->closing)
+        beam_decoder_trim(&c->dec); /* an idle client holds no read buffer */
 }
 
 static int peer_allowed(beam_conn_t *c)
@@ -147,6 +122,7 @@ void beam_conn_accept(beam_node_t *node, uv_stream_t *server)
     beam_decoder_init(&c->dec, &node->limits);
     uv_pipe_init(node->loop, &c->pipe, 0);
     c->pipe.data = c;
+    beam_outq_init(&c->outq, (uv_stream_t *)&c->pipe, &node->soft_outq, &node->max_outq, on_written, c);
     c->handles = 1;
     if (uv_accept(server, (uv_stream_t *)&c->pipe) != 0) {
         uv_close((uv_handle_t *)&c->pipe, on_close);
@@ -233,16 +209,19 @@ static void reap_later(beam_conn_t *c)
         uv_timer_start(&node->reaper, on_reap, 0, 0);
 }
 
-static void flush(beam_conn_t *c);
 static void send_drop_marker(beam_conn_t *c);
+static void close_soon(beam_conn_t *c, const char *why);
 
-static void on_write(uv_write_t *req, int status)
+static void flush(beam_conn_t *c)
 {
-    batch_t *w = (batch_t *)req;
-    beam_conn_t *c = w->conn;
-    c->outq -= w->cost;
-    blocks_free(w->blocks);
-    free(w);
+    int rc = beam_outq_flush(&c->outq);
+    if (rc < 0)
+        close_soon(c, rc == -ENOMEM ? "out of memory writing a reply" : uv_strerror(rc));
+}
+
+static void on_written(beam_outq_t *q, int status)
+{
+    beam_conn_t *c = q->data;
     if (status < 0) {
         if (status != UV_ECANCELED)
             beam_conn_close(c, uv_strerror(status));
@@ -250,16 +229,11 @@ static void on_write(uv_write_t *req, int status)
     }
     if (c->closing)
         return;
-    if (c->wq_head)
+    if (c->outq.head)
         flush(c); /* what waited while the pipe was full */
-    if (c->outq == 0 && c->outq_peak >= TRIM_PEAK) {
-        /* a burst is over: give its memory back (small blocks live in the heap) */
-        c->outq_peak = 0;
-        malloc_trim(0);
-    }
-    if (c->logs_dropped && c->outq <= c->node->soft_outq / 2)
+    if (c->logs_dropped && beam_outq_drained(&c->outq))
         send_drop_marker(c);
-    if (!c->closing && !c->reading && c->outq <= c->node->soft_outq / 2) {
+    if (!c->closing && !c->reading && beam_outq_drained(&c->outq)) {
         c->reading = 1;
         uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
     }
@@ -296,116 +270,6 @@ static void close_soon(beam_conn_t *c, const char *why)
     uv_idle_start(&c->closer, on_closer);
 }
 
-/* A new tail block with room for at least want bytes. */
-static outblk_t *block_new(beam_conn_t *c, size_t want)
-{
-    size_t cap = c->outq > BLK_MIN ? c->outq : BLK_MIN;
-    if (cap > BLK_MAX)
-        cap = BLK_MAX;
-    if (cap < want)
-        cap = want;
-    outblk_t *b = malloc(sizeof *b + cap);
-    if (!b)
-        return NULL;
-    b->next = NULL;
-    b->own = NULL;
-    b->data = (char *)(b + 1);
-    b->len = 0;
-    b->cap = cap;
-    b->cost = sizeof *b + cap + MALLOC_OVERHEAD;
-    return b;
-}
-
-static void block_append(beam_conn_t *c, outblk_t *b)
-{
-    if (c->wq_tail)
-        c->wq_tail->next = b;
-    else
-        c->wq_head = b;
-    c->wq_tail = b;
-    c->outq += b->cost;
-}
-
-/* Copies p[0..n) into the queue. Returns 0 or -ENOMEM. */
-static int queue_copy(beam_conn_t *c, const char *p, size_t n)
-{
-    while (n > 0) {
-        outblk_t *t = c->wq_tail;
-        if (!t || t->own || t->len == t->cap) {
-            t = block_new(c, n);
-            if (!t)
-                return -ENOMEM;
-            block_append(c, t);
-        }
-        size_t k = t->cap - t->len < n ? t->cap - t->len : n;
-        memcpy(t->data + t->len, p, k);
-        t->len += k;
-        p += k;
-        n -= k;
-    }
-    return 0;
-}
-
-/* Queues buf (ownership passes here) as a block of its own. */
-static int queue_own(beam_conn_t *c, char *buf, size_t len)
-{
-    outblk_t *b = malloc(sizeof *b);
-    if (!b) {
-        free(buf);
-        return -ENOMEM;
-    }
-    /* the encoder's buffer doubles as it grows: keep only what the message needs */
-    char *trimmed = realloc(buf, len);
-    if (trimmed)
-        buf = trimmed;
-    b->next = NULL;
-    b->own = b->data = buf;
-    b->len = b->cap = len;
-    b->cost = sizeof *b + len + 2 * MALLOC_OVERHEAD;
-    block_append(c, b);
-    return 0;
-}
-
-/* Hands the queue to the pipe, WRITE_BATCH blocks a write, while the pipe
- * has nothing unwritten (libuv then writes at once); otherwise the blocks
- * wait for the write before them to finish (on_write). */
-static void flush(beam_conn_t *c)
-{
-    uv_stream_t *s = (uv_stream_t *)&c->pipe;
-    while (c->wq_head && !uv_is_closing((uv_handle_t *)s) && uv_stream_get_write_queue_size(s) == 0) {
-        batch_t *w = malloc(sizeof *w);
-        if (!w) {
-            close_soon(c, "out of memory writing a reply");
-            return;
-        }
-        uv_buf_t bufs[WRITE_BATCH];
-        unsigned n = 0;
-        size_t cost = sizeof *w + MALLOC_OVERHEAD;
-        outblk_t *b = c->wq_head, *last = NULL;
-        for (; b && n < WRITE_BATCH; b = b->next) {
-            bufs[n++] = uv_buf_init(b->data, (unsigned)b->len);
-            cost += b->cost;
-            last = b;
-        }
-        w->conn = c;
-        w->blocks = c->wq_head;
-        w->cost = cost;
-        last->next = NULL;
-        c->wq_head = b;
-        if (!b)
-            c->wq_tail = NULL;
-        c->outq += sizeof *w + MALLOC_OVERHEAD;
-        int rc = uv_write(&w->req, s, bufs, n, on_write);
-        if (rc < 0) {
-            c->outq -= w->cost;
-            blocks_free(w->blocks);
-            free(w);
-            close_soon(c, uv_strerror(rc));
-            return;
-        }
-    }
-}
-
 static void on_flush(uv_idle_t *h)
 {
     beam_conn_t *c = h->data;
@@ -430,6 +294,29 @@ static void flush_soon(beam_conn_t *c)
         uv_idle_start(&c->flusher, on_flush);
 }
 
+/* What a push left to do: stop at once past max_outq, stop reading past
+ * soft_outq; the queue is written once this loop turn is over. */
+static int after_push(beam_conn_t *c, int rc)
+{
+    if (rc < 0) {
+        close_soon(c, "out of memory queueing a reply");
+        return -1;
+    }
+    flush_soon(c);
+    if (rc == BEAM_OUTQ_OVER) {
+        beam_log(BEAM_LOG_WARN, "client %u (pid %ld) is not reading: %zu bytes queued", c->id, c->pid,
+                 c->outq.cost);
+        close_soon(c, "too many unread bytes queued");
+        return -1;
+    }
+    if (rc == BEAM_OUTQ_SOFT && c->reading) {
+        /* backpressure: read nothing more from a client that does not read */
+        c->reading = 0;
+        uv_read_stop((uv_stream_t *)&c->pipe);
+    }
+    return 0;
+}
+
 int beam_conn_send(beam_conn_t *c, char *buf, size_t len)
 {
     if (c->closing || !buf) {
@@ -438,31 +325,7 @@ int beam_conn_send(beam_conn_t *c, char *buf, size_t len)
     }
     if (c->link)
         return beam_link_send_client(c->link, c->vconn, buf, len);
-    int rc;
-    if (len >= BEAM_CONN_OWN_BLOCK) {
-        rc = queue_own(c, buf, len);
-    } else {
-        rc = queue_copy(c, buf, len);
-        free(buf);
-    }
-    if (rc < 0) {
-        close_soon(c, "out of memory queueing a reply");
-        return -1;
-    }
-    if (c->outq > c->outq_peak)
-        c->outq_peak = c->outq;
-    flush_soon(c);
-    if (c->outq > c->node->max_outq) {
-        beam_log(BEAM_LOG_WARN, "client %u (pid %ld) is not reading: %zu bytes queued", c->id, c->pid, c->outq);
-        close_soon(c, "too many unread bytes queued");
-        return -1;
-    }
-    if (c->reading && c->outq > c->node->soft_outq) {
-        /* backpressure: read nothing more from a client that does not read */
-        c->reading = 0;
-        uv_read_stop((uv_stream_t *)&c->pipe);
-    }
-    return 0;
+    return after_push(c, beam_outq_push(&c->outq, buf, len));
 }
 
 static void send_log_push(beam_conn_t *c, int stream, const char *text, size_t len)
@@ -496,9 +359,9 @@ void beam_conn_send_log(beam_conn_t *c, int stream, const char *text, size_t len
         return;
     if (!c->link) {
         /* a remote client's link has its own queue and caps (link.c) */
-        if (c->logs_dropped && c->outq <= c->node->soft_outq / 2)
+        if (c->logs_dropped && beam_outq_drained(&c->outq))
             send_drop_marker(c);
-        if (c->logs_dropped || c->outq >= c->node->soft_outq) {
+        if (c->logs_dropped || c->outq.cost >= c->node->soft_outq) {
             c->logs_dropped++;
             return;
         }
@@ -514,6 +377,13 @@ int beam_conn_send_enc(beam_conn_t *c, beam_enc_t *enc)
         close_soon(c, "out of memory encoding a message");
         return -1;
     }
+    if (c->closing) {
+        beam_enc_destroy(enc);
+        return -1;
+    }
+    if (!c->link)
+        return after_push(c, beam_outq_push_enc(&c->outq, enc));
+    /* a remote client's link wraps the frame whole (its spans copied in) */
     char *buf = beam_enc_take(enc, &len);
     beam_enc_destroy(enc);
     return beam_conn_send(c, buf, len);

@@ -10,6 +10,7 @@
 
 #include "beam/codec.h"
 #include "node.h"
+#include "outq.h"
 
 enum { BEAM_ROLE_NONE = 0, BEAM_ROLE_DRIVER, BEAM_ROLE_WORKER, BEAM_ROLE_CTL };
 
@@ -28,14 +29,7 @@ typedef struct beam_conn_s {
     long pid;
     uid_t uid;
     beam_decoder_t dec;
-    /* The write queue: what is not yet written, in blocks (conn.c). Small
-     * messages share blocks; one as large as BEAM_CONN_OWN_BLOCK keeps its
-     * own buffer. outq is what the queue costs in memory (blocks, headers
-     * and write requests), not its payload: max_outq and soft_outq cap that. */
-    size_t outq;
-    size_t outq_peak;               /* the most outq has been since it was last empty */
-    struct beam_outblk_s *wq_head;  /* not yet handed to the pipe */
-    struct beam_outblk_s *wq_tail;
+    beam_outq_t outq; /* what is not yet written, and what it costs (outq.h) */
     uint64_t logs_dropped;          /* worker lines not sent since the queue passed soft_outq */
     int closing;  /* no more reads or sends: being torn down, now or on the next turn */
     int closed;   /* torn down: out of every table, its handles closing */
@@ -60,9 +54,6 @@ typedef struct beam_conn_s {
     struct beam_conn_s *reap_next;
 } beam_conn_t;
 
-/* A message at least this large is queued in its own buffer, not copied. */
-#define BEAM_CONN_OWN_BLOCK (64u << 10)
-
 /* Accepts a pending connection on server; refuses peers of another uid. */
 void beam_conn_accept(beam_node_t *node, uv_stream_t *server);
 /* Queues buf (malloc'd; ownership passes here) for writing. Whatever a loop
@@ -76,7 +67,8 @@ int beam_conn_send(beam_conn_t *conn, char *buf, size_t len);
  * once it is back under half of that the client gets one line saying how
  * many were dropped: a driver that does not read cannot grow beamd. */
 void beam_conn_send_log(beam_conn_t *conn, int stream, const char *text, size_t len);
-/* Sends what enc holds and leaves enc destroyed. */
+/* Sends what enc holds and leaves enc destroyed. Its spans (beam_pack_bin_buf)
+ * are written from their buffers, not copied, to a local client. */
 int beam_conn_send_enc(beam_conn_t *conn, beam_enc_t *enc);
 /* Replies with an error; for msgid 0, sends an `error` push instead. */
 void beam_conn_reply_error(beam_conn_t *conn, uint64_t msgid, const char *code, const char *fmt, ...)

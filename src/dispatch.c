@@ -41,6 +41,20 @@ typedef beam_req_t req_t;
 #define op_status beam_status
 #define op_pg_table beam_status_pg_table
 
+/* A payload bin to keep, as a buffer reference the caller owns: the frame's
+ * own buffer when it has one and the payload is most of it (no copy), else a
+ * copy. NULL when out of memory. */
+static beam_buf_t *keep_bin(beam_req_t *r, const char *s, uint32_t n)
+{
+    if (r->frame_buf && (size_t)n * 2 >= r->frame_buf->len)
+        return beam_buf_ref(r->frame_buf);
+    beam_buf_t *b = beam_buf_new(n);
+    if (b)
+        memcpy(b->data, s, n);
+    return b;
+}
+
+
 /* --- hello --- */
 
 static void op_hello(req_t *r)
@@ -140,19 +154,19 @@ static void op_put(req_t *r)
         check(r, beam_field_bin(r->params, "data", &data, &len), "data", "must be a bin", 1) ||
         refs(r, &rf) < 0)
         return;
-    char *copy = dup_bin(data, len);
-    if (!copy) {
+    beam_buf_t *kept = keep_bin(r, data, len);
+    if (!kept) {
         beam_refs_free(&rf);
         beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
         return;
     }
     beam_object_t *o = new_object(r, id);
     if (!o) {
-        free(copy);
+        beam_buf_unref(kept);
         beam_refs_free(&rf);
         return;
     }
-    beam_object_complete(r->node, o, BEAM_OBJ_OK, copy, len, &rf);
+    beam_object_complete_buf(r->node, o, BEAM_OBJ_OK, kept, kept == r->frame_buf ? data : kept->data, len, &rf);
     beam_conn_reply_empty(r->conn, r->msgid);
 }
 
@@ -384,16 +398,17 @@ static void op_submit(req_t *r)
         beam_conn_reply_empty(r->conn, r->msgid);
         return;
     }
-    char *m = dup_str(method, method_len), *copy = dup_bin(args, args_len);
-    if (!m || !copy) {
+    char *m = dup_str(method, method_len);
+    beam_buf_t *kept = keep_bin(r, args, args_len);
+    if (!m || !kept) {
         free(m);
-        free(copy);
+        beam_buf_unref(kept);
         beam_refs_free(&rf);
         beam_object_fail(r->node, o, BEAM_OBJ_LOST, "beamd ran out of memory queueing the call");
         beam_conn_reply_empty(r->conn, r->msgid); /* the object carries the failure */
         return;
     }
-    beam_actor_submit(r->node, a, obj, m, copy, args_len, &rf);
+    beam_actor_submit(r->node, a, obj, m, kept, kept == r->frame_buf ? args : kept->data, args_len, &rf);
     beam_conn_reply_empty(r->conn, r->msgid);
 }
 
@@ -603,8 +618,8 @@ static void op_task_done(req_t *r)
     }
     if (refs(r, &rf) < 0)
         return;
-    char *copy = dup_bin(data, len);
-    if (!copy) {
+    beam_buf_t *kept = keep_bin(r, data, len);
+    if (!kept) {
         beam_refs_free(&rf);
         beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
         return;
@@ -612,7 +627,8 @@ static void op_task_done(req_t *r)
     int dead = a->state == BEAM_ACTOR_DEAD;
     if (exiting)
         a->exiting = 1; /* its worker ends after this: never pooled */
-    if (beam_actor_task_done(r->node, a, obj, (int)status, copy, len, &rf) < 0 && !dead) {
+    if (beam_actor_task_done(r->node, a, obj, (int)status, kept, kept == r->frame_buf ? data : kept->data, len,
+                             &rf) < 0 && !dead) {
         /* (a dead actor's late results are dropped quietly: its calls already failed) */
         beam_conn_reply_error(r->conn, r->msgid, "not_found", "this worker was given no call with that id");
         return;
@@ -639,6 +655,11 @@ static const op_t ops[] = {
 
 void beam_dispatch(beam_conn_t *c, const char *frame, size_t len)
 {
+    beam_dispatch_frame(c, frame, len, NULL);
+}
+
+void beam_dispatch_frame(beam_conn_t *c, const char *frame, size_t len, beam_buf_t *buf)
+{
     beam_msg_t msg;
     char err[200];
     if (beam_msg_parse(frame, len, &c->node->limits, &msg, err, sizeof err) < 0) {
@@ -652,7 +673,7 @@ void beam_dispatch(beam_conn_t *c, const char *frame, size_t len)
         beam_msg_destroy(&msg);
         return;
     }
-    req_t r = {.conn = c, .node = c->node, .msgid = msg.msgid, .params = &msg.params};
+    req_t r = {.conn = c, .node = c->node, .msgid = msg.msgid, .params = &msg.params, .frame_buf = buf};
     const op_t *op = ops;
     while (op->name && !beam_str_eq(msg.op, msg.op_len, op->name))
         op++;

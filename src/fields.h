@@ -22,6 +22,7 @@ typedef struct beam_req_s {
     beam_node_t *node;
     uint64_t msgid;
     const msgpack_object *params;
+    beam_buf_t *frame_buf; /* the frame's own buffer, or NULL */
 } beam_req_t;
 
 /* The longest name or namespace create_actor and get_actor accept. */

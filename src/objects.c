@@ -115,7 +115,10 @@ static void object_free(beam_node_t *node, beam_object_t *o)
 {
     HASH_DEL(node->objects, o);
     node->object_bytes -= o->len;
-    free(o->data);
+    if (o->buf)
+        beam_buf_unref(o->buf);
+    else
+        free(o->data);
     free(o->waiters);
     beam_refs_t refs = o->refs;
     free(o);
@@ -273,7 +276,7 @@ static void reply_get(beam_waiter_t *w)
             beam_pack_bin(&enc.pk, lost, sizeof lost - 1);
         } else {
             msgpack_pack_int(&enc.pk, o->status);
-            beam_pack_bin(&enc.pk, o->data, o->len);
+            beam_pack_bin_buf(&enc, o->buf, o->data, o->len);
         }
     }
     if (beam_enc_end(&enc, w->conn->node->limits.max_frame) < 0) {
@@ -400,16 +403,26 @@ static void drop_self(beam_refs_t *refs, const char *id)
 void beam_object_complete(beam_node_t *node, beam_object_t *o, int status, char *data,
                           size_t len, beam_refs_t *refs)
 {
+    beam_object_complete_buf(node, o, status, NULL, data, len, refs);
+}
+
+void beam_object_complete_buf(beam_node_t *node, beam_object_t *o, int status, beam_buf_t *buf,
+                              const char *data, size_t len, beam_refs_t *refs)
+{
     if (o->ready) { /* a late or duplicate completion: keep the first */
-        free(data);
+        if (buf)
+            beam_buf_unref(buf);
+        else
+            free((char *)data);
         if (refs)
             beam_refs_free(refs);
         return;
     }
     o->ready = 1;
     o->status = status;
-    o->data = data;
+    o->data = (char *)data;
     o->len = len;
+    o->buf = buf;
     node->object_bytes += len;
     if (refs) {
         o->refs = *refs;
@@ -452,7 +465,10 @@ void beam_objects_destroy(beam_node_t *node)
     beam_object_t *o, *tmp;
     HASH_ITER(hh, node->objects, o, tmp) {
         HASH_DEL(node->objects, o);
-        free(o->data);
+        if (o->buf)
+            beam_buf_unref(o->buf);
+        else
+            free(o->data);
         free(o->waiters);
         beam_refs_free(&o->refs);
         free(o);

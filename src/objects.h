@@ -8,6 +8,7 @@
 #include <uthash.h>
 #include <uv.h>
 
+#include "beam/buf.h"
 #include "node.h"
 
 enum { BEAM_WAIT_GET = 0, BEAM_WAIT_WAIT = 1 };
@@ -30,6 +31,7 @@ typedef struct beam_object_s {
     int status;
     char *data;
     size_t len;
+    beam_buf_t *buf;  /* the buffer data lies in (one reference), or NULL: data is its own allocation */
     uint32_t holders; /* connections holding it */
     uint32_t pins;    /* carriers and pending calls pinning it */
     beam_refs_t refs; /* what this object's value carries */
@@ -65,6 +67,11 @@ beam_object_t *beam_object_create(beam_node_t *node, const char *id);
  * here), wakes the waiters, and frees obj if no one wants it. */
 void beam_object_complete(beam_node_t *node, beam_object_t *obj, int status, char *data,
                           size_t len, beam_refs_t *refs);
+/* The same for a value that lies in buf (data[0..len) inside it): the
+ * caller's reference to buf passes here, and a get sends the value from
+ * there (a span), not from a copy. */
+void beam_object_complete_buf(beam_node_t *node, beam_object_t *obj, int status, beam_buf_t *buf,
+                              const char *data, size_t len, beam_refs_t *refs);
 /* Completes a pending object with a text status (ACTOR_DIED, LOST). */
 void beam_object_fail(beam_node_t *node, beam_object_t *obj, int status, const char *message);
 void beam_object_pin(beam_node_t *node, beam_object_t *obj);

@@ -9,46 +9,13 @@
 #include <msgpack.h>
 
 #include "beam/protocol.h"
-
-/* Caps on everything a peer controls; checked before anything is allocated. */
-typedef struct beam_limits_s {
-    uint32_t max_frame; /* bytes in one frame body */
-    uint32_t max_depth; /* nesting of arrays/maps */
-    uint32_t max_items; /* array elements + map pairs in one frame */
-    uint32_t max_str;   /* bytes in one str */
-} beam_limits_t;
-
-void beam_limits_default(beam_limits_t *lim);
+#include "beam/buf.h"
+#include "beam/decoder.h"
 
 /* Walks buf[0..len) and returns 0 when it is exactly one msgpack value within
  * lim (no ext types), else -1 with a message in err. Reads only. */
 int beam_msgpack_check(const char *buf, size_t len, const beam_limits_t *lim,
                        char *err, size_t errlen);
-
-/* The frame decoder: feed bytes as they arrive, take whole frames out.
- * Once it fails the error is sticky (beam_decoder_next keeps returning -1).
- * Its buffer grows to hold the largest frame in flight and is freed again
- * once it is empty and larger than BEAM_DECODER_KEEP bytes. */
-#define BEAM_DECODER_KEEP (1u << 20)
-typedef struct beam_decoder_s {
-    char *buf;
-    size_t len; /* bytes held */
-    size_t pos; /* start of the first frame not yet taken */
-    size_t cap;
-    beam_limits_t lim;
-    int failed;
-    char err[160];
-} beam_decoder_t;
-
-void beam_decoder_init(beam_decoder_t *dec, const beam_limits_t *lim);
-void beam_decoder_destroy(beam_decoder_t *dec);
-/* Copies data in. Returns 0, or -1 (sticky) when memory runs out. */
-int beam_decoder_feed(beam_decoder_t *dec, const char *data, size_t n);
-/* Returns 1 and sets frame and len to the next whole frame body (valid until the
- * next feed or next call), 0 when more bytes are needed, -1 on a bad frame
- * header (length 0 or over max_frame; the message is in dec->err). The body
- * is not validated here: beam_msg_parse does that. */
-int beam_decoder_next(beam_decoder_t *dec, const char **frame, size_t *len);
 
 /* One parsed envelope. Strings and bins point into the frame bytes, so the
  * frame must outlive the message; copy what you keep. */
@@ -84,12 +51,29 @@ int beam_field_id(const msgpack_object *map, const char *key, size_t n, const ch
 
 /* The encoder: a growable buffer with a msgpack packer writing into it. A
  * failed write (out of memory) is remembered and reported by beam_enc_end, so
- * the pack calls between need no checks of their own. */
+ * the pack calls between need no checks of their own. A bin packed with
+ * beam_pack_bin_buf may stay where it is: its bytes are then a span, a
+ * reference to the buffer that holds them, placed at offset `at` of the
+ * encoded bytes, and whoever sends the frame writes them from there. */
+typedef struct beam_enc_span_s {
+    size_t at;        /* offset in the encoded bytes where the span's bytes belong */
+    const char *p;    /* the bytes, inside buf */
+    size_t n;
+    beam_buf_t *buf;  /* one reference, held by the encoder (then by its taker) */
+} beam_enc_span_t;
+
+/* A bin smaller than this is copied into the encoded bytes even when packed
+ * with beam_pack_bin_buf: a span costs a write vector of its own. */
+#define BEAM_ENC_SPAN_MIN (16u << 10)
+
 typedef struct beam_enc_s {
     msgpack_sbuffer sbuf;
     msgpack_packer pk;
     size_t frame_start;
     int failed;
+    beam_enc_span_t *spans;
+    size_t nspans, capspans;
+    size_t frame_spans; /* bytes the current frame's spans add to it */
 } beam_enc_t;
 
 void beam_enc_init(beam_enc_t *enc);
@@ -108,12 +92,22 @@ void beam_enc_push(beam_enc_t *enc, const char *op, uint32_t nparams);
  * frame is over max_frame (when max_frame is non-zero). */
 int beam_enc_end(beam_enc_t *enc, uint32_t max_frame);
 /* Hands the bytes (all frames so far) to the caller, who frees them with
- * free(); the encoder is left empty and reusable. */
+ * free(); the encoder is left empty and reusable. Spans are copied in (the
+ * bytes are whole), so this is for senders that need one contiguous buffer;
+ * NULL (and *len 0) when that copy runs out of memory. */
 char *beam_enc_take(beam_enc_t *enc, size_t *len);
+/* Hands the bytes without the spans' bytes, and the spans (ordered by at,
+ * each holding one buffer reference the caller must drop with
+ * beam_buf_unref; the array is freed with free()). *spans is NULL when there
+ * are none. The encoder is left empty and reusable. */
+char *beam_enc_take_spans(beam_enc_t *enc, size_t *len, beam_enc_span_t **spans, size_t *nspans);
 
 void beam_pack_str(msgpack_packer *pk, const char *s);
 void beam_pack_strn(msgpack_packer *pk, const char *s, size_t n);
 void beam_pack_bin(msgpack_packer *pk, const void *p, size_t n);
+/* Packs the bin p[0..n), which lies in buf: as a span (a new reference to
+ * buf, no copy) when n is at least BEAM_ENC_SPAN_MIN, else copied. */
+void beam_pack_bin_buf(beam_enc_t *enc, beam_buf_t *buf, const char *p, size_t n);
 void beam_pack_key(msgpack_packer *pk, const char *key); /* same as beam_pack_str */
 
 /* msgpack str equality with a C string. */

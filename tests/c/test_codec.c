@@ -1597,6 +1597,100 @@ static void test_enc_take_and_reuse(void **state)
     free(two);
 }
 
+/* A bin packed from a buffer stays there as a span: the frame's header
+ * counts it, take_spans hands it with its offset and a reference, take
+ * copies it in (the same bytes as beam_pack_bin), and a frame dropped for
+ * being over max_frame drops its spans. */
+static void test_enc_spans(void **state)
+{
+    size_t n = BEAM_ENC_SPAN_MIN + 3;
+    beam_buf_t *b = beam_buf_new(n);
+    assert_non_null(b);
+    memset(b->data, 'q', n);
+    beam_enc_t enc, plain;
+    beam_enc_init(&enc);
+    beam_enc_init(&plain);
+    for (int i = 0; i < 2; i++) {
+        beam_enc_t *e = i ? &plain : &enc;
+        beam_enc_push(e, "call", 2);
+        beam_pack_key(&e->pk, "args");
+        if (i)
+            beam_pack_bin(&e->pk, b->data, n);
+        else
+            beam_pack_bin_buf(e, b, b->data, n);
+        beam_pack_key(&e->pk, "small");
+        if (i)
+            beam_pack_bin(&e->pk, b->data, 5);
+        else
+            beam_pack_bin_buf(e, b, b->data, 5); /* under the minimum: copied */
+        assert_int_equal(beam_enc_end(e, 0), 0);
+    }
+    assert_int_equal(b->refs, 2);
+    assert_int_equal(enc.nspans, 1);
+    size_t flat_len, plain_len;
+    char *want = beam_enc_take(&plain, &plain_len);
+    char *flat = beam_enc_take(&enc, &flat_len);
+    assert_int_equal(flat_len, plain_len);
+    assert_memory_equal(flat, want, plain_len);
+    assert_int_equal(b->refs, 1); /* take dropped the span's reference */
+    free(flat);
+
+    beam_enc_push(&enc, "call", 1);
+    beam_pack_key(&enc.pk, "args");
+    beam_pack_bin_buf(&enc, b, b->data, n);
+    assert_int_equal(beam_enc_end(&enc, 0), 0);
+    beam_enc_span_t *spans;
+    size_t nspans, len;
+    char *bytes = beam_enc_take_spans(&enc, &len, &spans, &nspans);
+    assert_int_equal(nspans, 1);
+    assert_int_equal(len + n, plain_len - 2 - 5 - 1 - 5); /* without "small" and the span's bytes */
+    assert_ptr_equal(spans[0].buf, b);
+    assert_ptr_equal(spans[0].p, b->data);
+    assert_int_equal(spans[0].n, n);
+    assert_int_equal(spans[0].at, len); /* the bin's body comes last */
+    size_t body = ((size_t)(unsigned char)bytes[0] << 24) | ((size_t)(unsigned char)bytes[1] << 16) |
+                  ((size_t)(unsigned char)bytes[2] << 8) | (unsigned char)bytes[3];
+    assert_int_equal(body, len + n - BEAM_FRAME_HEADER);
+    assert_int_equal(b->refs, 2);
+    beam_buf_unref(spans[0].buf);
+    free(spans);
+    free(bytes);
+
+    /* over max_frame: the frame and its span go, the frames before stay */
+    beam_enc_reply_ok(&enc, 9);
+    msgpack_pack_nil(&enc.pk);
+    assert_int_equal(beam_enc_end(&enc, 0), 0);
+    size_t before = enc.sbuf.size;
+    beam_enc_push(&enc, "call", 1);
+    beam_pack_key(&enc.pk, "args");
+    beam_pack_bin_buf(&enc, b, b->data, n);
+    assert_int_equal(b->refs, 2);
+    assert_int_equal(beam_enc_end(&enc, (uint32_t)n), -1);
+    assert_int_equal(enc.sbuf.size, before);
+    assert_int_equal(enc.nspans, 0);
+    assert_int_equal(b->refs, 1);
+    /* destroy drops what is left */
+    beam_enc_push(&enc, "call", 1);
+    beam_pack_key(&enc.pk, "args");
+    beam_pack_bin_buf(&enc, b, b->data, n);
+    assert_int_equal(b->refs, 2);
+    beam_enc_destroy(&enc);
+    beam_enc_destroy(&plain);
+    free(want);
+    assert_int_equal(b->refs, 1);
+    beam_buf_unref(b);
+
+    /* wrap owns what it is given */
+    char *d = malloc(4);
+    assert_non_null(d);
+    beam_buf_t *w = beam_buf_wrap(d, 4);
+    assert_non_null(w);
+    assert_ptr_equal(w->data, d);
+    beam_buf_unref(beam_buf_ref(w));
+    beam_buf_unref(w);
+    beam_buf_unref(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1639,6 +1733,7 @@ int main(void)
         cmocka_unit_test(test_enc_exact_bytes),
         cmocka_unit_test(test_enc_end_over_max),
         cmocka_unit_test(test_enc_take_and_reuse),
+        cmocka_unit_test(test_enc_spans),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

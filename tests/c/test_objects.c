@@ -163,7 +163,7 @@ static void pump(fixture_t *f)
         }
         if (n < 0) {
             assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
-            if (f->conn && f->conn->outq > 0)
+            if (f->conn && f->conn->outq.cost > 0)
                 continue; /* a write is still queued: let the loop flush it */
             return;
         }

@@ -4,7 +4,7 @@
  * message is re-encoded and must re-encode to the same bytes.
  *
  * Build (not part of CMake):
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude src/codec.c \
+ *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude src/codec.c src/decoder.c src/buf.c \
  *     tests/fuzz/fuzz_codec.c $(pkg-config --cflags --libs msgpack) -o fuzz_codec
  *   ./fuzz_codec -max_len=4096 tests/fuzz/corpus/codec
  * Add -DBEAM_FUZZ_STRICT to also require that whatever beam_msgpack_check
@@ -227,6 +227,54 @@ static void stream(const uint8_t *data, size_t size, size_t step, const beam_lim
     beam_decoder_destroy(&dec);
 }
 
+/* Reads the input the way beamd does, through beam_decoder_space/commit in
+ * pieces of at most `step` bytes, with frames of 16 bytes and up in buffers
+ * of their own (every other one taken by the caller): the same frames come out. */
+static void stream_space(const uint8_t *data, size_t size, size_t step, const beam_limits_t *lim, pass_t *out)
+{
+    beam_decoder_t dec;
+    beam_decoder_init(&dec, lim);
+    dec.own_min = 16;
+    out->hash = 0xcbf29ce484222325ull;
+    out->frames = 0;
+    out->rc = 0;
+    size_t off = 0;
+    do {
+        char *p;
+        size_t room;
+        if (beam_decoder_space(&dec, &p, &room) < 0) {
+            out->rc = -1;
+            break;
+        }
+        CHECK(room > 0);
+        size_t n = size - off < step ? size - off : step;
+        if (n > room)
+            n = room;
+        memcpy(p, data + off, n);
+        beam_decoder_commit(&dec, n);
+        off += n;
+        const char *frame;
+        size_t len;
+        int rc;
+        while ((rc = beam_decoder_next(&dec, &frame, &len)) == 1) {
+            CHECK(len >= 1 && len <= lim->max_frame);
+            hash_bytes(&out->hash, frame, len);
+            if (out->frames++ % 2) {
+                char *own = beam_decoder_take(&dec);
+                CHECK(!own || own == frame);
+                free(own);
+            }
+        }
+        if (rc < 0) {
+            CHECK(dec.failed && dec.err[0] != '\0');
+            CHECK(beam_decoder_next(&dec, &frame, &len) == -1); /* sticky */
+            out->rc = -1;
+            break;
+        }
+    } while (off < size);
+    beam_decoder_destroy(&dec);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     beam_limits_t lim;
@@ -246,5 +294,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(whole.frames == pieces.frames);
     CHECK(whole.hash == pieces.hash);
     CHECK(whole.rc == pieces.rc);
+    pass_t spaced;
+    stream_space(data, size, size % 13 + 1, &lim, &spaced);
+    CHECK(whole.frames == spaced.frames);
+    CHECK(whole.hash == spaced.hash);
+    CHECK(whole.rc == spaced.rc);
     return 0;
 }

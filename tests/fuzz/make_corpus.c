@@ -1,6 +1,6 @@
 /* make_corpus.c — writes the seed corpus for fuzz_codec (tests/fuzz/corpus/codec/):
  * a handful of valid frames made by beam's own encoder, one stream per file.
- *   cc -Iinclude src/codec.c tests/fuzz/make_corpus.c $(pkg-config --cflags --libs msgpack) \
+ *   cc -Iinclude src/codec.c src/decoder.c src/buf.c tests/fuzz/make_corpus.c $(pkg-config --cflags --libs msgpack) \
  *     -o make_corpus && ./make_corpus tests/fuzz/corpus/codec */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,0 +1,205 @@
+/* test_outq.c — the write queue (src/outq.h) on one end of a socketpair, the
+ * test reading the other: small messages coalesce into one block and one
+ * write, a large one keeps its own buffer, a span is written from the
+ * buffer that holds it and its reference is dropped in the write callback,
+ * the cost counts what is held (span bytes included) against the caps, and
+ * a failed write is reported with its status. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "outq.h"
+
+typedef struct fixture_s {
+    uv_loop_t loop;
+    uv_pipe_t pipe;
+    int peer;
+    beam_outq_t q;
+    size_t soft, max;
+    int written, last_status;
+} fixture_t;
+
+static void on_written(beam_outq_t *q, int status)
+{
+    fixture_t *f = q->data;
+    f->written++;
+    f->last_status = status;
+    if (status == 0)
+        assert_int_equal(beam_outq_flush(q), 0);
+}
+
+static int setup(void **state)
+{
+    fixture_t *f = calloc(1, sizeof *f);
+    int sv[2];
+    if (!f || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        return -1;
+    uv_loop_init(&f->loop);
+    uv_pipe_init(&f->loop, &f->pipe, 0);
+    if (uv_pipe_open(&f->pipe, sv[0]) != 0)
+        return -1;
+    f->peer = sv[1];
+    fcntl(f->peer, F_SETFL, fcntl(f->peer, F_GETFL) | O_NONBLOCK);
+    f->soft = 1u << 20;
+    f->max = 8u << 20;
+    beam_outq_init(&f->q, (uv_stream_t *)&f->pipe, &f->soft, &f->max, on_written, f);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture_t *f = *state;
+    if (!uv_is_closing((uv_handle_t *)&f->pipe))
+        uv_close((uv_handle_t *)&f->pipe, NULL);
+    uv_run(&f->loop, UV_RUN_DEFAULT); /* pending writes end with UV_ECANCELED */
+    beam_outq_destroy(&f->q);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    if (f->peer >= 0)
+        close(f->peer);
+    free(f);
+    return 0;
+}
+
+/* Runs the loop and reads the peer until want bytes came (into out). */
+static void drain(fixture_t *f, char *out, size_t want)
+{
+    size_t got = 0;
+    for (int i = 0; i < 100000 && got < want; i++) {
+        uv_run(&f->loop, UV_RUN_NOWAIT);
+        ssize_t n = read(f->peer, out + got, want - got);
+        if (n > 0)
+            got += (size_t)n;
+        else
+            assert_true(n < 0 && errno == EAGAIN);
+    }
+    assert_int_equal(got, want);
+    uv_run(&f->loop, UV_RUN_NOWAIT);
+}
+
+static char *dup_mem(const char *s, size_t n)
+{
+    char *p = malloc(n);
+    assert_non_null(p);
+    memcpy(p, s, n);
+    return p;
+}
+
+static void test_small_messages_coalesce(void **state)
+{
+    fixture_t *f = *state;
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(beam_outq_push(&f->q, dup_mem("0123456789", 10), 10), BEAM_OUTQ_OK);
+    /* 1,000 bytes in one block: about what they hold, not 100 buffers */
+    assert_non_null(f->q.head);
+    assert_ptr_equal(f->q.head, f->q.tail);
+    assert_true(f->q.cost < 1200 + 200);
+    assert_int_equal(beam_outq_flush(&f->q), 0);
+    char out[1000];
+    drain(f, out, sizeof out);
+    for (int i = 0; i < 100; i++)
+        assert_memory_equal(out + 10 * i, "0123456789", 10);
+    assert_int_equal(f->written, 1); /* one write */
+    assert_int_equal(f->last_status, 0);
+    assert_int_equal(f->q.cost, 0);
+}
+
+/* A span is written from its buffer, between the bytes around it, and the
+ * buffer's reference is held until the write is done. */
+static void test_span_written_in_place(void **state)
+{
+    fixture_t *f = *state;
+    size_t n = 3u << 20;
+    beam_buf_t *b = beam_buf_new(n);
+    assert_non_null(b);
+    for (size_t i = 0; i < n; i++)
+        b->data[i] = (char)(i * 13);
+    beam_enc_t enc;
+    beam_enc_init(&enc);
+    beam_enc_push(&enc, "call", 1);
+    beam_pack_key(&enc.pk, "args");
+    beam_pack_bin_buf(&enc, b, b->data, n);
+    assert_int_equal(beam_enc_end(&enc, 0), 0);
+    /* what the same frame is when copied */
+    beam_enc_t flat;
+    beam_enc_init(&flat);
+    beam_enc_push(&flat, "call", 1);
+    beam_pack_key(&flat.pk, "args");
+    beam_pack_bin(&flat.pk, b->data, n);
+    assert_int_equal(beam_enc_end(&flat, 0), 0);
+    size_t want_len;
+    char *want = beam_enc_take(&flat, &want_len);
+    beam_enc_destroy(&flat);
+
+    assert_int_equal(beam_outq_push_enc(&f->q, &enc), BEAM_OUTQ_SOFT); /* 3 MiB > 1 MiB soft */
+    assert_int_equal(b->refs, 2);
+    assert_true(f->q.cost >= n); /* the span's bytes are counted */
+    assert_true(f->q.cost < n + 4096);
+    beam_buf_unref(b); /* the owner lets go: the queue keeps it alive */
+    assert_int_equal(beam_outq_flush(&f->q), 0);
+    char *out = malloc(want_len);
+    assert_non_null(out);
+    drain(f, out, want_len);
+    assert_memory_equal(out, want, want_len);
+    assert_int_equal(f->q.cost, 0);
+    assert_int_equal(f->q.spanned, 0);
+    free(out);
+    free(want);
+}
+
+static void test_caps(void **state)
+{
+    fixture_t *f = *state;
+    f->max = 100u << 10;
+    f->soft = 50u << 10;
+    char *big = malloc(60u << 10);
+    assert_non_null(big);
+    memset(big, 'b', 60u << 10);
+    assert_int_equal(beam_outq_push(&f->q, big, 60u << 10), BEAM_OUTQ_SOFT); /* its own buffer */
+    big = malloc(60u << 10);
+    assert_non_null(big);
+    assert_int_equal(beam_outq_push(&f->q, big, 60u << 10), BEAM_OUTQ_OVER);
+    assert_false(beam_outq_drained(&f->q));
+    beam_outq_destroy(&f->q); /* never written: freed here */
+}
+
+/* A write to a peer that is gone reports its error to the owner. */
+static void test_failed_write_reported(void **state)
+{
+    fixture_t *f = *state;
+    close(f->peer);
+    f->peer = -1;
+    assert_int_equal(beam_outq_push(&f->q, dup_mem("x", 1), 1), BEAM_OUTQ_OK);
+    int rc = beam_outq_flush(&f->q);
+    if (rc == 0) {
+        for (int i = 0; i < 1000 && f->written == 0; i++)
+            uv_run(&f->loop, UV_RUN_NOWAIT);
+        assert_int_equal(f->written, 1);
+        assert_int_equal(f->last_status, UV_EPIPE);
+    } else {
+        assert_int_equal(rc, UV_EPIPE); /* libuv may fail the write at once */
+    }
+    assert_int_equal(f->q.cost, 0);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN); /* as beamd: a write to a gone peer is an error, not a signal */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_small_messages_coalesce, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_span_written_in_place, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_caps, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_write_reported, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
