@@ -17,17 +17,10 @@ import sys
 
 import ray
 
+import benchutil
 from benchutil import PipeActor, timed
 
-
-@ray.remote
-class Counter:
-    def __init__(self):
-        self.n = 0
-
-    def add(self, k):
-        self.n += k
-        return self.n
+Counter = ray.remote(benchutil.Counter)
 
 
 def main():

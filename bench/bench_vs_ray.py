@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 
+import benchutil
 from benchutil import PipeActor, timed, timed_start
 
 WORKLOADS = ("sync call", "1000 in flight", "put+get small", "init + 4 actors", "4-bundle pg create/remove")
@@ -33,14 +34,7 @@ def run_side(quick):
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
 
-    @ray.remote(num_cpus=0)
-    class Counter:
-        def __init__(self):
-            self.n = 0
-
-        def add(self, k):
-            self.n += k
-            return self.n
+    Counter = ray.remote(num_cpus=0)(benchutil.Counter)
 
     init_kw = {"num_cpus": 8, "num_gpus": 0}
     if getattr(ray, "__commit__", "") != "beam":

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """What the benchmarks share (standard library only: bench_vs_ray.py runs
 it under real Ray's interpreter too): timed(), the median of repeated runs,
-and PipeActor, the baseline every actor call is compared with, a
+Counter, the actor they call, and PipeActor, the baseline every actor call is compared with, a
 multiprocessing.Pipe to a spawned process that keeps a counter and one
 object."""
 
@@ -31,6 +31,18 @@ def timed_start(start, stop, repeat):
         times.append(time.perf_counter() - t)
         stop(made)
     return statistics.median(times)
+
+
+class Counter:
+    """The actor every benchmark calls (ray.remote(Counter) there): add(k)
+    returns the running sum."""
+
+    def __init__(self):
+        self.n = 0
+
+    def add(self, k):
+        self.n += k
+        return self.n
 
 
 def _pipe_server(conn):

@@ -25,6 +25,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "python"))
 
+import benchutil  # noqa: E402  (bench/, this script's folder)
 from beamkit.procs import fd_count, rss_kib  # noqa: E402
 
 
@@ -57,14 +58,7 @@ def main():
     try:
         ray.init()
 
-        @ray.remote
-        class Counter:
-            def __init__(self):
-                self.n = 0
-
-            def add(self, x):
-                self.n += x
-                return self.n
+        Counter = ray.remote(benchutil.Counter)
 
         def status():
             return rtmod.runtime().client.request("status", {})
