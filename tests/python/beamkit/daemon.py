@@ -9,7 +9,7 @@ short --node-timeout).
     rc, left = d.close()                    # SIGTERM; leftovers killed; folder gone
 
     with Cluster(members=2) as c:
-        c.head.socket, c.members[0].socket, c.node_ids(), c.members[0].kill9() ...
+        c.head.socket, c.members[0].socket, c.alive_nodes(), c.members[0].kill9() ...
 
 A cluster's teardown stops every daemon and checks that no process started
 for any of their sockets (workers, drivers) is left. The executables come

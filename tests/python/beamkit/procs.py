@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Processes and waiting, as the tests see them through /proc: is a pid
 alive, which processes belong to a daemon, wait for a condition, a pid's
-end, a file or a port; a process's memory and fds."""
+end or a file; a process's memory and fds; a free port."""
 
 import os
 import resource
@@ -45,20 +45,6 @@ def wait_gone(pids, timeout=10.0, interval=0.02):
 def wait_file(path, timeout=10.0, interval=0.02):
     """True once path exists."""
     return wait_until(lambda: os.path.exists(path), timeout, interval)
-
-
-def port_open(ip, port, timeout=1.0):
-    """True if a TCP connect to ip:port is taken."""
-    try:
-        socket.create_connection((ip, port), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
-
-
-def wait_port(ip, port, timeout=10.0, interval=0.05):
-    """True once something listens on ip:port."""
-    return wait_until(lambda: port_open(ip, port), timeout, interval)
 
 
 def free_port(ip="127.0.0.1"):
