@@ -22,7 +22,6 @@ intact and prints the bytes/s.
 
 import argparse
 import os
-import socket
 import statistics
 import sys
 import time
@@ -31,6 +30,8 @@ import ray
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "python"))
+
+from beamkit.procs import free_port  # noqa: E402
 
 
 class NoOp:
@@ -70,14 +71,6 @@ class NoOp:
     def take(self, inter):
         t = inter["hidden"]
         return (t.numel() * t.element_size(), float(t[0]), float(t[-1]))
-
-
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def _timed(fn, n, repeats=5):
@@ -137,7 +130,7 @@ def bench_steps(n, rounds=7):
 def bench_tensors(sizes, n):
     from ray.dag import InputNode, MultiOutputNode
     from ray.experimental.channel import accelerator_context
-    from test_cgraph import GlooComm
+    from beamkit.gloo import GlooComm
 
     env = {"env_vars": {"GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}}
     cls = ray.remote(num_cpus=0, runtime_env=env)(NoOp)
@@ -146,7 +139,7 @@ def bench_tensors(sizes, n):
         ws = [cls.remote(i) for i in range(2)]
         ray.get([w.call.remote() for w in ws])
         if path == "communicator":
-            init = f"tcp://127.0.0.1:{_free_port()}"
+            init = f"tcp://127.0.0.1:{free_port()}"
             ray.get([w.init_dist.remote(i, 2, init) for i, w in enumerate(ws)])
             accelerator_context.register_accelerator_context(torch_module_name="cuda", communicator_cls=GlooComm)
         try:

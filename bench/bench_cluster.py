@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """beam cluster benchmark: actor calls that cross nodes next to calls that
 stay on one, measured in one run on one machine (a head on 127.0.0.1 and a
-member on 127.0.0.2, as tests/python/cluster_util.Cluster makes them), and
+member on 127.0.0.2, as beamkit.daemon.Cluster in tests/python makes them), and
 printed as ratios to the same-node case (lower is better, 1.0 is parity).
 
     source build/env.sh && $BEAM_PYTHON bench/bench_cluster.py [--quick] [--json]
@@ -33,7 +33,7 @@ import textwrap
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
 
-from cluster_util import Cluster  # noqa: E402
+from beamkit.daemon import Cluster  # noqa: E402
 
 DRIVER = textwrap.dedent("""
     import json, sys, time

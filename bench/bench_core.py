@@ -12,67 +12,15 @@ actors ready (against starting 4 subprocesses and a round trip with each).
 """
 
 import argparse
-import multiprocessing as mp
 import os
-import statistics
 import sys
-import threading
-import time
 
 import ray
 
+import benchutil
+from benchutil import PipeActor, timed
 
-def _pipe_server(conn):
-    state = {"n": 0}
-    while True:
-        msg = conn.recv()
-        if msg is None:
-            return
-        op, arg = msg
-        if op == "add":
-            state["n"] += arg
-            conn.send(state["n"])
-        elif op == "put":
-            state["obj"] = arg
-            conn.send(True)
-        elif op == "get":
-            conn.send(state["obj"])
-        else:
-            conn.send(None)
-
-
-class PipeActor:
-    def __init__(self):
-        self.conn, child = mp.Pipe()
-        self.proc = mp.get_context("spawn").Process(target=_pipe_server, args=(child,), daemon=True)
-        self.proc.start()
-
-    def call(self, op, arg):
-        self.conn.send((op, arg))
-        return self.conn.recv()
-
-    def close(self):
-        self.conn.send(None)
-        self.proc.join()
-
-
-@ray.remote
-class Counter:
-    def __init__(self):
-        self.n = 0
-
-    def add(self, k):
-        self.n += k
-        return self.n
-
-
-def timed(fn, repeat):
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+Counter = ray.remote(benchutil.Counter)
 
 
 def main():
@@ -103,12 +51,7 @@ def main():
         ray.get([actor.add.remote(1) for _ in range(1000)])
 
     def pipe_inflight():
-        # a sender thread, so neither side blocks on a full pipe
-        sender = threading.Thread(target=lambda: [pipe.conn.send(("add", 1)) for _ in range(1000)])
-        sender.start()
-        for _ in range(1000):
-            pipe.conn.recv()
-        sender.join()
+        pipe.in_flight(1000)
 
     rows.append(("1000 calls in flight", 1000, timed(beam_inflight, repeat), timed(pipe_inflight, repeat)))
 

@@ -17,10 +17,10 @@ Per-call times are medians of --repeat rounds.
 
 import argparse
 import os
-import statistics
-import time
 
 import ray
+
+from benchutil import timed
 
 
 @ray.remote
@@ -32,15 +32,6 @@ def echo(x):
 class Echo:
     def echo(self, x):
         return x
-
-
-def _timed(fn, repeat):
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main():
@@ -61,9 +52,9 @@ def main():
         ray.get(a.echo.remote(0))
         ray.get(echo.remote(0))  # warm: imports, the function's pickle
 
-        actor = _timed(lambda: [ray.get(a.echo.remote(i)) for i in range(n)], args.repeat) / n
-        seq = _timed(lambda: [ray.get(echo.remote(i)) for i in range(n)], args.repeat) / n
-        flight = _timed(lambda: ray.get([echo.remote(i) for i in range(n)]), args.repeat) / n
+        actor = timed(lambda: [ray.get(a.echo.remote(i)) for i in range(n)], args.repeat) / n
+        seq = timed(lambda: [ray.get(echo.remote(i)) for i in range(n)], args.repeat) / n
+        flight = timed(lambda: ray.get([echo.remote(i) for i in range(n)]), args.repeat) / n
     finally:
         ray.shutdown()
     print(f"{system}, {args.cpus} CPUs, {n} calls x {args.repeat} rounds (per call, median round)")

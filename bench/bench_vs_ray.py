@@ -16,25 +16,15 @@ round trips to subprocesses (no placement group there).
 
 import argparse
 import json
-import multiprocessing as mp
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import threading
-import time
+
+import benchutil
+from benchutil import PipeActor, timed, timed_start
 
 WORKLOADS = ("sync call", "1000 in flight", "put+get small", "init + 4 actors", "4-bundle pg create/remove")
-
-
-def timed(fn, repeat):
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 # ---------- one side: beam or Ray, whichever `import ray` finds ----------
@@ -44,14 +34,7 @@ def run_side(quick):
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
 
-    @ray.remote(num_cpus=0)
-    class Counter:
-        def __init__(self):
-            self.n = 0
-
-        def add(self, k):
-            self.n += k
-            return self.n
+    Counter = ray.remote(num_cpus=0)(benchutil.Counter)
 
     init_kw = {"num_cpus": 8, "num_gpus": 0}
     if getattr(ray, "__commit__", "") != "beam":
@@ -64,14 +47,7 @@ def run_side(quick):
         ray.get([a.add.remote(0) for a in actors])
         return actors
 
-    t_init = []
-    for _ in range(1 if quick else 3):
-        t = time.perf_counter()
-        actors = init_4()
-        t_init.append(time.perf_counter() - t)
-        del actors
-        ray.shutdown()
-    out["init + 4 actors"] = statistics.median(t_init)
+    out["init + 4 actors"] = timed_start(init_4, lambda actors: (actors.clear(), ray.shutdown()), 1 if quick else 3)
 
     ray.init(**init_kw)
     c = Counter.remote()
@@ -98,75 +74,28 @@ def run_side(quick):
 # ---------- multiprocessing.Pipe ----------
 
 
-def _pipe_server(conn):
-    n, obj = 0, None
-    while True:
-        msg = conn.recv()
-        if msg is None:
-            return
-        op, arg = msg
-        if op == "add":
-            n += arg
-            conn.send(n)
-        elif op == "put":
-            obj = arg
-            conn.send(True)
-        else:
-            conn.send(obj)
-
-
-def _pipe_start():
-    conn, child = mp.Pipe()
-    proc = mp.get_context("spawn").Process(target=_pipe_server, args=(child,), daemon=True)
-    proc.start()
-    return conn, proc
-
-
-def _pipe_stop(conn, proc):
-    conn.send(None)
-    proc.join()
-
-
 def run_pipe(quick):
     out = {}
 
     def init_4():
-        procs = [_pipe_start() for _ in range(4)]
-        for conn, _ in procs:
-            conn.send(("add", 0))
-        for conn, _ in procs:
-            conn.recv()
+        procs = [PipeActor() for _ in range(4)]
+        for p in procs:
+            p.conn.send(("add", 0))
+        for p in procs:
+            p.conn.recv()
         return procs
 
-    t_init = []
-    for _ in range(1 if quick else 3):
-        t = time.perf_counter()
-        procs = init_4()
-        t_init.append(time.perf_counter() - t)
-        for p in procs:
-            _pipe_stop(*p)
-    out["init + 4 actors"] = statistics.median(t_init)
-    conn, proc = _pipe_start()
+    out["init + 4 actors"] = timed_start(init_4, lambda procs: [p.close() for p in procs], 1 if quick else 3)
+    pipe = PipeActor()
     n = 200 if quick else 1000
 
-    def call(op, arg):
-        conn.send((op, arg))
-        return conn.recv()
-
+    call = pipe.call
     out["sync call"] = timed(lambda: call("add", 1), n)
 
-    def in_flight():
-        # the sends go from a thread: a pipe's buffer would fill both ways
-        sender = threading.Thread(target=lambda: [conn.send(("add", 1)) for _ in range(1000)])
-        sender.start()
-        for _ in range(1000):
-            conn.recv()
-        sender.join()
-
-    out["1000 in flight"] = timed(in_flight, 3 if quick else 10)
+    out["1000 in flight"] = timed(lambda: pipe.in_flight(1000), 3 if quick else 10)
     small = {"a": 1, "b": [1, 2, 3], "c": "x" * 100}
     out["put+get small"] = timed(lambda: (call("put", small), call("get", None)), n)
-    _pipe_stop(conn, proc)
+    pipe.close()
     return out
 
 

@@ -7,7 +7,7 @@ table drains.
     source build/env.sh
     /usr/bin/python3 bench/soak.py --calls 1000000 --puts 100000
 
-It starts its own beamd (BEAM_BEAMD, else build/beamd) on a private socket
+It starts its own beamd (BEAM_BEAMD, else build/beamd; tests/python/beamkit) on a private socket
 unless --socket names a running one. After --warmup calls (and a tenth as
 many puts) it samples beamd's VmRSS and open fds; it samples again at each
 tenth of the run and at the end, once the driver's releases are flushed and
@@ -19,43 +19,14 @@ import argparse
 import gc
 import json
 import os
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "tests", "python"))
 
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return -1
-
-
-def fd_count(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def start_beamd(args):
-    exe = os.environ.get("BEAM_BEAMD") or os.path.join(REPO, "build", "beamd")
-    tmp = tempfile.mkdtemp(prefix="beam-soak-")
-    sock = os.path.join(tmp, "beamd.sock")
-    r, w = os.pipe()
-    log = open(os.path.join(tmp, "beamd.log"), "wb")
-    proc = subprocess.Popen([exe, "--socket", sock, "--num-cpus", "4", "--num-gpus", "0", "--log-level", "warn",
-                             "--ready-fd", str(w)], pass_fds=(w,), stdout=log, stderr=log,
-                            stdin=subprocess.DEVNULL)
-    os.close(w)
-    with os.fdopen(r, "rb") as ready:
-        if not ready.readline().startswith(b"ready"):
-            proc.wait(5)
-            sys.exit(f"soak: beamd did not start (see {tmp}/beamd.log)")
-    return proc, sock, tmp, log
+import benchutil  # noqa: E402  (bench/, this script's folder)
+from beamkit.procs import fd_count, rss_kib  # noqa: E402
 
 
 def main():
@@ -70,11 +41,15 @@ def main():
     ap.add_argument("--json", action="store_true", help="print the result as one JSON line too")
     args = ap.parse_args()
 
-    proc = tmp = log = None
+    daemon = None
     if args.socket:
         sock = args.socket
     else:
-        proc, sock, tmp, log = start_beamd(args)
+        from beamkit.daemon import Beamd
+
+        os.environ.setdefault("BEAM_BEAMD", os.path.join(REPO, "build", "beamd"))
+        daemon = Beamd(num_gpus=0, num_cpus=4, extra=["--log-level", "warn"])
+        sock = daemon.socket
     os.environ["BEAM_SOCKET"] = sock
     os.environ.pop("RAY_ADDRESS", None)
     import ray
@@ -83,14 +58,7 @@ def main():
     try:
         ray.init()
 
-        @ray.remote
-        class Counter:
-            def __init__(self):
-                self.n = 0
-
-            def add(self, x):
-                self.n += x
-                return self.n
+        Counter = ray.remote(benchutil.Counter)
 
         def status():
             return rtmod.runtime().client.request("status", {})
@@ -180,14 +148,8 @@ def main():
         return 0 if ok else 1
     finally:
         ray.shutdown()
-        if proc:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-            log.close()
-            shutil.rmtree(tmp, ignore_errors=True)
+        if daemon:
+            daemon.close()
 
 
 if __name__ == "__main__":

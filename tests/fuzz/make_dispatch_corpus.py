@@ -8,41 +8,9 @@ import os
 import struct
 import sys
 
-
-def pack(v):
-    """Compact msgpack, as a real client writes it."""
-    if v is None:
-        return b"\xc0"
-    if v is True:
-        return b"\xc3"
-    if v is False:
-        return b"\xc2"
-    if isinstance(v, int):
-        if 0 <= v < 0x80:
-            return bytes([v])
-        if -32 <= v < 0:
-            return struct.pack("b", v)
-        if 0 <= v < 1 << 32:
-            return b"\xce" + struct.pack(">I", v)
-        return b"\xd3" + struct.pack(">q", v)
-    if isinstance(v, float):
-        return b"\xcb" + struct.pack(">d", v)
-    if isinstance(v, str):
-        b = v.encode()
-        return (bytes([0xa0 | len(b)]) if len(b) < 32 else b"\xd9" + bytes([len(b)])) + b
-    if isinstance(v, bytes):
-        return b"\xc4" + bytes([len(v)]) + v
-    if isinstance(v, list):
-        return (bytes([0x90 | len(v)]) if len(v) < 16 else b"\xdc" + struct.pack(">H", len(v))) + \
-            b"".join(pack(x) for x in v)
-    if isinstance(v, dict):
-        return bytes([0x80 | len(v)]) + b"".join(pack(k) + pack(x) for k, x in v.items())
-    raise TypeError(type(v))
-
-
-def req(msgid, op, params=None):
-    body = pack([0, msgid, op, params or {}])
-    return struct.pack(">I", len(body)) + body
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+from beamkit.client import actor_id, object_id, pg_id  # noqa: E402
+from beamkit.wire import request as req  # noqa: E402  (compact msgpack, as a real client writes it)
 
 
 def write(client, data):
@@ -59,15 +27,15 @@ def run(timers=False):
 
 # Ids as the first three connections get them (conn 1, 2, 3; job = conn).
 def obj(conn, seq, kind=0xFFFFFFFF):
-    return struct.pack(">IIQIII", 1, conn, seq, conn, kind, 0)
+    return object_id(1, conn, seq, conn, kind)
 
 
 def actor(conn, seq):
-    return struct.pack(">IIII", 1, conn, seq, conn)
+    return actor_id(1, conn, seq, conn)
 
 
 def pg(conn, seq):
-    return struct.pack(">II", 1, conn) + seq.to_bytes(6, "big") + struct.pack(">I", conn)
+    return pg_id(1, conn, seq, conn)
 
 
 def create(conn, seq, **extra):
@@ -131,14 +99,15 @@ SESSIONS = {
 }
 
 
-def main():
+def write_corpus(target, sessions):
+    """Writes sessions, one file each, to argv[1] or tests/fuzz/corpus/<target>/."""
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                             "corpus", "dispatch")
+                                                             "corpus", target)
     os.makedirs(out, exist_ok=True)
-    for name, data in SESSIONS.items():
+    for name, data in sessions.items():
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)
 
 
 if __name__ == "__main__":
-    main()
+    write_corpus("dispatch", SESSIONS)

@@ -9,7 +9,9 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_dispatch_corpus import actor, create, obj, pack, pg, req  # noqa: E402
+from make_dispatch_corpus import actor, create, obj, pg, req, run, write_corpus  # noqa: E402
+
+from beamkit.wire import pack  # noqa: E402  (make_dispatch_corpus put tests/python on the path)
 
 JOIN0, JOIN1, BOTH, ANSWER = 1, 2, 4, 8  # flags (byte 0)
 
@@ -26,10 +28,6 @@ def raw(data, member=None):
 
 def reconnect(peer):
     return bytes([0x80 | peer])
-
-
-def run(timers=False):
-    return bytes([0xC1 if timers else 0xC0])
 
 
 def join(ip="127.0.0.9", seq=1, **over):
@@ -102,14 +100,5 @@ SESSIONS = {
 }
 
 
-def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                             "corpus", "link")
-    os.makedirs(out, exist_ok=True)
-    for name, data in SESSIONS.items():
-        with open(os.path.join(out, name), "wb") as f:
-            f.write(data)
-
-
 if __name__ == "__main__":
-    main()
+    write_corpus("link", SESSIONS)

@@ -13,19 +13,12 @@ instead of a beamd: one instance per module, started again only when a test
 asks for another shape, and the ``beamd`` fixture is refused.
 """
 
-import contextlib
-import json
 import os
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
-import time
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from beamkit.daemon import Beamd, Cluster, resource_args
+from beamkit.procs import wait_until
 
 # BEAM_REAL_RAY=1: the ray_compat tests run against real Ray (scripts/test_real_ray.sh)
 REAL_RAY = os.environ.get("BEAM_REAL_RAY") == "1"
@@ -40,118 +33,6 @@ def pytest_configure(config):
         "ray_compat: uses only Ray's public API; scripts/test_real_ray.sh runs it against real Ray as well",
     )
 
-
-def beam_processes(socket_path):
-    """Pids of live processes started for the daemon at socket_path (workers
-    carry BEAM_SOCKET in their environment)."""
-    needle = f"BEAM_SOCKET={socket_path}".encode()
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-            with open(f"/proc/{entry}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if needle in env and state != "Z":
-            pids.append(int(entry))
-    return pids
-
-
-def wait_until(pred, timeout=10.0, interval=0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(interval)
-    return pred()
-
-
-class Beamd:
-    """A beamd started for one test."""
-
-    def __init__(self, num_gpus=4, num_cpus=8, extra=()):
-        exe = os.environ.get("BEAM_BEAMD")
-        if not exe:
-            pytest.fail("BEAM_BEAMD is not set: run the tests through scripts/test.sh (it sources build/env.sh)")
-        self.dir = tempfile.mkdtemp(prefix="beamt-", dir="/tmp")
-        self.socket = os.path.join(self.dir, "beamd.sock")
-        self.log_path = os.path.join(self.dir, "beamd.log")
-        self.args = [exe, "--socket", self.socket, "--num-gpus", str(num_gpus), "--num-cpus", str(num_cpus),
-                     "--node-ip", "127.0.0.1", "--log-level", "debug", *extra]
-        r, w = os.pipe()
-        self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.args + ["--ready-fd", str(w)], stdin=subprocess.DEVNULL,
-                                     stdout=self.log, stderr=self.log, pass_fds=(w,))
-        os.close(w)
-        with os.fdopen(r, "rb") as ready:
-            line = ready.readline()
-        if not line.startswith(b"ready"):
-            self.proc.wait(timeout=5)
-            raise RuntimeError("beamd did not start:\n" + self.read_log())
-
-    def read_log(self):
-        with open(self.log_path, "rb") as f:
-            return f.read().decode(errors="replace")
-
-    def status(self):
-        out = subprocess.run([os.environ["BEAM_BEAMCTL"], "--socket", self.socket, "status", "--json"],
-                             capture_output=True, text=True, timeout=10)
-        assert out.returncode == 0, out.stderr
-        return json.loads(out.stdout)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        return self.proc.returncode
-
-
-
-@contextlib.contextmanager
-def one_ray_for_module(num_cpus, num_gpus=0, resources=None):
-    """ray.init() once, for a test module's fixture: against a fresh beamd of
-    that size under beam's ray, or a local real Ray of the same size under
-    Ray's. Yields the Beamd (None on Ray); at the end beamd must have exited
-    cleanly and left no process behind."""
-    import ray
-
-    if getattr(ray, "__commit__", "") != "beam":
-        ray.init(num_cpus=num_cpus, num_gpus=num_gpus, resources=resources, include_dashboard=False)
-        try:
-            yield None
-        finally:
-            ray.shutdown()
-        return
-    extra = [a for k, v in (resources or {}).items() for a in ("--resource", f"{k}={v}")]
-    d = Beamd(num_gpus=num_gpus, num_cpus=num_cpus, extra=extra)
-    saved = {k: os.environ.get(k) for k in ("BEAM_SOCKET", "RAY_ADDRESS")}
-    os.environ["BEAM_SOCKET"] = d.socket
-    os.environ.pop("RAY_ADDRESS", None)
-    try:
-        ray.init()
-        yield d
-    finally:
-        ray.shutdown()
-        rc = d.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        left = beam_processes(d.socket)
-        for pid in left:
-            os.kill(pid, signal.SIGKILL)
-        assert rc == 0, d.read_log()[-3000:]
-        assert not left, f"processes left behind: {left}"
 
 @pytest.fixture
 def beamd(monkeypatch):
@@ -169,13 +50,7 @@ def _beamd(monkeypatch, **shape):
     import ray
 
     ray.shutdown()
-    rc = d.stop()
-    leftover = beam_processes(d.socket)
-    for pid in leftover:
-        os.kill(pid, signal.SIGKILL)
-    shutil.rmtree(d.dir, ignore_errors=True)
-    assert rc == 0, f"beamd exited with {rc}:\n{d.read_log()[-3000:]}"
-    assert not leftover, f"beam processes left behind: {leftover}"
+    d.check_closed()
 
 
 class _RealRay:
@@ -255,8 +130,7 @@ def ray_env(request, monkeypatch):
         if shape == DEFAULT_SHAPE:
             request.getfixturevalue("beamd")
         else:
-            extra = [a for name, amount in (resources or {}).items() for a in ("--resource", f"{name}={amount}")]
-            gen = _beamd(monkeypatch, num_cpus=num_cpus, num_gpus=num_gpus, extra=extra)
+            gen = _beamd(monkeypatch, num_cpus=num_cpus, num_gpus=num_gpus, extra=resource_args(resources))
             next(gen)
             gens.append(gen)
         import ray
@@ -282,9 +156,37 @@ def ray_start(ray_env):
     return ray_env(**DEFAULT_SHAPE)
 
 
-def run_driver(code, env=None, timeout=60):
-    """Runs code as a separate driver process with this interpreter."""
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
-                          env=full_env)
+@pytest.fixture
+def make_cluster(monkeypatch):
+    """make_cluster(**Cluster kwargs) -> a started Cluster; the test process's
+    own driver is pointed at its head (BEAM_SOCKET) and shut down before the
+    daemons stop."""
+    made = []
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+
+    def make(**kw):
+        c = Cluster(**kw)
+        made.append(c)
+        monkeypatch.setenv("BEAM_SOCKET", c.head.socket)
+        return c
+
+    try:
+        yield make
+    finally:
+        import ray
+
+        ray.shutdown()
+        errors = []
+        for c in made:
+            try:
+                c.close()
+            except AssertionError as e:
+                errors.append(str(e))
+        if errors:
+            raise AssertionError("\n".join(errors))
+
+
+@pytest.fixture
+def cluster(make_cluster):
+    """A head (127.0.0.1) and one member (127.0.0.2), 2 GPUs and 4 CPUs each."""
+    return make_cluster()

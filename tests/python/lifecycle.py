@@ -46,7 +46,8 @@ import subprocess
 import sys
 import time
 
-from conftest import Beamd, beam_processes, wait_until
+from beamkit.daemon import Beamd
+from beamkit.procs import beam_processes, kill_all, wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DRIVER = os.path.join(HERE, "lifecycle_driver.py")
@@ -286,11 +287,7 @@ class Run:
                 s.proc.wait(10)
         rc = self.beamd.stop()
         left = beam_processes(self.beamd.socket)
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        kill_all(left)
         if exc[0] is None:
             if late is not None:
                 raise late

@@ -9,7 +9,6 @@ process (uid 65534, nobody)."""
 
 import os
 import shutil
-import signal
 import stat
 import subprocess
 import sys
@@ -19,8 +18,9 @@ import time
 
 import pytest
 
-from conftest import Beamd, beam_processes, wait_until
-from test_hardening import Conn, expect_error
+from beamkit.client import Conn, expect_error
+from beamkit.daemon import Beamd
+from beamkit.procs import wait_until
 
 NOBODY = 65534
 
@@ -61,14 +61,6 @@ def _mode(path):
     return stat.S_IMODE(os.stat(path).st_mode)
 
 
-def _stop(d):
-    rc = d.stop()
-    for pid in beam_processes(d.socket):
-        os.kill(pid, signal.SIGKILL)
-    shutil.rmtree(d.dir, ignore_errors=True)
-    return rc
-
-
 def test_socket_is_owner_only_in_a_folder_beamd_makes():
     d = Beamd()
     folder = os.path.join(d.dir, "made", "by-beamd")
@@ -88,8 +80,8 @@ def test_socket_is_owner_only_in_a_folder_beamd_makes():
         with Conn(sock) as c:
             assert c.hello("ctl")["socket"] == sock
     finally:
-        _stop(d2)
-        _stop(d)
+        d2.close()
+        d.close()
 
 
 def test_a_folder_anyone_may_write_is_refused(tmp_path):
@@ -110,7 +102,7 @@ def test_a_folder_anyone_may_write_is_refused(tmp_path):
         assert _mode(d.socket) == 0o600
         assert probe(d.socket) == "refused EACCES"
     finally:
-        _stop(d)
+        d.close()
 
 
 def test_another_uid_is_refused_by_peer_credentials_even_with_the_file_open(beamd):

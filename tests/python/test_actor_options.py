@@ -21,30 +21,17 @@ import pytest
 
 import ray
 
-try:
-    from cluster_util import make_cluster  # noqa: F401  (a fixture)
-except ImportError:  # pragma: no cover - cluster_util needs nothing beam-only, but keep Ray's run safe
-    pass
+from beamkit.daemon import one_ray_for_module
+from beamkit.procs import wait_until
 
 ON_RAY = getattr(ray, "__commit__", "") != "beam"
 beam_only = pytest.mark.skipif(ON_RAY, reason="checks beam itself")
-
-
-def _eventually(pred, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
 
 
 @pytest.fixture(scope="module")
 def ray_env():
     """One ray.init() for the module: a fresh beamd with 8 CPUs, or a local real
     Ray with the same resources."""
-    from conftest import one_ray_for_module
-
     with one_ray_for_module(num_cpus=8) as d:
         yield d
 
@@ -426,7 +413,7 @@ def test_detached_actor_outlives_its_driver_until_killed(ray_env):
         except ValueError:
             return True
 
-    assert _eventually(name_released)
+    assert wait_until(name_released, 30, 0.05)
 
 
 @pytest.mark.ray_compat
@@ -455,7 +442,7 @@ def test_non_detached_actor_dies_with_its_driver(ray_env):
         except ray.exceptions.RayActorError:
             return True
 
-    assert _eventually(gone)
+    assert wait_until(gone, 30, 0.05)
 
 
 # --- NodeAffinitySchedulingStrategy on one node ---
@@ -630,7 +617,8 @@ def test_options_that_change_nothing_are_accepted(ray_env):
 
 @beam_only
 def test_detached_actor_ends_with_the_daemon():
-    from conftest import Beamd, beam_processes
+    from beamkit.daemon import Beamd
+    from beamkit.procs import beam_processes
 
     d = Beamd(num_gpus=0, num_cpus=2)
     try:
@@ -653,7 +641,7 @@ def test_detached_actor_ends_with_the_daemon():
     finally:
         rc = d.stop()
     assert rc == 0
-    assert _eventually(lambda: not beam_processes(d.socket), 10)
+    assert wait_until(lambda: not beam_processes(d.socket), 10, 0.05)
 
 
 # --- beam's own tables ---

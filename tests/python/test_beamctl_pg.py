@@ -4,27 +4,23 @@
 a cluster head's `nodes` array; served by a stand-in daemon), and the
 command line's errors: --help, usage, no daemon, a daemon that never answers."""
 
-import importlib
 import json
 import os
 import socket
-import struct
 import subprocess
 import threading
 import time
 
 import pytest
 
-from conftest import wait_until
+from beamkit.pg import pg_api
+from beamkit.procs import wait_until
+from beamkit.wire import FrameSocket, message
 
 
 def _beamctl(*args, env=None, timeout=10):
     return subprocess.run([os.environ["BEAM_BEAMCTL"], *args], capture_output=True, text=True, timeout=timeout,
                           env=env)
-
-
-def _pg_api():
-    return importlib.import_module("ray.util.placement_group")
 
 
 def _group_block(text, pg_hex):
@@ -47,7 +43,7 @@ def _is_gpu_total(line):
 
 def test_status_shows_placement_groups(ray_start, beamd):
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     placed = api.placement_group([{"GPU": 1, "node:127.0.0.1": 0.001}, {"GPU": 0.5}], strategy="STRICT_PACK",
@@ -105,7 +101,7 @@ def test_status_shows_placement_groups(ray_start, beamd):
 
 
 def test_status_json_has_placement_groups(ray_start, beamd):
-    api = _pg_api()
+    api = pg_api()
     pg = api.placement_group([{"CPU": 1}, {"GPU": 2}], strategy="SPREAD", name="js")
     assert pg.wait(10)
     out = _beamctl("--socket", beamd.socket, "status", "--json")
@@ -118,7 +114,7 @@ def test_status_json_has_placement_groups(ray_start, beamd):
 
 
 def test_many_bundles_are_cut_short(ray_start, beamd):
-    api = _pg_api()
+    api = pg_api()
     pg = api.placement_group([{"CPU": 0.01}] * 40)
     assert pg.wait(10)
     text = _beamctl("--socket", beamd.socket, "status").stdout
@@ -128,32 +124,6 @@ def test_many_bundles_are_cut_short(ray_start, beamd):
 
 
 # --- a stand-in daemon, for shapes a lone beamd does not send ---
-
-
-def _pack(o):
-    """The little of msgpack the stand-in needs."""
-    if o is None:
-        return b"\xc0"
-    if o is True:
-        return b"\xc3"
-    if o is False:
-        return b"\xc2"
-    if isinstance(o, int):
-        if 0 <= o < 128:
-            return bytes([o])
-        return b"\xd3" + struct.pack(">q", o)
-    if isinstance(o, float):
-        return b"\xcb" + struct.pack(">d", o)
-    if isinstance(o, str):
-        b = o.encode()
-        if len(b) < 32:
-            return bytes([0xa0 | len(b)]) + b
-        return b"\xda" + struct.pack(">H", len(b)) + b
-    if isinstance(o, (list, tuple)):
-        return b"\xdc" + struct.pack(">H", len(o)) + b"".join(_pack(x) for x in o)
-    if isinstance(o, dict):
-        return b"\xde" + struct.pack(">H", len(o)) + b"".join(_pack(k) + _pack(v) for k, v in o.items())
-    raise TypeError(type(o))
 
 
 class StandIn:
@@ -174,25 +144,20 @@ class StandIn:
         except OSError:
             return
         with conn:
-            buf = b""
+            frames = FrameSocket(conn)
             while True:
                 try:
-                    data = conn.recv(65536)
+                    frame = frames.read_body()
                 except OSError:
                     return
-                if not data:
+                if frame is None:
                     return
-                buf += data
-                while len(buf) >= 4 and len(buf) >= 4 + struct.unpack(">I", buf[:4])[0]:
-                    n = struct.unpack(">I", buf[:4])[0]
-                    frame, buf = buf[4:4 + n], buf[4 + n:]
-                    assert frame[0] == 0x94 and frame[1] == 0  # [0, msgid, op, params]
-                    msgid = frame[2]
-                    if self.status is None:
-                        continue
-                    result = {"node_id": "n" * 56} if msgid == 1 else self.status
-                    body = _pack([1, msgid, None, result])
-                    conn.sendall(struct.pack(">I", len(body)) + body)
+                assert frame[0] == 0x94 and frame[1] == 0  # [0, msgid, op, params]
+                msgid = frame[2]
+                if self.status is None:
+                    continue
+                result = {"node_id": "n" * 56} if msgid == 1 else self.status
+                conn.sendall(message([1, msgid, None, result]))
 
     def close(self):
         self.sock.close()

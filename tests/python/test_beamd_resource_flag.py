@@ -11,7 +11,8 @@ import tempfile
 
 import pytest
 
-from conftest import Beamd, beam_processes
+from beamkit.daemon import Beamd
+from beamkit.procs import beam_processes
 
 
 def _start(arg):

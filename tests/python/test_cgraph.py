@@ -5,109 +5,13 @@ whose send/recv the plan calls with only metadata in the frame), the graph's
 background thread beside ordinary calls, teardown stopping it, TCP between
 nodes, and values that cannot be pickled. Real beamd, real workers."""
 
-import importlib.util
 import os
 import threading
 
 import pytest
 
-from cluster_util import free_port, make_cluster  # noqa: F401
-from conftest import wait_until
-from ray.experimental.channel.communicator import Communicator
-
-needs_torch = [
-    pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                       reason="torch is not installed (Debian: python3-torch)"),
-    # the ASan pass preloads libasan into every Python; torch's C++ exceptions then abort
-    pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
-                       reason="torch does not run with libasan preloaded (the sanitizer pass)"),
-]
-
-# What the communicator did in this process (read back with an ordinary call).
-COMM_STATS = {"sends": 0, "recvs": 0, "bytes": 0, "created": 0, "destroyed": 0}
-
-
-class GlooComm(Communicator):
-    """A communicator shaped like vLLM's RayPPCommunicator, over the
-    torch.distributed gloo group the workers joined with ordinary calls: it
-    ignores Ray's rank, maps actor ids to group ranks with an all-gather, and
-    sends / receives with dist.send / dist.recv."""
-
-    def __init__(self, world_size, comm_id, rank, actor_handles, cuda_stream, use_communication_streams=False):
-        import ray
-        import torch.distributed as dist
-
-        self._world_size = world_size
-        self._actor_handles = actor_handles
-        self._closed = False
-        self._rank = None
-        if rank is not None:
-            me = ray.get_runtime_context().current_actor._actor_id.hex()
-            assert len(me) == 32
-            ids = [None] * dist.get_world_size()
-            dist.all_gather_object(ids, me)
-            self._actor_id_to_rank = {a: r for r, a in enumerate(ids)}
-            self._rank = dist.get_rank()
-            COMM_STATS["created"] += 1
-
-    def initialize(self, rank):
-        pass
-
-    def get_actor_handles(self):
-        return self._actor_handles
-
-    def get_rank(self, actor):
-        return self._actor_id_to_rank[actor._actor_id.hex()]
-
-    def get_self_rank(self):
-        return self._rank
-
-    def get_world_size(self):
-        return self._world_size
-
-    def send(self, buf, peer_rank):
-        import torch.distributed as dist
-
-        from ray.exceptions import RayChannelError
-
-        if self._closed:
-            raise RayChannelError("GlooComm has been destroyed.")
-        dist.send(buf.contiguous(), dst=peer_rank)
-        COMM_STATS["sends"] += 1
-        COMM_STATS["bytes"] += buf.numel() * buf.element_size()
-
-    def recv(self, shape, dtype, peer_rank, allocator):
-        import torch.distributed as dist
-
-        buf = allocator(shape, dtype)
-        dist.recv(buf, src=peer_rank)
-        COMM_STATS["recvs"] += 1
-        return buf
-
-    def allgather(self, send_buf, recv_buf):
-        raise NotImplementedError
-
-    def allreduce(self, send_buf, recv_buf, op=None):
-        raise NotImplementedError
-
-    def reducescatter(self, send_buf, recv_buf, op=None):
-        raise NotImplementedError
-
-    @property
-    def recv_stream(self):
-        return None
-
-    @property
-    def send_stream(self):
-        return None
-
-    def destroy(self):
-        self._closed = True
-        COMM_STATS["destroyed"] += 1
-
-    def get_transport_name(self):
-        return "gloo"
-
+from beamkit.gloo import COMM_STATS, NEEDS_TORCH, GlooComm
+from beamkit.procs import free_port, wait_until
 
 class TensorStage:
     """Stage 0 makes {"hidden": tensor} from the step's input; stage 1 checks
@@ -216,7 +120,7 @@ def test_tensor_crosses_stages_inline(n):
     dag.teardown()
 
 
-for _mark in needs_torch:
+for _mark in NEEDS_TORCH:
     test_tensor_crosses_stages_inline = _mark(test_tensor_crosses_stages_inline)
 
 
@@ -251,7 +155,7 @@ def test_tensor_through_registered_gloo_communicator():
         accelerator_context._global_custom_context = None
 
 
-for _mark in needs_torch:
+for _mark in NEEDS_TORCH:
     test_tensor_through_registered_gloo_communicator = _mark(test_tensor_through_registered_gloo_communicator)
 
 
@@ -336,5 +240,5 @@ def test_pipeline_across_two_nodes_over_tcp(make_cluster, transport):
     ray.shutdown()
 
 
-for _mark in needs_torch:
+for _mark in NEEDS_TORCH:
     test_pipeline_across_two_nodes_over_tcp = _mark(test_pipeline_across_two_nodes_over_tcp)

@@ -13,24 +13,15 @@ experimental_compile(enable_asyncio=False, _overlap_gpu_communication=...)),
 FutureWrapper-style ray.get and ray.get(refs), ordinary calls alongside, and
 vLLM's shutdown (teardown, ray.kill each worker) leaving no process."""
 
-import importlib.util
 import os
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-import pytest
+from beamkit.gloo import NEEDS_TORCH, GlooComm
+from beamkit.procs import beam_processes, free_port, wait_until
 
-from cluster_util import free_port
-from conftest import beam_processes, wait_until
-from test_cgraph import GlooComm
-
-pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                       reason="torch is not installed (Debian: python3-torch)"),
-    pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
-                       reason="torch does not run with libasan preloaded (the sanitizer pass)"),
-]
+pytestmark = NEEDS_TORCH
 
 PP, TP = 2, 2
 WORLD = PP * TP
@@ -259,7 +250,7 @@ def test_ray_distributed_executor_v1_flow(beamd, monkeypatch):
         assert s["device_thread"] == "cgraph-exec" and s["graph_threads"] == ["cgraph-exec"]
     # the tensors between the stages went through the communicator, not the frames
     def comm_counts():
-        comm = ray.get([w.__ray_call__.remote(lambda self: __import__("test_cgraph").COMM_STATS.copy())
+        comm = ray.get([w.__ray_call__.remote(lambda self: __import__("beamkit.gloo").gloo.COMM_STATS.copy())
                         for w in workers])
         return [c["sends"] for c in comm[:TP]], [c["recvs"] for c in comm[TP:]]
 

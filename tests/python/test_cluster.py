@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The cluster end to end on one machine: a head beamd on 127.0.0.1 and
-members on 127.0.0.2, 127.0.0.3, ... (cluster_util.Cluster), each with its
+members on 127.0.0.2, 127.0.0.3, ... (beamkit.daemon.Cluster), each with its
 own socket and pretend GPUs, --node-timeout 2.
 
 What is checked: the state API sees every node; placement strategies across
@@ -21,9 +21,10 @@ import time
 
 import pytest
 
-from cluster_util import (Cluster, RawPeer, cluster, driver_env, frame, head_mac, make_cluster,  # noqa: F401
-                          node_mac, read_token, SealedStream, stream_key)
-from conftest import beam_processes, run_driver, wait_until
+from beamkit.daemon import driver_env, run_driver
+from beamkit.link import RawPeer, challenge, head_mac, node_mac, read_token
+from beamkit.procs import alive, beam_processes, wait_gone, wait_until
+from beamkit.wire import FrameSocket, message, push, unpack
 
 HEAD_IP, M1, M2 = "127.0.0.1", "127.0.0.2", "127.0.0.3"
 
@@ -45,14 +46,6 @@ def _pg():
 def _on(ip):
     """Options that pin an actor to the node with that IP."""
     return {"resources": {f"node:{ip}": 0.001}}
-
-
-def _alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _where_class(ray):
@@ -302,7 +295,7 @@ def test_nested_calls_children_and_deaths_on_members(make_cluster):
     ray.kill(one)
     with pytest.raises(ray.exceptions.ActorDiedError, match="ray.kill"):
         ray.get(one.pid.remote(), timeout=10)
-    assert wait_until(lambda: not _alive(pid), 5)
+    assert wait_gone(pid, 5)
     assert wait_until(lambda: state.available_resources_per_node()[ids[M1]]["CPU"] == 4.0
                       and state.available_resources_per_node()[ids[M2]]["CPU"] == 4.0, 5), \
         state.available_resources_per_node()
@@ -413,7 +406,7 @@ def test_member_sigkill_mid_call(cluster):
     with pytest.raises(ray.exceptions.ActorDiedError):
         ray.get(far.pid.remote(), timeout=5)
     # the worker on the dead node went with it
-    assert wait_until(lambda: not _alive(far_pid), 5)
+    assert wait_gone(far_pid, 5)
     # the tables know
     nodes = {n["NodeID"]: n for n in ray.nodes()}
     assert nodes[ids[M1]]["Alive"] is False and nodes[ids[HEAD_IP]]["Alive"] is True
@@ -456,7 +449,7 @@ def test_member_sigstop_is_marked_dead_and_rejoins(cluster):
     assert wait_until(lambda: len(cluster.alive_nodes()) == 2, 8), cluster.logs()
     now = cluster.alive_nodes()
     assert now[M1] != ids[M1] and now[HEAD_IP] == ids[HEAD_IP]
-    assert wait_until(lambda: not _alive(far_pid), 5)
+    assert wait_gone(far_pid, 5)
     table = {n["NodeID"]: n["Alive"] for n in ray.nodes()}
     assert table == {ids[HEAD_IP]: True, ids[M1]: False, now[M1]: True}
     again = Where.options(**_on(M1)).remote()
@@ -531,7 +524,7 @@ def test_head_killed_then_restarted(cluster):
     drv = _start_driver(member, LOOPING_DRIVER)
     try:
         worker = int(_read_line(drv, "WORKER "))
-        assert _alive(worker)
+        assert alive(worker)
         t0 = time.monotonic()
         cluster.head.kill9()
         raised = _read_line(drv, "RAISED ", timeout=2 * cluster.node_timeout + 3)
@@ -544,7 +537,7 @@ def test_head_killed_then_restarted(cluster):
             drv.kill()
             drv.wait()
     # the member killed its workers, and serves nobody meanwhile
-    assert wait_until(lambda: not _alive(worker), 5)
+    assert wait_gone(worker, 5)
     # a head again on the same port and token: the member joins it, as a new node
     cluster.head.start()
     nodes = cluster.wait_alive(2, timeout=8)
@@ -600,7 +593,7 @@ def test_good_mac_and_replayed_answer(cluster):
     first = RawPeer(HEAD_IP, cluster.port)
     nonce1 = first.read_frame()[2]["nonce"]
     mine = os.urandom(32)
-    answer = frame([2, "auth", {"nonce": mine, "mac": node_mac(token, nonce1, mine), "stream": os.urandom(24)}])
+    answer = push("auth", {"nonce": mine, "mac": node_mac(token, nonce1, mine), "stream": os.urandom(24)})
     first.send(answer)
     ok = first.read_frame(3)
     assert ok[:2] == [2, "auth_ok"], ok
@@ -672,7 +665,7 @@ def test_owner_on_dead_member_takes_its_actors_elsewhere(cluster):
         worker = int(_read_line(drv, "WORKER "))
         assert worker in beam_processes(cluster.head.socket)
         cluster.members[0].kill9()
-        assert wait_until(lambda: not _alive(worker), 5)
+        assert wait_gone(worker, 5)
         # and the driver itself learns its node is gone
         assert _read_line(drv, "RAISED ", timeout=5).split()[0] in ("ray.exceptions.RaySystemError",
                                                                      "builtins.ConnectionError")
@@ -714,11 +707,7 @@ def test_dead_nodes_do_not_fill_the_cluster(cluster):
     token = read_token(cluster.token_file)
     for i in range(260):  # short-lived nodes, as a flapping machine rejoining makes
         p = RawPeer(HEAD_IP, cluster.port)
-        nonce = p.read_frame()[2]["nonce"]
-        mine = os.urandom(32)
-        tx = SealedStream(stream_key(token, b"beam-m2h-v1", nonce, mine))
-        p.push("auth", {"nonce": mine, "mac": node_mac(token, nonce, mine), "stream": tx.header})
-        assert p.read_frame()[1] == "auth_ok"
+        tx = p.authenticate(token)
         p.send(tx.seal_frame([2, "join", {"node_id": os.urandom(28), "node_ip": f"127.0.1.{i % 250 + 1}",
                                           "hostname": "flap", "socket": "/nonexistent",
                                           "resources": [["CPU", 10000]], "gpus": []}]))
@@ -791,7 +780,7 @@ def test_lost_bundles_are_placed_again(cluster):
 
 def test_address_may_be_a_host_name(cluster):
     node = cluster.member_node(ip=M2)
-    node.args = [a.replace(f"{HEAD_IP}:{cluster.port}", f"localhost:{cluster.port}") for a in node.args]
+    cluster.redirect(node, f"localhost:{cluster.port}")
     node.start()
     cluster.members.append(node)
     assert wait_until(lambda: M2 in cluster.alive_nodes(), 5), node.read_log()
@@ -833,26 +822,18 @@ def _fake_head(answer):
     results = []
 
     def run():
-        from cluster_util import mp_unpack
-
         try:
             conn, _ = srv.accept()
         except OSError:
             return
         with conn:
             conn.settimeout(5)
-            nonce = os.urandom(32)
-            conn.sendall(frame([2, "challenge", {"nonce": nonce}]))
-            buf = b""
-            while len(buf) < 4 or len(buf) < 4 + int.from_bytes(buf[:4], "big"):
-                chunk = conn.recv(4096)
-                if not chunk:
-                    return
-                buf += chunk
-            n = int.from_bytes(buf[:4], "big")
-            auth = mp_unpack(buf[4:4 + n])[0]
+            nonce, body = challenge(FrameSocket(conn))
+            if body is None:
+                return
+            auth = unpack(body)[0]
             results.append(auth)
-            conn.sendall(frame([2, "auth_ok", answer(auth[2], nonce)]))
+            conn.sendall(push("auth_ok", answer(auth[2], nonce)))
             after = b""
             try:
                 while True:
@@ -884,7 +865,7 @@ def test_member_refuses_a_head_without_the_token(make_cluster, kind):
     srv, t, results = _fake_head(answer)
     try:
         node = c.member_node(ip=M1)
-        node.args = [a.replace(f"{HEAD_IP}:{c.port}", f"{HEAD_IP}:{srv.getsockname()[1]}") for a in node.args]
+        c.redirect(node, f"{HEAD_IP}:{srv.getsockname()[1]}")
         node.start(wait_ready=False)  # a fake head never welcomes it
         c.members.append(node)
         t.join(8)
@@ -928,13 +909,9 @@ def test_frames_after_the_handshake_must_be_sealed(cluster):
                         "socket": "/nonexistent", "resources": [["CPU", 10000]], "gpus": []}]
     for tamper in ("plain", "flipped"):
         p = RawPeer(HEAD_IP, cluster.port)
-        nonce = p.read_frame()[2]["nonce"]
-        mine = os.urandom(32)
-        tx = SealedStream(stream_key(token, b"beam-m2h-v1", nonce, mine))
-        p.push("auth", {"nonce": mine, "mac": node_mac(token, nonce, mine), "stream": tx.header})
-        assert p.read_frame()[1] == "auth_ok"
+        tx = p.authenticate(token)
         if tamper == "plain":
-            p.send(frame(join))
+            p.send(message(join))
         else:
             sealed = bytearray(tx.seal_frame(join))
             sealed[20] ^= 1

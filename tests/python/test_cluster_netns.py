@@ -9,8 +9,6 @@ deleted, whatever the test did."""
 
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import textwrap
@@ -18,89 +16,12 @@ import time
 
 import pytest
 
-from cluster_util import Cluster
-from conftest import wait_until
+from beamkit.daemon import Cluster
+from beamkit.netns import NetnsPair, needs_netns
+from beamkit.procs import wait_gone, wait_until
 
 
-def _can_netns():
-    if os.geteuid() != 0:
-        return "needs root (ip netns add)"
-    if not shutil.which("ip"):
-        return "no ip command (iproute2)"
-    probe = f"beamprobe{os.getpid()}"
-    r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
-    if r.returncode != 0:
-        return f"ip netns add failed: {r.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
-    return None
-
-
-_SKIP = _can_netns()
-pytestmark = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
-
-
-def _alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _ip(*args, ns=None, check=True):
-    cmd = ["ip", "netns", "exec", ns, "ip", *args] if ns else ["ip", *args]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
-    if check and r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.strip()}")
-    return r
-
-
-class NetnsPair:
-    """Two namespaces joined by a veth pair: a=10.213.N.1, b=10.213.N.2."""
-
-    def __init__(self):
-        tag = os.getpid() % 100000
-        self.net = 1 + os.getpid() % 250
-        self.a, self.b = f"beamh{tag}", f"beamm{tag}"
-        self.va, self.vb = f"bh{tag}", f"bm{tag}"
-        self.ip_a, self.ip_b = f"10.213.{self.net}.1", f"10.213.{self.net}.2"
-        self.made = []
-        try:
-            for ns in (self.a, self.b):
-                _ip("netns", "add", ns)
-                self.made.append(ns)
-            # made in the first namespace, so no end of it ever sits in ours
-            _ip("link", "add", self.va, "type", "veth", "peer", "name", self.vb, ns=self.a)
-            _ip("link", "set", self.vb, "netns", self.b, ns=self.a)
-            for ns, dev, addr in ((self.a, self.va, self.ip_a), (self.b, self.vb, self.ip_b)):
-                _ip("link", "set", "lo", "up", ns=ns)
-                _ip("addr", "add", f"{addr}/24", "dev", dev, ns=ns)
-                _ip("link", "set", dev, "up", ns=ns)
-        except BaseException:
-            self.close()
-            raise
-
-    def wrap(self, ns):
-        return ["ip", "netns", "exec", ns]
-
-    def netns_inode(self, ns):
-        return os.stat(f"/run/netns/{ns}").st_ino
-
-    def link(self, up):
-        _ip("link", "set", self.vb, "up" if up else "down", ns=self.b)
-
-    def close(self):
-        for ns in self.made:
-            # processes still inside would keep it alive: the cluster's
-            # teardown has stopped them by now; kill any stray one anyway
-            r = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
-            for pid in r.stdout.split():
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except (OSError, ValueError):
-                    pass
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-        self.made = []
+pytestmark = needs_netns
 
 
 @pytest.fixture
@@ -216,7 +137,7 @@ def test_partition_kills_the_node_and_it_rejoins(netns_cluster):
         p.wait()
     assert c.wait_dead(ids[pair.ip_b], 1)
     # the member, cut off, stops its workers
-    assert wait_until(lambda: not _alive(worker), 2 * c.node_timeout + 2)
+    assert wait_gone(worker, 2 * c.node_timeout + 2)
     pair.link(True)
     assert wait_until(lambda: pair.ip_b in c.alive_nodes(), 8), c.logs()
     assert c.alive_nodes()[pair.ip_b] != ids[pair.ip_b]

@@ -11,21 +11,12 @@ set the group up; the tensor travels between the workers.
 gloo is told to use the loopback interface (GLOO_SOCKET_IFNAME=lo), so no
 traffic leaves the machine. Skipped when torch is not installed."""
 
-import importlib.util
 import os
 
-import pytest
+from beamkit.gloo import NEEDS_TORCH
+from beamkit.procs import free_port
 
-from cluster_util import free_port, make_cluster  # noqa: F401
-
-pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                       reason="torch is not installed (Debian: python3-torch)"),
-    # the ASan pass preloads libasan into every Python, and torch's C++
-    # exceptions then abort inside ASan's __cxa_throw interceptor
-    pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
-                       reason="torch does not run with libasan preloaded (the sanitizer pass)"),
-]
+pytestmark = NEEDS_TORCH
 
 WORLD = 4
 N = 1 << 18  # floats per rank: 1 MiB on the wire each way
@@ -92,7 +83,7 @@ def test_two_nodes_four_ranks_gloo_all_reduce(make_cluster):
         gpus_by_node.setdefault(info[i][1], []).extend(info[i][2])
     assert sorted(gpus_by_node["127.0.0.1"]) == [0, 1] and sorted(gpus_by_node["127.0.0.2"]) == [2, 3]
     # and each rank's worker really runs under its node's daemon
-    from conftest import beam_processes
+    from beamkit.procs import beam_processes
 
     for i in order:
         sock = c.head.socket if info[i][1] == "127.0.0.1" else c.members[0].socket

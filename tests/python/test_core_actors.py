@@ -12,16 +12,8 @@ import time
 
 import pytest
 
-from conftest import Beamd, beam_processes, run_driver, wait_until
-
-
-def _alive(pid):
-    """True while pid exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+from beamkit.daemon import Beamd, run_driver
+from beamkit.procs import alive, beam_processes, wait_gone, wait_until
 
 
 # -- the issue's program ------------------------------------------------------
@@ -56,11 +48,11 @@ def test_issue_program(ray_start, beamd):
     assert actor["state"] == "ALIVE"
     assert actor["class_name"] == "Counter"
     pid = actor["pid"]
-    assert _alive(pid)
+    assert alive(pid)
     ray.kill(c)
     with pytest.raises(ray.exceptions.ActorDiedError):
         ray.get(refs[3], timeout=5)
-    assert wait_until(lambda: not _alive(pid), 5)
+    assert wait_gone(pid, 5)
     ray.shutdown()
     assert not ray.is_initialized()
 
@@ -612,7 +604,7 @@ def test_dropped_handle_of_pending_actor_still_runs_its_calls(ray_start, beamd):
     assert ray.wait([late_pid], timeout=0.3) == ([], [late_pid])
     ray.kill(four[0])
     pid = ray.get(late_pid, timeout=5)
-    assert wait_until(lambda: not _alive(pid), 5)  # and then it stops
+    assert wait_gone(pid, 5)  # and then it stops
 
 
 def test_long_class_name_output_prefix(beamd):

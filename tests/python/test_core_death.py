@@ -12,15 +12,8 @@ import time
 
 import pytest
 
-from conftest import beam_processes, run_driver, wait_until
-
-
-def _alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+from beamkit.daemon import run_driver
+from beamkit.procs import alive, beam_processes, wait_gone, wait_until
 
 
 def _actor(status, pid=None, actor_id=None):
@@ -71,7 +64,7 @@ def test_kill_during_forever_call(ray_start, beamd):
         ray.get(queued, timeout=5)
     with pytest.raises(ray.exceptions.ActorDiedError, match="ray.kill"):
         ray.get(v.ping.remote(), timeout=5)
-    assert wait_until(lambda: not _alive(pid), 5)
+    assert wait_gone(pid, 5)
     a = _actor(beamd.status(), actor_id=v._actor_id.hex())
     assert a["state"] == "DEAD"
     assert "ray.kill" in a["death"]
@@ -120,7 +113,7 @@ def test_os_exit_inside_method(ray_start):
     assert "worker process has died" in str(e.value)
     with pytest.raises(ray.exceptions.ActorDiedError):
         ray.get(v.ping.remote(), timeout=5)
-    assert wait_until(lambda: not _alive(pid), 5)
+    assert wait_gone(pid, 5)
 
 
 @pytest.mark.ray_compat
@@ -174,7 +167,7 @@ def test_constructor_raises(ray_start, beamd):
     # and shows its pid until it has reaped it: wait for that, not for a race
     def worker_gone():
         row = beamd.status()["actors"][0]
-        return row["pid"] == 0 or not _alive(row["pid"])
+        return row["pid"] == 0 or not alive(row["pid"])
 
     assert wait_until(worker_gone, 10)
 
@@ -219,7 +212,7 @@ def test_last_handle_gone_stops_worker(ray_start, beamd):
 
     def gone():
         a = _actor(beamd.status(), actor_id=actor_hex)
-        return (a is None or a["state"] == "DEAD") and not _alive(pid)
+        return (a is None or a["state"] == "DEAD") and not alive(pid)
 
     assert wait_until(gone, 5)
 
@@ -245,7 +238,7 @@ def test_last_handle_gone_after_queued_calls_finish(ray_start, beamd):
     gc.collect()
     ray._private.worker.runtime().client.flush()
     assert ray.get(refs, timeout=5) == list(range(5))
-    assert wait_until(lambda: not _alive(pid), 5)
+    assert wait_gone(pid, 5)
 
 
 @pytest.mark.ray_compat
@@ -304,7 +297,7 @@ def test_driver_exit_leaves_no_worker(beamd, ending):
     assert out.returncode == (-9 if ending == "sigkill" else 0), out.stderr
     pids = [int(p) for p in re.search(r"^PIDS (.*)$", out.stdout, re.M).group(1).split()]
     assert len(pids) == 2
-    assert wait_until(lambda: not any(_alive(p) for p in pids), 5)
+    assert wait_gone(pids, 5)
     assert wait_until(lambda: beam_processes(beamd.socket) == [], 5)
     # the GPUs come back when beamd reaps the workers, a moment after they die
     assert wait_until(lambda: beamd.status()["resources_available"]["GPU"] == 4, 5)
@@ -320,9 +313,9 @@ def test_shutdown_stops_drivers_actors(beamd):
     V = _victim_class(ray)
     vs = [V.remote() for _ in range(3)]
     pids = ray.get([v.pid.remote() for v in vs])
-    assert all(_alive(p) for p in pids)
+    assert all(alive(p) for p in pids)
     ray.shutdown()
-    assert wait_until(lambda: not any(_alive(p) for p in pids), 5)
+    assert wait_gone(pids, 5)
     assert wait_until(lambda: all(a["state"] == "DEAD" for a in beamd.status()["actors"]), 5)
 
 
@@ -344,7 +337,7 @@ def test_other_drivers_actors_survive_a_driver_exit(ray_start, beamd):
     """))
     assert out.returncode == 0, out.stderr
     assert wait_until(lambda: sum(a["state"] == "ALIVE" for a in beamd.status()["actors"]) == 1, 5)
-    assert _alive(my_pid)
+    assert alive(my_pid)
     assert ray.get(mine.ping.remote(), timeout=5) == "pong"
 
 
@@ -394,7 +387,7 @@ def test_kill_from_another_actor(ray_start):
         time.sleep(0.1)
     else:
         pytest.fail("the victim still answers 10 s after ray.kill")
-    assert wait_until(lambda: not _alive(pid), 5)
+    assert wait_gone(pid, 5)
 
 
 def test_ray_terminate(ray_start):
@@ -404,7 +397,7 @@ def test_ray_terminate(ray_start):
     assert ray.get(v.__ray_terminate__.remote(), timeout=5) is None
     with pytest.raises(ray.exceptions.ActorDiedError):
         ray.get(v.ping.remote(), timeout=5)
-    assert wait_until(lambda: not _alive(pid), 5)
+    assert wait_gone(pid, 5)
 
 
 @pytest.mark.ray_compat
@@ -422,9 +415,9 @@ def test_worker_child_processes_die_with_it(ray_start):
 
     s = Spawner.remote()
     child = ray.get(s.spawn.remote())
-    assert _alive(child)
+    assert alive(child)
     ray.kill(s)
-    assert wait_until(lambda: not _alive(child), 5)
+    assert wait_gone(child, 5)
 
 
 def test_last_handle_gone_stops_worker_while_driver_idles(ray_start, beamd):
@@ -434,7 +427,7 @@ def test_last_handle_gone_stops_worker_while_driver_idles(ray_start, beamd):
     pid = ray.get(v.pid.remote())
     del v
     gc.collect()
-    assert wait_until(lambda: not _alive(pid), 5)
+    assert wait_gone(pid, 5)
     assert wait_until(lambda: all(a["state"] == "DEAD" for a in beamd.status()["actors"]), 5)
 
 
@@ -455,7 +448,7 @@ def test_child_actor_dies_with_its_parent(ray_start):
     child, child_pid = ray.get(parent.make.remote(), timeout=10)
     assert ray.get(child.ping.remote(), timeout=5) == "pong"
     ray.kill(parent)
-    assert wait_until(lambda: not _alive(child_pid), 5)
+    assert wait_gone(child_pid, 5)
     with pytest.raises(ray.exceptions.ActorDiedError):
         ray.get(child.ping.remote(), timeout=5)
 
@@ -492,7 +485,7 @@ def test_borrowed_actor_dies_when_owner_driver_exits(beamd):
         owner.stdin.write("\n")
         owner.stdin.flush()
         assert owner.wait(timeout=10) == 0
-        assert wait_until(lambda: not _alive(pid), 5)
+        assert wait_gone(pid, 5)
         with pytest.raises(ray.exceptions.ActorDiedError, match="owner"):
             ray.get(h.pid.remote(), timeout=5)
     finally:
@@ -509,7 +502,7 @@ def test_daemon_stop_takes_workers_and_driver_sees_errors(ray_start, beamd):
     pids = ray.get([v.pid.remote() for v in vs])
     run_ref = vs[0].forever.remote()
     assert beamd.stop() == 0
-    assert wait_until(lambda: not any(_alive(p) for p in pids), 5)
+    assert wait_gone(pids, 5)
     assert not os.path.exists(beamd.socket)
     with pytest.raises(ray.exceptions.RayError):
         ray.get(run_ref, timeout=5)

@@ -8,7 +8,8 @@ import textwrap
 
 import pytest
 
-from conftest import beam_processes, run_driver, wait_until
+from beamkit.daemon import run_driver
+from beamkit.procs import alive, beam_processes, processes, wait_until
 
 
 def _no_daemon_env(tmp_path):
@@ -29,32 +30,6 @@ def _run(code, env, timeout=60):
 
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           timeout=timeout, env=env)
-
-
-def _processes_mentioning(needle):
-    """Pids whose command line contains needle (a socket path)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmd = f.read()
-            with open(f"/proc/{entry}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if needle.encode() in cmd and state != "Z":
-            pids.append(int(entry))
-    return pids
-
-
-def _alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 # -- import and is_initialized ----------------------------------------------------
@@ -90,7 +65,7 @@ def test_import_starts_nothing(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["INIT False", "THREADS 1", "CHILDREN 0", "INIT False"]
     assert not os.path.exists(os.path.dirname(env["BEAM_SOCKET"]))
-    assert _processes_mentioning(env["BEAM_SOCKET"]) == []
+    assert processes(env["BEAM_SOCKET"], "cmdline") == []
 
 
 def test_is_initialized_false_after_shutdown(beamd):
@@ -241,9 +216,9 @@ def test_init_without_daemon_starts_private_one(tmp_path, ending):
     workers = [int(m) for m in re.findall(r"^WORKER (\d+)", out.stdout, re.M)]
     assert len(workers) == 2
     # the private daemon and its workers are gone with the driver
-    assert wait_until(lambda: _processes_mentioning(sock) == [], 5)
+    assert wait_until(lambda: processes(sock, "cmdline") == [], 5)
     assert wait_until(lambda: beam_processes(sock) == [], 5)
-    assert not any(_alive(p) for p in workers)
+    assert not any(alive(p) for p in workers)
     assert not os.path.exists(sock)
 
 
@@ -259,7 +234,7 @@ def test_init_num_gpus_sizes_private_daemon(tmp_path):
     gpus = sorted(line.split()[2] for line in lines if line.startswith("WORKER"))
     assert gpus == ["0", "1"]
     sock = re.search(r"^SOCKET (.+)$", out.stdout, re.M).group(1)
-    assert wait_until(lambda: _processes_mentioning(sock) == [], 5)
+    assert wait_until(lambda: processes(sock, "cmdline") == [], 5)
 
 
 def test_init_local_always_starts_private_daemon(beamd):
@@ -275,7 +250,7 @@ def test_init_local_always_starts_private_daemon(beamd):
     assert "GPU 1.0" in out.stdout.splitlines()
     sock = re.search(r"^SOCKET (.+)$", out.stdout, re.M).group(1)
     assert sock != beamd.socket
-    assert wait_until(lambda: _processes_mentioning(sock) == [], 5)
+    assert wait_until(lambda: processes(sock, "cmdline") == [], 5)
 
 
 # -- runtime context ------------------------------------------------------------------
@@ -368,7 +343,7 @@ def test_stale_socket_file(tmp_path, monkeypatch):
     assert res.returncode == 0, res.stderr
     private = re.search(r"^SOCKET (.+)$", res.stdout, re.M).group(1)
     assert private != sock
-    assert wait_until(lambda: _processes_mentioning(private) == [], 5)
+    assert wait_until(lambda: processes(private, "cmdline") == [], 5)
 
 
 def test_private_daemon_is_shared_with_child_processes(tmp_path):

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import wait_until
+from beamkit.procs import wait_until
 
 
 class Point:
@@ -609,7 +609,7 @@ def test_task_error_text_has_no_orphan_caret_lines(ray_start):
 def test_handle_and_ref_passed_to_another_driver_through_a_file(ray_start, tmp_path):
     import cloudpickle
 
-    from conftest import run_driver
+    from beamkit.daemon import run_driver
 
     ray = ray_start
 

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from conftest import run_driver, wait_until
+from beamkit.daemon import run_driver
+from beamkit.procs import wait_until
 
 
 def _worker_class(ray):

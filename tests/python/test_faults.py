@@ -10,7 +10,6 @@ import gc
 import json
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -19,16 +18,9 @@ import time
 
 import pytest
 
-from conftest import Beamd, beam_processes, wait_until
-from test_hardening import Conn, fd_count, rss_kib, sanitized
-
-
-def _alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+from beamkit.client import Conn
+from beamkit.daemon import Beamd
+from beamkit.procs import alive, beam_processes, fd_count, rss_kib, sanitized, wait_gone, wait_until
 
 
 def _flush(ray):
@@ -156,7 +148,7 @@ def test_sigkill_of_a_worker_mid_call(ray_start, beamd):
             ray.get(ref, timeout=5)
     with pytest.raises(ray.exceptions.ActorDiedError):
         ray.get(v.ping.remote(), timeout=5)
-    assert wait_until(lambda: not _alive(pid), 5)
+    assert wait_gone(pid, 5)
     # the node still runs new actors, on the GPU the dead one had
     w = V.options(num_gpus=4).remote()
     assert ray.get(w.ping.remote(), timeout=30) == "pong"
@@ -231,7 +223,7 @@ def test_sigkill_of_a_driver_mid_call(beamd):
             s = beamd.status()
             return all(a["state"] == "DEAD" and a["pid"] == 0 for a in s["actors"]) \
                 and all(g["state"] == "REMOVED" for g in s["placement_groups"]) \
-                and s["objects"]["count"] == 0 and not any(_alive(p) for p in info["pids"])
+                and s["objects"]["count"] == 0 and not any(alive(p) for p in info["pids"])
         assert wait_until(gone, 1.0, interval=0.01), beamd.status()
         elapsed = time.monotonic() - t0
         # resources come back once the workers are reaped
@@ -320,8 +312,8 @@ def test_sigkill_of_beamd():
         d.proc.kill()
         d.proc.wait(5)
         t0 = time.monotonic()
-        assert wait_until(lambda: not any(_alive(p) for p in info["pids"]), 2, interval=0.01), \
-            [p for p in info["pids"] if _alive(p)]
+        assert wait_gone(info["pids"], 2, interval=0.01), \
+            [p for p in info["pids"] if alive(p)]
         worker_exit_s = time.monotonic() - t0
         proc.stdin.write("go\n")
         proc.stdin.flush()
@@ -342,12 +334,8 @@ def test_sigkill_of_beamd():
         if proc and proc.poll() is None:
             proc.kill()
             proc.wait()
-        if d.proc.poll() is None:
-            d.proc.kill()
-        d.log.close()
-        for pid in beam_processes(d.socket):
-            os.kill(pid, signal.SIGKILL)
-        shutil.rmtree(d.dir, ignore_errors=True)
+        d.kill9()
+        d.close()
 
 
 # --- a stopped worker -----------------------------------------------------------------
@@ -371,10 +359,10 @@ def test_sigstop_of_a_worker(ray_start, beamd):
         ray.kill(v)
         with pytest.raises(ray.exceptions.ActorDiedError, match="ray.kill"):
             ray.get(ref, timeout=5)
-        assert wait_until(lambda: not _alive(pid), 5), "a stopped worker survived ray.kill"
+        assert wait_gone(pid, 5), "a stopped worker survived ray.kill"
         assert time.monotonic() - t0 < 2
     finally:
-        if _alive(pid):
+        if alive(pid):
             os.kill(pid, signal.SIGCONT)
     del ref, v
     _settled(ray, beamd, drivers=1)
@@ -405,7 +393,7 @@ def test_a_worker_that_writes_a_partial_result(ray_start, beamd, data, then):
         ray.get(ref, timeout=10)
     with pytest.raises(ray.exceptions.ActorDiedError):
         ray.get(later, timeout=10)
-    assert wait_until(lambda: not _alive(pid), 5)
+    assert wait_gone(pid, 5)
     log = beamd.read_log()
     if data == b"\x00\x00\x00\x01\xc1":
         assert "0xc1 is never used" in log, log[-2000:]

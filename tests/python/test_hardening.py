@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Hardening: beamd against bad input and misbehaving clients, over raw unix
-connections with frames built by hand (a tiny msgpack codec below, so the
+connections with frames built by hand (beamkit's msgpack codec, so the
 tests need no msgpack package and can write invalid msgpack on purpose).
 
 Every bad input must get a clear error reply (``[1, msgid, {code, message},
@@ -9,9 +9,6 @@ leak; and while it happens a second client keeps asking ``status`` and a
 ``ray`` driver keeps calling its actor. After each test the daemon is alive,
 its open fds, clients and objects are back where they were, and its RSS is
 sane (the ``served`` fixture).
-
-The other hardening files (test_faults.py, test_access.py) and bench/soak.py
-import the wire helpers from here.
 """
 
 import gc
@@ -19,337 +16,15 @@ import os
 import resource
 import socket
 import struct
-import subprocess
 import threading
 import time
 
 import pytest
 
-from conftest import Beamd, beam_processes, wait_until
-
-# --- a tiny msgpack codec -------------------------------------------------
-
-
-class Raw(bytes):
-    """Bytes spliced into an encoded value as they are (for invalid msgpack)."""
-
-
-def pack(v):
-    """msgpack of v: None, bool, int, float, str, bytes, list/tuple, dict, Raw.
-    Containers, str and bin always use their 32-bit forms, ints their 64-bit
-    ones unless they are fixints: valid msgpack, and the length fields are
-    easy to see in a hex dump."""
-    if isinstance(v, Raw):
-        return bytes(v)
-    if v is None:
-        return b"\xc0"
-    if v is True:
-        return b"\xc3"
-    if v is False:
-        return b"\xc2"
-    if isinstance(v, int):
-        if 0 <= v < 0x80:
-            return bytes([v])
-        if -32 <= v < 0:
-            return struct.pack("b", v)
-        if v >= 0:
-            return b"\xcf" + struct.pack(">Q", v)
-        return b"\xd3" + struct.pack(">q", v)
-    if isinstance(v, float):
-        return b"\xcb" + struct.pack(">d", v)
-    if isinstance(v, str):
-        b = v.encode()
-        return b"\xdb" + struct.pack(">I", len(b)) + b
-    if isinstance(v, (bytes, bytearray)):
-        return b"\xc6" + struct.pack(">I", len(v)) + bytes(v)
-    if isinstance(v, (list, tuple)):
-        return b"\xdd" + struct.pack(">I", len(v)) + b"".join(pack(x) for x in v)
-    if isinstance(v, dict):
-        return b"\xdf" + struct.pack(">I", len(v)) + b"".join(pack(k) + pack(x) for k, x in v.items())
-    raise TypeError(f"cannot pack {type(v).__name__}")
-
-
-_WIDTH = {0xc4: 1, 0xc5: 2, 0xc6: 4, 0xd9: 1, 0xda: 2, 0xdb: 4, 0xcc: 1, 0xcd: 2, 0xce: 4, 0xcf: 8,
-          0xd0: 1, 0xd1: 2, 0xd2: 4, 0xd3: 8, 0xdc: 2, 0xdd: 4, 0xde: 2, 0xdf: 4}
-
-
-def unpack(b, i=0):
-    """(value, next offset) of the msgpack value at b[i:] (no ext types)."""
-    c = b[i]
-    i += 1
-    if c <= 0x7f:
-        return c, i
-    if c >= 0xe0:
-        return c - 256, i
-    if c <= 0x8f:
-        return _unpack_map(b, i, c & 0x0f)
-    if c <= 0x9f:
-        return _unpack_array(b, i, c & 0x0f)
-    if c <= 0xbf:
-        n = c & 0x1f
-        return b[i:i + n].decode(), i + n
-    if c == 0xc0:
-        return None, i
-    if c in (0xc2, 0xc3):
-        return c == 0xc3, i
-    if c == 0xca:
-        return struct.unpack(">f", b[i:i + 4])[0], i + 4
-    if c == 0xcb:
-        return struct.unpack(">d", b[i:i + 8])[0], i + 8
-    w = _WIDTH.get(c)
-    if w is None:
-        raise ValueError(f"msgpack byte {c:#x} is not handled")
-    n = int.from_bytes(b[i:i + w], "big", signed=0xd0 <= c <= 0xd3)
-    i += w
-    if c in (0xc4, 0xc5, 0xc6):
-        return bytes(b[i:i + n]), i + n
-    if c in (0xd9, 0xda, 0xdb):
-        return b[i:i + n].decode(), i + n
-    if c in (0xdc, 0xdd):
-        return _unpack_array(b, i, n)
-    if c in (0xde, 0xdf):
-        return _unpack_map(b, i, n)
-    return n, i
-
-
-def _unpack_array(b, i, n):
-    out = []
-    for _ in range(n):
-        v, i = unpack(b, i)
-        out.append(v)
-    return out, i
-
-
-def _unpack_map(b, i, n):
-    out = {}
-    for _ in range(n):
-        k, i = unpack(b, i)
-        v, i = unpack(b, i)
-        out[k] = v
-    return out, i
-
-
-def frame(body):
-    """A frame: 4-byte big-endian length, then the body."""
-    return struct.pack(">I", len(body)) + body
-
-
-def request(msgid, op, params=None):
-    return frame(pack([0, msgid, op, {} if params is None else params]))
-
-
-# --- a raw client -----------------------------------------------------------
-
-
-class Conn:
-    """One raw connection to beamd: send frames or bytes, read messages."""
-
-    def __init__(self, path, timeout=5.0):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        self.sock.connect(path)
-        self.buf = b""
-        self.next_id = 1
-        self.hello_reply = None
-
-    def send_raw(self, data):
-        self.sock.sendall(data)
-
-    def send(self, value):
-        self.send_raw(frame(pack(value)))
-
-    def recv(self):
-        """The next whole message, or None at EOF. socket.timeout if none comes."""
-        while True:
-            if len(self.buf) >= 4:
-                n = int.from_bytes(self.buf[:4], "big")
-                if len(self.buf) >= 4 + n:
-                    body, self.buf = self.buf[4:4 + n], self.buf[4 + n:]
-                    value, end = unpack(body)
-                    assert end == n, "beamd sent stray bytes after a value"
-                    return value
-            try:
-                chunk = self.sock.recv(1 << 20)
-            except (ConnectionResetError, BrokenPipeError):
-                chunk = b""
-            if not chunk:
-                assert self.buf == b"", f"beamd closed in the middle of a frame ({len(self.buf)} bytes held)"
-                return None
-            self.buf += chunk
-
-    def request(self, op, params=None, msgid=None):
-        """Sends a request and returns its reply [1, msgid, error, result]
-        (pushes before it are skipped), or None if the connection closed."""
-        if msgid is None:
-            msgid = self.next_id
-            self.next_id += 1
-        self.send([0, msgid, op, {} if params is None else params])
-        while True:
-            m = self.recv()
-            if m is None or (m[0] == 1 and m[1] == msgid):
-                return m
-
-    def call(self, op, params=None):
-        """A request that must succeed: its result."""
-        r = self.request(op, params)
-        assert r is not None, f"{op}: the connection closed"
-        assert r[2] is None, f"{op}: {r[2]}"
-        return r[3]
-
-    def hello(self, role="driver"):
-        self.hello_reply = self.call("hello", {"role": role, "pid": os.getpid()})
-        return self.hello_reply
-
-    def drain_until_closed(self, timeout=5.0):
-        """Every message beamd sends until it closes the connection."""
-        self.sock.settimeout(timeout)
-        out = []
-        while True:
-            m = self.recv()
-            if m is None:
-                return out
-            out.append(m)
-
-    def close(self):
-        self.sock.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-class Ids:
-    """Ids as a client makes them (docs/DESIGN.md, Ids) from its hello."""
-
-    def __init__(self, hello):
-        self.node = hello["node_index"]
-        self.conn = hello["conn"]
-        self.job = hello["job"]
-        self.seq = 0
-
-    def _next(self):
-        self.seq += 1
-        return self.seq
-
-    def obj(self):
-        return struct.pack(">IIQIII", self.node, self.conn, self._next(), self.job, 0xFFFFFFFF, 0)
-
-    def actor(self):
-        return struct.pack(">IIII", self.node, self.conn, self._next(), self.job)
-
-    def pg(self):
-        return struct.pack(">II", self.node, self.conn) + self._next().to_bytes(6, "big") + struct.pack(">I", self.job)
-
-
-def expect_error(reply, code, *words):
-    """reply is [1, msgid, {code, message}, nil] with that code and words in the message."""
-    assert reply is not None, "the connection closed instead of replying"
-    assert reply[0] == 1 and reply[3] is None, reply
-    err = reply[2]
-    assert isinstance(err, dict) and set(err) == {"code", "message"}, reply
-    assert err["code"] == code, reply
-    assert err["message"], reply
-    for w in words:
-        assert w in err["message"], reply
-    return err["message"]
-
-
-def expect_closed_with_error(conn, *words, timeout=5.0):
-    """beamd sends an error push (maybe after replies) and closes."""
-    msgs = conn.drain_until_closed(timeout)
-    pushes = [m for m in msgs if m[0] == 2 and m[1] == "error"]
-    assert pushes, f"no error push before the close: {msgs}"
-    text = pushes[-1][2]["message"]
-    assert isinstance(text, str) and text
-    for w in words:
-        assert w in text, text
-    return text
-
-
-# --- what a daemon looks like from outside ------------------------------------
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
-
-
-def sanitized(pid):
-    """True when the process runs under AddressSanitizer, whose quarantine
-    keeps freed memory resident: RSS bounds do not apply there."""
-    with open(f"/proc/{pid}/maps") as f:
-        return "libasan" in f.read()
-
-
-def fd_count(pid):
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def raise_nofile(want):
-    """Raises this process's soft RLIMIT_NOFILE to want (or the hard limit);
-    a beamd started afterwards inherits it."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = want if hard == resource.RLIM_INFINITY else min(want, hard)
-    if soft != resource.RLIM_INFINITY and soft < target:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-
-
-class Watcher(threading.Thread):
-    """A second client that keeps asking for status while a test misbehaves;
-    it records the slowest answer and any failure."""
-
-    def __init__(self, path):
-        super().__init__(daemon=True)
-        self.path = path
-        self.stopping = threading.Event()
-        self.lock = threading.Lock()
-        self.errors = []
-        self.max_latency = 0.0
-        self.count = 0
-        self.start()
-
-    def run(self):
-        try:
-            conn = Conn(self.path, timeout=10)
-            conn.hello("ctl")
-        except Exception as e:  # noqa: BLE001 - recorded for the test to report
-            self.errors.append(f"watcher could not connect: {e!r}")
-            return
-        while not self.stopping.wait(0.005):
-            t0 = time.monotonic()
-            try:
-                r = conn.request("status")
-            except Exception as e:  # noqa: BLE001
-                self.errors.append(f"status failed: {e!r}")
-                return
-            dt = time.monotonic() - t0
-            with self.lock:
-                if r is None or r[2] is not None:
-                    self.errors.append(f"status answered {r!r:.200}")
-                    return
-                self.max_latency = max(self.max_latency, dt)
-                self.count += 1
-        conn.close()
-
-    def take(self):
-        """(answers, slowest, errors) since the last take, once there is
-        at least one answer or error."""
-        wait_until(lambda: self.count > 0 or self.errors or not self.is_alive(), 5)
-        with self.lock:
-            out = (self.count, self.max_latency, list(self.errors))
-            self.count, self.max_latency = 0, 0.0
-            return out
-
-    def stop(self):
-        self.stopping.set()
-        self.join(10)
-
+from beamkit.client import Conn, Ids, Watcher, base_params, expect_closed_with_error, expect_error, pack, request
+from beamkit.daemon import Beamd, one_ray_for_module
+from beamkit.procs import fd_count, raise_nofile, rss_kib, sanitized, wait_until
+from beamkit.wire import Raw, frame
 
 # Limits the watcher and the RSS check hold a daemon to.
 MAX_STALL_S = 1.0
@@ -417,15 +92,8 @@ def node():
     """One beamd for the module (4 MiB outq so backpressure is quick to
     reach), a watcher client and an in-process ray driver with one actor."""
     raise_nofile(4096)
-    d = Beamd(extra=["--max-outq", str(4 << 20), "--log-level", "info"])
-    old = os.environ.get("BEAM_SOCKET")
-    os.environ["BEAM_SOCKET"] = d.socket
-    os.environ.pop("RAY_ADDRESS", None)
-    import ray
-
-    watcher = None
-    try:
-        ray.init()
+    with one_ray_for_module(8, 4, extra=["--max-outq", str(4 << 20), "--log-level", "info"]) as d:
+        import ray
 
         @ray.remote
         class Echo:
@@ -435,22 +103,10 @@ def node():
         actor = Echo.remote()
         assert ray.get(actor.echo.remote(1), timeout=30) == 1
         watcher = Watcher(d.socket)
-        yield Node(d, watcher, ray, actor)
-    finally:
-        if watcher:
+        try:
+            yield Node(d, watcher, ray, actor)
+        finally:
             watcher.stop()
-        ray.shutdown()
-        rc = d.stop()
-        leftover = beam_processes(d.socket)
-        for pid in leftover:
-            os.kill(pid, 9)
-        if old is None:
-            os.environ.pop("BEAM_SOCKET", None)
-        else:
-            os.environ["BEAM_SOCKET"] = old
-        subprocess.run(["rm", "-rf", d.dir], check=False)
-        assert rc == 0, f"beamd exited with {rc}:\n{d.read_log()[-3000:]}"
-        assert not leftover, f"beam processes left behind: {leftover}"
 
 
 @pytest.fixture
@@ -629,8 +285,7 @@ def test_small_limits_are_enforced_exactly(tmp_path):
         assert not errors and answers > 0 and slowest < MAX_STALL_S
     finally:
         w.stop()
-        rc = d.stop()
-        subprocess.run(["rm", "-rf", d.dir], check=False)
+        rc, _ = d.close()
     assert rc == 0, d.read_log()[-3000:]
 
 
@@ -664,40 +319,6 @@ WRONG = {
     "path": [5, "a\0b"],
     "python": [5, "", "a\0b"],
 }
-
-
-def base_params(op, ids, pg=None):
-    """Valid params for op: with one field made wrong, only that field is at fault."""
-    if op == "put":
-        return {"obj": ids.obj(), "data": b"x", "objects": [], "actors": []}
-    if op == "get":
-        return {"objs": [ids.obj()], "timeout_ms": 0}
-    if op == "wait":
-        return {"objs": [ids.obj()], "num_returns": 1, "timeout_ms": 0}
-    if op == "submit":
-        return {"actor": ids.actor(), "obj": ids.obj(), "method": "m", "args": b"", "objects": [], "actors": []}
-    if op == "create_actor":
-        # a python that does not exist: should a wrong field slip through,
-        # no worker starts
-        return {"actor": ids.actor(), "class_name": "C", "class_data": b"", "args": b"",
-                "python": "/nonexistent/python3", "cwd": "/", "name": "", "noset_cuda": False,
-                "num_cpus": 0.0, "num_gpus": 0.0, "memory": 0.0, "resources": {}, "sys_path": [], "env": {},
-                "objects": [], "actors": [], "bundle_index": -1, "capture_child_tasks": False}
-    if op == "kill":
-        return {"actor": ids.actor(), "no_restart": True}
-    if op in ("hold", "release"):
-        return {"objects": [ids.obj()], "actors": [ids.actor()]}
-    if op == "pg_create":
-        return {"pg": ids.pg(), "strategy": "PACK", "bundles": [{"CPU": 0.001}], "name": "", "detached": False}
-    if op == "pg_ready":
-        return {"pg": pg, "obj": ids.obj(), "value": b"v"}
-    if op == "pg_remove":
-        return {"pg": ids.pg()}
-    if op == "pg_table":
-        return {"pg": ids.pg()}
-    if op == "get_actor":
-        return {"name": "no-such-actor"}
-    raise AssertionError(op)
 
 
 # op -> {field: (kind, required)}
@@ -951,7 +572,7 @@ def test_500_clients_when_started_with_a_soft_fd_limit_of_256():
     finally:
         for c in conns:
             c.close()
-        _stop_hard(d)
+        d.close()
 
 
 def test_a_client_that_never_reads_cannot_grow_beamd(served):
@@ -1081,21 +702,6 @@ def test_a_client_that_hangs_up_with_requests_in_flight(served):
         c.close()
 
 
-def _stop_hard(d):
-    """Stops a test's own daemon, SIGKILL if it does not answer SIGTERM."""
-    if d.proc.poll() is None:
-        d.proc.terminate()
-        try:
-            d.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            d.proc.kill()
-            d.proc.wait()
-    d.log.close()
-    for pid in beam_processes(d.socket):
-        os.kill(pid, 9)
-    subprocess.run(["rm", "-rf", d.dir], check=False)
-
-
 def test_a_wait_on_many_ids_does_not_stall_the_daemon():
     d = Beamd(extra=["--log-level", "info"])
     try:
@@ -1114,7 +720,7 @@ def test_a_wait_on_many_ids_does_not_stall_the_daemon():
             assert r is not None and r[2] is None, \
                 f"status waited more than {time.monotonic() - t0:.1f}s behind one wait"
     finally:
-        _stop_hard(d)
+        d.close()
 
 
 def test_a_put_that_names_itself_is_freed():
@@ -1127,4 +733,4 @@ def test_a_put_that_names_itself_is_freed():
             c.call("release", {"objects": [obj]})
             assert c.call("status")["objects"]["count"] == 0
     finally:
-        _stop_hard(d)
+        d.close()

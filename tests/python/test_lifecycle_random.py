@@ -58,7 +58,8 @@ def test_lifecycle_random(seed, steps, monkeypatch):
 
 import textwrap  # noqa: E402
 
-from conftest import run_driver, wait_until  # noqa: E402
+from beamkit.daemon import run_driver  # noqa: E402
+from beamkit.procs import wait_until  # noqa: E402
 
 SELF_CARRIER = textwrap.dedent("""
     import os, ray

@@ -6,30 +6,19 @@ handles across processes, the table's shape, the state functions' shapes, and
 the flow vLLM's executors run."""
 
 import copy as copy_module
-import importlib
 import os
 import pickle
 import re
 
 import pytest
 
-from conftest import Beamd, run_driver, wait_until
+from beamkit.daemon import Beamd, run_driver
+from beamkit.pg import pg_api, pg_strategy
+from beamkit.procs import wait_gone, wait_until
 
 IP = "127.0.0.1"
 HEX36 = re.compile(r"^[0-9a-f]{36}$")
 HEX56 = re.compile(r"^[0-9a-f]{56}$")
-
-
-def _pg_api():
-    # the attribute ray.util.placement_group is the function (as in Ray); the
-    # module is reached through importlib
-    return importlib.import_module("ray.util.placement_group")
-
-
-def _strategy(pg, index=-1):
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-    return PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=index)
 
 
 def _totals_back(ray):
@@ -72,7 +61,7 @@ def _make_probe(ray):
 @pytest.mark.parametrize("strategy", ["PACK", "SPREAD", "STRICT_PACK"])
 def test_strategies_place_on_one_node(ray_start, strategy):
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
     node_id = ray.get_runtime_context().get_node_id()
     pg = api.placement_group([{"GPU": 1, "CPU": 1}] * 3, strategy=strategy)
     assert ray.get(pg.ready(), timeout=10) == pg
@@ -89,7 +78,7 @@ def test_strategies_place_on_one_node(ray_start, strategy):
 @pytest.mark.ray_compat
 def test_strict_spread_one_bundle_placed_two_pending(ray_start):
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
     one = api.placement_group([{"GPU": 1}], strategy="STRICT_SPREAD")
     assert one.wait(10)
     two = api.placement_group([{"GPU": 1}, {"GPU": 1}], strategy="STRICT_SPREAD")
@@ -106,7 +95,7 @@ def test_strict_spread_one_bundle_placed_two_pending(ray_start):
 @pytest.mark.ray_compat
 def test_strict_pack_that_cannot_fit_one_node_stays_pending(ray_start):
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
     pg = api.placement_group([{"GPU": 3}, {"GPU": 2}], strategy="STRICT_PACK")
     assert pg.wait(0.2) is False
     assert api.placement_group_table(pg)["state"] == "PENDING"
@@ -119,7 +108,7 @@ def test_strict_pack_that_cannot_fit_one_node_stays_pending(ray_start):
 @pytest.mark.ray_compat
 def test_pending_until_resources_free(ray_start):
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
 
     @ray.remote(num_cpus=0, num_gpus=4)
     class Hog:
@@ -149,7 +138,7 @@ def test_actor_waits_for_a_pending_group(ray_start):
     """vLLM's DP manager submits actors into a group without waiting on
     ready(): they start once the group is placed."""
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
     Probe = _make_probe(ray)
 
     @ray.remote(num_cpus=0, num_gpus=4)
@@ -160,7 +149,7 @@ def test_actor_waits_for_a_pending_group(ray_start):
     hog = Hog.remote()
     ray.get(hog.ping.remote(), timeout=10)
     pg = api.placement_group([{"GPU": 1}], strategy="STRICT_PACK")
-    a = Probe.options(scheduling_strategy=_strategy(pg, 0)).remote()
+    a = Probe.options(scheduling_strategy=pg_strategy(pg, 0)).remote()
     ref = a.ping.remote()
     assert ray.wait([ref], timeout=0.3)[0] == []
     ray.kill(hog)
@@ -175,7 +164,7 @@ def test_actor_waits_for_a_pending_group(ray_start):
 ])
 def test_infeasible_stays_pending(ray_start, bundles):
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
     pg = api.placement_group(bundles, strategy="PACK")
     with pytest.raises(ray.exceptions.GetTimeoutError):
         ray.get(pg.ready(), timeout=0)
@@ -190,13 +179,13 @@ def test_infeasible_stays_pending(ray_start, bundles):
 @pytest.mark.parametrize("bundles", [[], [{}], [{"GPU": 0}], [{"CPU": 0, "GPU": 0}], [{"GPU": 1}, {}],
                                      {"GPU": 1}, [{"GPU": -1}]])
 def test_bad_bundles_raise_value_error(ray_start, bundles):
-    api = _pg_api()
+    api = pg_api()
     with pytest.raises(ValueError):
         api.placement_group(bundles)
 
 
 def test_bad_strategy_and_lifetime_raise_value_error(ray_start):
-    api = _pg_api()
+    api = pg_api()
     with pytest.raises(ValueError):
         api.placement_group([{"GPU": 1}], strategy="BOGUS")
     with pytest.raises(ValueError):
@@ -212,11 +201,11 @@ def test_bad_strategy_and_lifetime_raise_value_error(ray_start):
 
 def test_remove_kills_actors_and_returns_resources(ray_start, beamd):
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
     Probe = _make_probe(ray)
     pg = api.placement_group([{"GPU": 1, "CPU": 1}] * 2, strategy="PACK")
     assert pg.wait(10)
-    actors = [Probe.options(scheduling_strategy=_strategy(pg, i)).remote() for i in range(2)]
+    actors = [Probe.options(scheduling_strategy=pg_strategy(pg, i)).remote() for i in range(2)]
     pids = [ray.get(a.info.remote(), timeout=10)["pid"] for a in actors]
     assert ray.available_resources()["GPU"] == 2.0
     api.remove_placement_group(pg)
@@ -224,7 +213,7 @@ def test_remove_kills_actors_and_returns_resources(ray_start, beamd):
         with pytest.raises(ray.exceptions.ActorDiedError):
             ray.get(a.ping.remote(), timeout=10)
     assert wait_until(lambda: _totals_back(ray))
-    assert wait_until(lambda: not any(os.path.exists(f"/proc/{p}") and _alive(p) for p in pids))
+    assert wait_gone(pids)
     assert api.placement_group_table(pg)["state"] == "REMOVED"
     assert _pg_status(beamd, pg)["state"] == "REMOVED"
     assert all(a["state"] == "DEAD" for a in beamd.status()["actors"])
@@ -232,20 +221,12 @@ def test_remove_kills_actors_and_returns_resources(ray_start, beamd):
     api.remove_placement_group(pg)
 
 
-def _alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_remove_pending_group_fails_its_waiting_actor(ray_start):
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
     Probe = _make_probe(ray)
     pg = api.placement_group([{"GPU": 8}])
-    a = Probe.options(scheduling_strategy=_strategy(pg, 0)).remote()
+    a = Probe.options(scheduling_strategy=pg_strategy(pg, 0)).remote()
     ref = a.ping.remote()
     assert ray.wait([ref], timeout=0.2)[0] == []
     api.remove_placement_group(pg)
@@ -256,13 +237,13 @@ def test_remove_pending_group_fails_its_waiting_actor(ray_start):
 
 def test_remove_fails_an_actor_queued_for_a_full_bundle(ray_start):
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
     Probe = _make_probe(ray)
     pg = api.placement_group([{"GPU": 1}])
     assert pg.wait(10)
-    running = Probe.options(scheduling_strategy=_strategy(pg, 0)).remote()
+    running = Probe.options(scheduling_strategy=pg_strategy(pg, 0)).remote()
     assert ray.get(running.ping.remote(), timeout=10) == "pong"
-    queued = Probe.options(scheduling_strategy=_strategy(pg, 0)).remote()
+    queued = Probe.options(scheduling_strategy=pg_strategy(pg, 0)).remote()
     ref = queued.ping.remote()
     assert ray.wait([ref], timeout=0.2)[0] == []
     api.remove_placement_group(pg)
@@ -279,7 +260,7 @@ def test_remove_kills_an_actor_mid_call_and_one_still_starting(ray_start):
     """vLLM's DP shutdown removes groups whose actors sit in run(); an actor
     may also still be in its constructor."""
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
 
     @ray.remote(num_cpus=0, num_gpus=1)
     class Busy:
@@ -299,10 +280,10 @@ def test_remove_kills_an_actor_mid_call_and_one_still_starting(ray_start):
 
     pg = api.placement_group([{"GPU": 1}, {"GPU": 1}])
     assert pg.wait(10)
-    busy = Busy.options(scheduling_strategy=_strategy(pg, 0)).remote()
+    busy = Busy.options(scheduling_strategy=pg_strategy(pg, 0)).remote()
     ray.get(busy.ping.remote(), timeout=10)
     run_ref = busy.run.remote()
-    slow = Busy.options(scheduling_strategy=_strategy(pg, 1)).remote(delay=30)
+    slow = Busy.options(scheduling_strategy=pg_strategy(pg, 1)).remote(delay=30)
     slow_ref = slow.ping.remote()
     assert ray.wait([run_ref, slow_ref], timeout=0.2)[0] == []
     api.remove_placement_group(pg)
@@ -316,7 +297,7 @@ def test_remove_kills_an_actor_mid_call_and_one_still_starting(ray_start):
 
 def test_ready_of_a_removed_group_does_not_hang(ray_start):
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
     pg = api.placement_group([{"GPU": 16}])
     ref = pg.ready()
     api.remove_placement_group(pg)
@@ -331,7 +312,7 @@ def test_ready_of_a_removed_group_does_not_hang(ray_start):
 
 @pytest.mark.ray_compat
 def test_removed_group_is_not_found_by_name(ray_start):
-    api = _pg_api()
+    api = pg_api()
     pg = api.placement_group([{"CPU": 1}], name="short-lived")
     assert pg.wait(10)
     assert api.get_placement_group("short-lived") == pg
@@ -345,21 +326,21 @@ def test_removed_group_is_not_found_by_name(ray_start):
 @pytest.mark.ray_compat
 def test_handle_release_frees_the_bundle(ray_start):
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
     Probe = _make_probe(ray)
     pg = api.placement_group([{"GPU": 1}])
     assert pg.wait(10)
-    a = Probe.options(scheduling_strategy=_strategy(pg, 0)).remote()
+    a = Probe.options(scheduling_strategy=pg_strategy(pg, 0)).remote()
     ray.get(a.ping.remote(), timeout=10)
     del a  # the last handle: the actor exits and gives the bundle back
-    b = Probe.options(scheduling_strategy=_strategy(pg, 0)).remote()
+    b = Probe.options(scheduling_strategy=pg_strategy(pg, 0)).remote()
     assert ray.get(b.ping.remote(), timeout=10) == "pong"
 
 
 def test_any_bundle_means_one_that_has_the_resource(ray_start):
     """vLLM's DP groups: GPU bundles, then a CPU bundle for the engine actor."""
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
 
     @ray.remote(num_cpus=1)
     class Engine:
@@ -371,11 +352,11 @@ def test_any_bundle_means_one_that_has_the_resource(ray_start):
     pg = api.placement_group([{"GPU": 1, "node:127.0.0.1": 0.001}] * 2 + [{"CPU": 1, "node:127.0.0.1": 0.001}],
                              strategy="STRICT_PACK")
     assert pg.wait(10)
-    e = Engine.options(scheduling_strategy=_strategy(pg, -1)).remote()
+    e = Engine.options(scheduling_strategy=pg_strategy(pg, -1)).remote()
     pg_hex, gpus = ray.get(e.where.remote(), timeout=10)
     assert pg_hex == pg.id.hex() and gpus == []
     # the CPU bundle is taken; a second 1-CPU actor has nowhere to go
-    e2 = Engine.options(scheduling_strategy=_strategy(pg, -1)).remote()
+    e2 = Engine.options(scheduling_strategy=pg_strategy(pg, -1)).remote()
     assert ray.wait([e2.where.remote()], timeout=0.3)[0] == []
     assert ray.available_resources()["CPU"] == 7.0
 
@@ -385,15 +366,15 @@ def test_any_bundle_means_one_that_has_the_resource(ray_start):
 
 def test_bundle_hosts_only_what_it_holds(ray_start, beamd):
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
     Probe = _make_probe(ray)
     pg = api.placement_group([{"GPU": 1}])
     assert pg.wait(10)
-    first = Probe.options(scheduling_strategy=_strategy(pg, 0)).remote()
+    first = Probe.options(scheduling_strategy=pg_strategy(pg, 0)).remote()
     assert ray.get(first.ping.remote(), timeout=10) == "pong"
     # actors in a group are charged to its bundle, not to the node's free pool
     assert ray.available_resources()["GPU"] == 3.0
-    second = Probe.options(scheduling_strategy=_strategy(pg, 0)).remote()
+    second = Probe.options(scheduling_strategy=pg_strategy(pg, 0)).remote()
     ref = second.ping.remote()
     assert ray.wait([ref], timeout=0.3)[0] == []
     states = {a["actor_id"]: a["state"] for a in beamd.status()["actors"]}
@@ -410,7 +391,7 @@ def test_actor_bigger_than_every_bundle_is_refused(ray_start):
     """As Ray: an actor no bundle can hold raises ValueError at .remote()
     (it used to stay pending on beam)."""
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
 
     @ray.remote(num_cpus=0, num_gpus=2)
     class Big:
@@ -420,20 +401,20 @@ def test_actor_bigger_than_every_bundle_is_refused(ray_start):
     pg = api.placement_group([{"GPU": 1}, {"GPU": 1}])
     assert pg.wait(10)
     with pytest.raises(ValueError, match="cannot fit into any bundles for the placement group"):
-        Big.options(scheduling_strategy=_strategy(pg, -1)).remote()
+        Big.options(scheduling_strategy=pg_strategy(pg, -1)).remote()
 
 
 def test_bundle_index_minus_one_picks_a_bundle_with_room(ray_start, beamd):
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
     Probe = _make_probe(ray)
     pg = api.placement_group([{"GPU": 1}, {"GPU": 1}])
     assert pg.wait(10)
-    a = Probe.options(scheduling_strategy=_strategy(pg, -1)).remote()
-    b = Probe.options(scheduling_strategy=_strategy(pg)).remote()  # -1 is the default
+    a = Probe.options(scheduling_strategy=pg_strategy(pg, -1)).remote()
+    b = Probe.options(scheduling_strategy=pg_strategy(pg)).remote()  # -1 is the default
     ia, ib = ray.get([a.info.remote(), b.info.remote()], timeout=10)
     assert len(ia["gpus"]) == 1 and len(ib["gpus"]) == 1 and ia["gpus"] != ib["gpus"]
-    c = Probe.options(scheduling_strategy=_strategy(pg, -1)).remote()
+    c = Probe.options(scheduling_strategy=pg_strategy(pg, -1)).remote()
     ref = c.ping.remote()
     assert ray.wait([ref], timeout=0.3)[0] == []
     ray.kill(b)
@@ -444,12 +425,12 @@ def test_bundle_index_minus_one_picks_a_bundle_with_room(ray_start, beamd):
 @pytest.mark.ray_compat
 def test_bundle_index_out_of_range_raises(ray_start):
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
     Probe = _make_probe(ray)
     pg = api.placement_group([{"GPU": 1}])
     for index in (1, 5, -2):
         with pytest.raises(ValueError):
-            Probe.options(scheduling_strategy=_strategy(pg, index)).remote()
+            Probe.options(scheduling_strategy=pg_strategy(pg, index)).remote()
 
 
 @pytest.mark.parametrize("capture", [True, False])
@@ -458,7 +439,7 @@ def test_child_actors_and_capture(ray_start, capture):
     actors it creates (with no strategy of their own) in its group, as vLLM's
     V1 executor expects; without it they go to the node."""
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     @ray.remote(num_cpus=0, num_gpus=1)
@@ -499,7 +480,7 @@ def test_child_actors_and_capture(ray_start, capture):
 @pytest.mark.ray_compat
 def test_half_gpu_actors_share_a_whole_gpu_bundle(ray_start):
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
 
     @ray.remote(num_cpus=0, num_gpus=0.5)
     class Half:
@@ -513,11 +494,11 @@ def test_half_gpu_actors_share_a_whole_gpu_bundle(ray_start):
 
     pg = api.placement_group([{"GPU": 1}])
     assert pg.wait(10)
-    x, y = (Half.options(scheduling_strategy=_strategy(pg, 0)).remote() for _ in range(2))
+    x, y = (Half.options(scheduling_strategy=pg_strategy(pg, 0)).remote() for _ in range(2))
     (gx, cx), (gy, cy) = ray.get([x.info.remote(), y.info.remote()], timeout=10)
     assert len(gx) == 1 and gx == gy
     assert cx == cy == gx[0]
-    third = Half.options(scheduling_strategy=_strategy(pg, 0)).remote()
+    third = Half.options(scheduling_strategy=pg_strategy(pg, 0)).remote()
     assert ray.wait([third.ping.remote()], timeout=0.3)[0] == []
     assert ray.available_resources()["GPU"] == 3.0
 
@@ -525,7 +506,7 @@ def test_half_gpu_actors_share_a_whole_gpu_bundle(ray_start):
 @pytest.mark.ray_compat
 def test_half_gpu_bundles(ray_start):
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
 
     @ray.remote(num_cpus=0, num_gpus=0.5)
     class Half:
@@ -543,12 +524,12 @@ def test_half_gpu_bundles(ray_start):
     assert pg.wait(10)
     assert api.placement_group_table(pg)["bundles"] == {0: {"GPU": 0.5}, 1: {"GPU": 0.5}}
     assert ray.available_resources()["GPU"] == 3.0
-    hs = [Half.options(scheduling_strategy=_strategy(pg, i)).remote() for i in range(2)]
+    hs = [Half.options(scheduling_strategy=pg_strategy(pg, i)).remote() for i in range(2)]
     g0, g1 = ray.get([h.gpus.remote() for h in hs], timeout=10)
     assert len(g0) == 1 and len(g1) == 1
     # a whole GPU never fits a half-GPU bundle: refused at .remote(), as Ray
     with pytest.raises(ValueError, match="cannot fit into any bundles for the placement group"):
-        Whole.options(scheduling_strategy=_strategy(pg, 0)).remote()
+        Whole.options(scheduling_strategy=pg_strategy(pg, 0)).remote()
 
 
 # --- node: pinning ---
@@ -556,7 +537,7 @@ def test_half_gpu_bundles(ray_start):
 
 def test_node_ip_resource_pins_the_bundle(ray_start):
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
     node_id = ray.get_runtime_context().get_node_id()
     here = api.placement_group([{"GPU": 1, f"node:{IP}": 0.001}, {"GPU": 1}])
     assert here.wait(10)
@@ -576,7 +557,7 @@ def test_node_ip_resource_pins_the_bundle(ray_start):
 @pytest.mark.ray_compat
 def test_handle_pickles_and_works_inside_an_actor(ray_start):
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
     pg = api.placement_group([{"GPU": 1}, {"CPU": 2}], strategy="PACK", name="shared-pg")
     assert pg.wait(10)
     copy = pickle.loads(pickle.dumps(pg))
@@ -614,7 +595,7 @@ def test_handle_pickles_and_works_inside_an_actor(ray_start):
 @pytest.mark.ray_compat
 def test_current_placement_group(ray_start):
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
     assert api.get_current_placement_group() is None
     assert ray.get_runtime_context().get_placement_group_id() is None
     pg = api.placement_group([{"GPU": 1}])
@@ -628,7 +609,7 @@ def test_current_placement_group(ray_start):
             cur = get_current_placement_group()
             return cur, cur.bundle_specs, ray.get_runtime_context().get_placement_group_id()
 
-    a = Inside.options(scheduling_strategy=_strategy(pg, 0)).remote()
+    a = Inside.options(scheduling_strategy=pg_strategy(pg, 0)).remote()
     cur, specs, pg_hex = ray.get(a.current.remote(), timeout=10)
     assert cur == pg
     assert specs == [{"GPU": 1.0}]
@@ -639,7 +620,7 @@ def test_group_used_from_another_driver(ray_start):
     """A handle pickled into a separate driver (vLLM hands its group to
     spawned processes) reads the table and schedules into it."""
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
     pg = api.placement_group([{"GPU": 1}, {"GPU": 1}])
     assert pg.wait(10)
     code = (
@@ -665,7 +646,7 @@ def test_group_used_from_another_driver(ray_start):
 
 @pytest.mark.ray_compat
 def test_stats_of_a_group_removed_while_pending(ray_start):
-    api = _pg_api()
+    api = pg_api()
     pg = api.placement_group([{"GPU": 16}])
     assert pg.wait(0.05) is False
     api.remove_placement_group(pg)
@@ -676,7 +657,7 @@ def test_stats_of_a_group_removed_while_pending(ray_start):
 
 @pytest.mark.ray_compat
 def test_stats_of_a_placed_group(ray_start):
-    api = _pg_api()
+    api = pg_api()
     pg = api.placement_group([{"GPU": 1}])
     assert pg.wait(10)
     stats = api.placement_group_table(pg)["stats"]
@@ -690,7 +671,7 @@ def test_stats_of_a_placed_group(ray_start):
 
 def test_placement_group_table_shapes(ray_start):
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
     node_id = ray.get_runtime_context().get_node_id()
     placed = api.placement_group([{"GPU": 1, "CPU": 0.5}, {"CPU": 1}], strategy="SPREAD", name="shapes")
     assert placed.wait(10)
@@ -741,7 +722,7 @@ def test_driver_exit_removes_its_groups(ray_start, beamd):
     assert wait_until(lambda: states().get(gone) == "REMOVED")
     assert states()[kept] == "CREATED"  # detached outlives its driver
     assert wait_until(lambda: ray.available_resources()["GPU"] == 3.0)
-    api = _pg_api()
+    api = pg_api()
     pg = api.get_placement_group("kept")
     assert pg.id.hex() == kept
     api.remove_placement_group(pg)
@@ -750,7 +731,7 @@ def test_driver_exit_removes_its_groups(ray_start, beamd):
 
 def test_group_made_by_an_actor_outlives_the_actor(ray_start, beamd):
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
 
     @ray.remote(num_cpus=0)
     class Launcher:
@@ -769,7 +750,7 @@ def test_group_made_by_an_actor_outlives_the_actor(ray_start, beamd):
     assert wait_until(lambda: api.placement_group_table(pg)["state"] != "CREATED", timeout=0.5) is False
     # and the driver still schedules into it
     Probe = _make_probe(ray)
-    p = Probe.options(scheduling_strategy=_strategy(pg, 0)).remote()
+    p = Probe.options(scheduling_strategy=pg_strategy(pg, 0)).remote()
     assert ray.get(p.ping.remote(), timeout=10) == "pong"
 
 
@@ -797,7 +778,7 @@ def test_group_made_by_an_actor_goes_with_the_driver(beamd):
 def test_shutdown_removes_groups(beamd):
     import ray
 
-    api = _pg_api()
+    api = pg_api()
     ray.init()
     pg = api.placement_group([{"GPU": 4}])
     assert pg.wait(10)
@@ -861,7 +842,7 @@ def test_state_functions_shapes(ray_start, beamd):
     assert f"node:{ip}" in total
 
     # resources in use show in available, per node and in total
-    pg = _pg_api().placement_group([{"GPU": 1, "CPU": 2}])
+    pg = pg_api().placement_group([{"GPU": 1, "CPU": 2}])
     assert pg.wait(10)
     assert ray.available_resources()["GPU"] == 3.0
     assert state.available_resources_per_node()[node_id]["CPU"] == 6.0
@@ -895,7 +876,7 @@ def test_custom_resources_in_state_and_bundles(monkeypatch):
     monkeypatch.setenv("BEAM_SOCKET", d.socket)
     try:
         ray.init()
-        api = _pg_api()
+        api = pg_api()
         assert ray.cluster_resources()["accel"] == 2.0
         assert "GPU" not in ray.cluster_resources() or ray.cluster_resources()["GPU"] == 0
         pg = api.placement_group([{"accel": 1}, {"accel": 1}], strategy="STRICT_PACK")
@@ -995,7 +976,7 @@ def test_vllm_shaped_flow(ray_start, noset):
 
 
 def api_state(pg):
-    return _pg_api().placement_group_table(pg)["state"]
+    return pg_api().placement_group_table(pg)["state"]
 
 
 def test_ray_util_reachable_after_plain_import():
@@ -1016,7 +997,7 @@ def two_nodes(monkeypatch, tmp_path):
     import socket as _socket
 
     import ray
-    from conftest import beam_processes
+    from beamkit.procs import beam_processes
 
     s = _socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -1047,7 +1028,7 @@ def two_nodes(monkeypatch, tmp_path):
 
 def test_two_nodes_strategies_and_node_ids(two_nodes):
     ray = two_nodes
-    api = _pg_api()
+    api = pg_api()
     from ray._private import state
 
     nodes = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}
@@ -1070,7 +1051,7 @@ def test_two_nodes_strategies_and_node_ids(two_nodes):
     assert spread.wait(10)
     placed = api.placement_group_table(spread)["bundles_to_node_id"]
     assert set(placed.values()) == set(nodes)
-    actors = [Where.options(scheduling_strategy=_strategy(spread, i)).remote() for i in range(2)]
+    actors = [Where.options(scheduling_strategy=pg_strategy(spread, i)).remote() for i in range(2)]
     for i, (nid, ip, gpus) in enumerate(ray.get([a.where.remote() for a in actors], timeout=20)):
         assert nid == placed[i] and ip == nodes[nid] and len(gpus) == 1
     three = api.placement_group([{"GPU": 1}] * 3, strategy="STRICT_SPREAD")

@@ -15,8 +15,9 @@ import zipfile
 
 import pytest
 
-import venv_util
-from venv_util import REPO, Node
+from beamkit import REPO, venv as venv_util
+from beamkit.procs import alive
+from beamkit.venv import Node
 
 
 pytestmark = venv_util.skip_in_sanitizer_pass
@@ -25,15 +26,6 @@ pytestmark = venv_util.skip_in_sanitizer_pass
 @pytest.fixture(scope="module")
 def venv():
     return venv_util.installed_venv()
-
-
-def alive(pid):
-    """Runs (a zombie, not yet reaped by init, has stopped)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def site_packages(venv):

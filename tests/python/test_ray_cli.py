@@ -7,16 +7,15 @@ the node `ray start` made. Each node gets its own HOME and Ray temp folder."""
 import json
 import os
 import signal
-import socket
 import stat
 import textwrap
 
 import pytest
 
-import venv_util
-from conftest import wait_until
+from beamkit import venv as venv_util
+from beamkit.procs import alive, free_port, wait_until
+from beamkit.venv import read_until
 from ray.scripts.scripts import descendants
-from venv_util import read_until
 
 PYTHON = os.environ.get("BEAM_PYTHON", "/usr/bin/python3")
 
@@ -25,20 +24,6 @@ PYTHON = os.environ.get("BEAM_PYTHON", "/usr/bin/python3")
 def _needs_build():
     if not os.environ.get("BEAM_BEAMD"):
         pytest.skip("BEAM_BEAMD is not set (run through scripts/test.sh)")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 class CliNode(venv_util.Node):

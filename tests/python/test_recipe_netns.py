@@ -17,13 +17,12 @@ import shutil
 import subprocess
 import time
 
-import pytest
 
-import venv_util
-from test_cluster_netns import _SKIP, NetnsPair, _ip
-from venv_util import REPO, Node, read_until
+from beamkit import REPO, venv as venv_util
+from beamkit.netns import NetnsPair, ip_cmd, needs_netns
+from beamkit.venv import Node, read_until
 
-pytestmark = [pytest.mark.skipif(_SKIP is not None, reason=_SKIP or ""), venv_util.skip_in_sanitizer_pass]
+pytestmark = [needs_netns, venv_util.skip_in_sanitizer_pass]
 
 
 def _ns_pids(ns):
@@ -35,8 +34,8 @@ def test_vllm_recipe_across_two_namespaces():
     pair = NetnsPair()
     procs = []
     try:
-        _ip("route", "add", "default", "via", pair.ip_b, ns=pair.a)
-        _ip("route", "add", "default", "via", pair.ip_a, ns=pair.b)
+        ip_cmd("route", "add", "default", "via", pair.ip_b, ns=pair.a)
+        ip_cmd("route", "add", "default", "via", pair.ip_a, ns=pair.b)
         head = Node(venv, wrap=pair.wrap(pair.a))
         member = Node(venv, wrap=pair.wrap(pair.b))
 

@@ -23,34 +23,11 @@ import time
 
 import pytest
 
-from conftest import Beamd, beam_processes, wait_until
-from test_hardening import Conn, Watcher, request, rss_kib, sanitized
+from beamkit.client import Conn, Watcher, request
+from beamkit.daemon import Beamd
+from beamkit.procs import alive, cmdline, hwm_kib, reset_hwm, rss_kib, sanitized, wait_file, wait_gone, wait_until
 
 MAX_OUTQ = 16 << 20  # soft mark (backpressure, log drop): MAX_OUTQ / 16 = 1 MiB
-
-
-def hwm_kib(pid):
-    """The process's peak RSS (VmHWM)."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmHWM")
-
-
-def reset_hwm(pid):
-    """Resets VmHWM to the current RSS (writing 5 to clear_refs; Linux >= 4.0)."""
-    with open(f"/proc/{pid}/clear_refs", "w") as f:
-        f.write("5")
-
-
-def _stop_daemon(d):
-    rc = d.stop()
-    leftover = beam_processes(d.socket)
-    for pid in leftover:
-        os.kill(pid, signal.SIGKILL)
-    subprocess.run(["rm", "-rf", d.dir], check=False)
-    return rc, leftover
 
 
 @pytest.fixture
@@ -59,9 +36,7 @@ def small_outq():
     watcher = Watcher(d.socket)
     yield d, watcher
     watcher.stop()
-    rc, leftover = _stop_daemon(d)
-    assert rc == 0, f"beamd exited with {rc}:\n{d.read_log()[-3000:]}"
-    assert not leftover, f"beam processes left behind: {leftover}"
+    d.check_closed()
 
 
 def _driver(d, code, out_path):
@@ -119,7 +94,7 @@ def test_log_flood_to_a_stopped_driver_is_bounded_and_dropped_with_a_marker(smal
     code = FLOOD.replace("N, GO", f"{n}, {str(go)!r}")
     drv = _driver(d, code, out)
     try:
-        assert wait_until(lambda: os.path.exists(str(go) + ".started"), 60), _read(out)
+        assert wait_file(str(go) + ".started", 60), _read(out)
         watcher.take()
         rss0 = rss_kib(d.proc.pid)
         reset_hwm(d.proc.pid)
@@ -260,20 +235,13 @@ SPAWNER = """
 """
 
 
-def _alive(pid, arg):
+def _sleeps(pid, arg):
     """pid runs `sleep arg` (not a zombie, not a reused pid)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmd = f.read().split(b"\0")
-    except OSError:
-        return False
-    return state != "Z" and cmd[:2] == [b"sleep", arg.encode()]
+    return alive(pid) and cmdline(pid)[:2] == [b"sleep", arg.encode()]
 
 
 def _survivors(pids):
-    return [(p, a) for p, a in zip(pids, ("1001", "1002", "1003")) if _alive(p, a)]
+    return [(p, a) for p, a in zip(pids, ("1001", "1002", "1003")) if _sleeps(p, a)]
 
 
 @pytest.mark.parametrize("how", ["kill", "exit", "driver_exit", "beamd"])
@@ -299,22 +267,14 @@ def test_an_actors_processes_do_not_outlive_it(tmp_path, how):
             assert drv.wait(timeout=60) == 0, _read(out)
         gone = wait_until(lambda: not _survivors(pids), 15)
         assert gone, f"{how}: still running: {_survivors(pids)}"
-        assert wait_until(lambda: not os.path.exists(f"/proc/{worker}") or not _worker_alive(worker), 15)
+        assert wait_gone(worker, 15)
     finally:
         for p, _ in _survivors(pids):
             os.kill(p, signal.SIGKILL)
         if drv.poll() is None:
             drv.kill()
             drv.wait()
-        rc, leftover = _stop_daemon(d)
+        rc, leftover = d.close()
     if how != "beamd":
         assert rc == 0, f"beamd exited with {rc}:\n{d.read_log()[-3000:]}"
     assert not leftover, f"beam processes left behind: {leftover}"
-
-
-def _worker_alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False

@@ -21,71 +21,17 @@ import socket
 import struct
 import subprocess
 import tempfile
-import time
 
-from cluster_util import (driver_env, make_cluster, frame, head_mac, node_mac, read_token,  # noqa: F401
-                          SealedStream, stream_key, mp_pack, mp_unpack)
-from conftest import run_driver, wait_until
-from test_hardening import Ids, rss_kib, sanitized
-from test_regress_conn import hwm_kib, reset_hwm
+from beamkit.daemon import driver_env, run_driver
+from beamkit.link import H2M, SealedPeer, SealedStream, challenge, head_mac, read_token, stream_key
+from beamkit.procs import wait_until
+from beamkit.wire import FrameSocket, push
+from beamkit.client import Ids
+from beamkit.link import M2H, RawPeer, node_mac
+from beamkit.procs import hwm_kib, reset_hwm, rss_kib, sanitized
+from beamkit.wire import MSG_PUSH, pack as mp_pack, unpack as mp_unpack
 
 HEAD_IP = "127.0.0.1"
-
-
-class LinkPeer:
-    """A member spoken by hand: the real handshake with the cluster token,
-    then sealed pushes. What the head sends past the handshake is read as
-    raw frames (not opened)."""
-
-    def __init__(self, c, timeout=5.0):
-        self.sock = socket.create_connection((HEAD_IP, c.port), timeout=timeout)
-        self.buf = b""
-        token = read_token(c.token_file)
-        challenge = self._frame()
-        head_nonce = challenge[challenge.index(b"nonce") + 7:][:32]  # {nonce: bin8 32 ...}
-        mine = os.urandom(32)
-        self.tx = SealedStream(stream_key(token, b"beam-m2h-v1", head_nonce, mine))
-        self.sock.sendall(frame([2, "auth", {"nonce": mine, "mac": node_mac(token, head_nonce, mine),
-                                             "stream": self.tx.header}]))
-        assert b"auth_ok" in self._frame()
-
-    def _frame(self, timeout=5.0):
-        """The next raw frame body; None at EOF or a reset."""
-        self.sock.settimeout(timeout)
-        while True:
-            if len(self.buf) >= 4:
-                n = int.from_bytes(self.buf[:4], "big")
-                if len(self.buf) >= 4 + n:
-                    body, self.buf = self.buf[4:4 + n], self.buf[4 + n:]
-                    return body
-            try:
-                chunk = self.sock.recv(65536)
-            except (ConnectionResetError, BrokenPipeError):
-                return None
-            if not chunk:
-                return None
-            self.buf += chunk
-
-    def push(self, op, params):
-        try:
-            self.sock.sendall(self.tx.seal_frame([2, op, params]))
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # closed already: what closed_by_peer checks
-
-    def closed_by_peer(self, timeout=5.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                if self._frame(max(0.01, deadline - time.monotonic())) is None:
-                    return True
-            except socket.timeout:
-                return False
-            except OSError:
-                return True
-        return False
-
-    def close(self):
-        self.sock.close()
 
 
 def _join(node_ip, over=None):
@@ -146,7 +92,7 @@ def test_malformed_joins_are_refused_and_the_head_goes_on(make_cluster):
     c = make_cluster(members=0, node_timeout=60)
     before = len(c.node_table())
     for what, over in BAD_JOINS:
-        p = LinkPeer(c)
+        p = SealedPeer(c)
         p.push("join", _join("127.0.1.9", over))
         assert p.closed_by_peer(5), f"{what}: the head kept the link"
         p.close()
@@ -155,7 +101,7 @@ def test_malformed_joins_are_refused_and_the_head_goes_on(make_cluster):
     ok, out = _driver_works(c)
     assert ok, out
     # a good join still gets in after all that
-    p = LinkPeer(c)
+    p = SealedPeer(c)
     p.push("join", _join("127.0.1.10"))
     assert wait_until(lambda: "127.0.1.10" in c.alive_nodes(), 5, 0.05), c.head.read_log()[-2000:]
     p.close()
@@ -192,7 +138,7 @@ def test_malformed_messages_after_the_join_end_the_link(make_cluster):
     c = make_cluster(members=0, node_timeout=60)  # a silent fake member is not lost meanwhile
     for i, (op, params) in enumerate(BAD_MESSAGES):
         ip = f"127.0.2.{i + 1}"
-        p = LinkPeer(c)
+        p = SealedPeer(c)
         p.push("join", _join(ip))
         assert wait_until(lambda: ip in c.alive_nodes(), 5, 0.02), (op, c.head.read_log()[-2000:])
         p.push(op, params)
@@ -371,7 +317,7 @@ def test_a_member_refuses_malformed_messages_from_its_head(make_cluster):
     srv.listen(8)
     srv.settimeout(10)
     node = c.member_node(ip="127.0.0.2")
-    node.args = [a.replace(f"{HEAD_IP}:{c.port}", f"{HEAD_IP}:{srv.getsockname()[1]}") for a in node.args]
+    c.redirect(node, f"{HEAD_IP}:{srv.getsockname()[1]}")
     node.start(wait_ready=False)
     c.members.append(node)
     try:
@@ -379,17 +325,13 @@ def test_a_member_refuses_malformed_messages_from_its_head(make_cluster):
             conn, _ = srv.accept()
             with conn:
                 conn.settimeout(5)
-                p = LinkPeer.__new__(LinkPeer)  # its frame reader, on the head's end
-                p.sock, p.buf = conn, b""
-                head_nonce = os.urandom(32)
-                conn.sendall(frame([2, "challenge", {"nonce": head_nonce}]))
-                auth = p._frame()
+                p = FrameSocket(conn)  # frames, on the head's end
+                head_nonce, auth = challenge(p)
                 member_nonce = auth[auth.index(b"nonce") + 7:][:32]
-                tx = SealedStream(stream_key(token, b"beam-h2m-v1", head_nonce, member_nonce))
-                conn.sendall(frame([2, "auth_ok", {"nonce": head_nonce, "mac": head_mac(token, member_nonce,
-                                                                                         head_nonce),
-                                                   "stream": tx.header}]))
-                assert p._frame() is not None  # the join (sealed)
+                tx = SealedStream(stream_key(token, H2M, head_nonce, member_nonce))
+                conn.sendall(push("auth_ok", {"nonce": head_nonce, "mac": head_mac(token, member_nonce, head_nonce),
+                                              "stream": tx.header}))
+                assert p.read_body() is not None  # the join (sealed)
                 if op != "welcome":
                     conn.sendall(tx.seal_frame([2, "welcome", {"node_index": 2, "max_frame": 1 << 20,
                                                                "head_id": os.urandom(28)}]))
@@ -431,24 +373,25 @@ class _Opener:
         return mp_unpack(out.raw[:n.value])[0]
 
 
-class _ReadingPeer(LinkPeer):
-    """A LinkPeer that also opens what the head sends it."""
+class _ReadingPeer(RawPeer):
+    """A member spoken by hand that also opens what the head sends it."""
 
     def __init__(self, c, timeout=5.0):
-        self.sock = socket.create_connection((HEAD_IP, c.port), timeout=timeout)
-        self.buf = b""
+        super().__init__(c.head_ip, c.port, timeout)
         token = read_token(c.token_file)
-        head_nonce = mp_unpack(self._frame())[0][2]["nonce"]
+        head_nonce = self.read_frame()[2]["nonce"]
         mine = os.urandom(32)
-        self.tx = SealedStream(stream_key(token, b"beam-m2h-v1", head_nonce, mine))
-        self.sock.sendall(frame([2, "auth", {"nonce": mine, "mac": node_mac(token, head_nonce, mine),
-                                             "stream": self.tx.header}]))
-        ok = mp_unpack(self._frame())[0]
+        self.tx = SealedStream(stream_key(token, M2H, head_nonce, mine))
+        self.send(push("auth", {"nonce": mine, "mac": node_mac(token, head_nonce, mine), "stream": self.tx.header}))
+        ok = self.read_frame()
         assert ok[1] == "auth_ok", ok
-        self.rx = _Opener(stream_key(token, b"beam-h2m-v1", head_nonce, mine), ok[2]["stream"])
+        self.rx = _Opener(stream_key(token, H2M, head_nonce, mine), ok[2]["stream"])
+
+    def push(self, op, params):
+        self.send(self.tx.seal_frame([MSG_PUSH, op, params]))
 
     def message(self, timeout=10.0):
-        body = self._frame(timeout)
+        body = self.read_body(timeout)
         return None if body is None else self.rx.open(body)
 
     def client_reply(self, vconn, msgid):

@@ -5,45 +5,28 @@ group's resources are free, each against a real beamd. Each failed on the
 main they were written against (see the report of the branch bugs-tables)."""
 
 import gc
-import importlib
 import os
 import shutil
-import signal
 import struct
 import subprocess
 import tempfile
 
 import pytest
 
-from cluster_util import RawPeer, SealedStream, cluster, frame, make_cluster, node_mac, read_token, stream_key  # noqa: F401
-from conftest import Beamd, beam_processes, wait_until
-from test_hardening import Conn, Ids, Raw, base_params, expect_error, pack, rss_kib, sanitized
+from beamkit.client import Conn, Ids, base_params, expect_error, pack
+from beamkit.daemon import Beamd
+from beamkit.link import RawPeer, read_token
+from beamkit.pg import pg_api, pg_strategy
+from beamkit.procs import alive, rss_kib, sanitized, wait_gone, wait_until
+from beamkit.wire import Raw
 
 # beamd keeps this many removed groups' rows (src/placement.h, BEAM_PG_HISTORY)
 PG_HISTORY = 64
 
 
-def _pg_api():
-    return importlib.import_module("ray.util.placement_group")
-
-
-def _strategy(pg, index=-1):
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-    return PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=index)
-
-
 def _gpus(beamd):
     st = beamd.status()
     return st["resources_available"].get("GPU", 0.0), st["resources_total"].get("GPU", 0.0)
-
-
-def _alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 # --- bug 1: the last handle of a PENDING actor dropped ------------------------
@@ -79,7 +62,7 @@ def test_dropping_pending_gpu_actors_cancels_them(ray_start, beamd):
     for h in holders:
         ray.kill(h)
     assert wait_until(lambda: _gpus(beamd) == (4.0, 4.0), timeout=30)
-    assert wait_until(lambda: not any(_alive(p) for p in pids))
+    assert wait_gone(pids)
     b = A.remote()
     assert ray.get(b.pid.remote(), timeout=60) > 0
     assert _gpus(beamd) == (3.0, 4.0)
@@ -153,11 +136,7 @@ def _join(cluster, resources):
     token = read_token(cluster.token_file)
     p = RawPeer("127.0.0.1", cluster.port)
     try:
-        nonce = p.read_frame()[2]["nonce"]
-        mine = os.urandom(32)
-        tx = SealedStream(stream_key(token, b"beam-m2h-v1", nonce, mine))
-        p.push("auth", {"nonce": mine, "mac": node_mac(token, nonce, mine), "stream": tx.header})
-        assert p.read_frame()[1] == "auth_ok"
+        tx = p.authenticate(token)
         p.send(tx.seal_frame([2, "join", {"node_id": os.urandom(28), "node_ip": "127.0.1.78", "hostname": "x",
                                           "socket": "/nonexistent", "resources": resources, "gpus": []}]))
         try:
@@ -225,7 +204,7 @@ def test_removed_groups_are_freed_and_the_table_is_bounded(beamd):
 
 def test_remove_placement_group_through_ray_after_the_history(ray_start, beamd):
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
     pgs = [api.placement_group([{"CPU": 0.01}]) for _ in range(PG_HISTORY + 5)]
     for pg in pgs:
         assert pg.wait(10)
@@ -244,7 +223,7 @@ def test_remove_returns_once_the_gpus_are_free(ray_start, beamd):
     only when the group's workers are gone and its GPUs back, so the next
     group fits at once and no two processes ever hold one GPU."""
     ray = ray_start
-    api = _pg_api()
+    api = pg_api()
 
     @ray.remote(num_gpus=1, num_cpus=0)
     class W:
@@ -254,13 +233,13 @@ def test_remove_returns_once_the_gpus_are_free(ray_start, beamd):
     for _ in range(3):
         pg = api.placement_group([{"GPU": 1}] * 4)
         assert pg.wait(30)
-        ws = [W.options(scheduling_strategy=_strategy(pg, i)).remote() for i in range(4)]
+        ws = [W.options(scheduling_strategy=pg_strategy(pg, i)).remote() for i in range(4)]
         pids = ray.get([w.pid.remote() for w in ws], timeout=60)
         assert ray.available_resources().get("GPU", 0.0) == 0.0
         api.remove_placement_group(pg)
         # no waiting here: the reply came after the workers were reaped
         assert ray.available_resources().get("GPU", 0.0) == 4.0
-        assert not any(_alive(p) for p in pids)
+        assert not any(alive(p) for p in pids)
         assert api.placement_group_table(pg)["state"] == "REMOVED"
         del ws
     gc.collect()
@@ -273,7 +252,7 @@ def test_pg_remove_reply_dropped_with_its_connection(beamd):
 
     ray.init()
     try:
-        api = _pg_api()
+        api = pg_api()
 
         @ray.remote(num_gpus=1, num_cpus=0)
         class W:
@@ -282,7 +261,7 @@ def test_pg_remove_reply_dropped_with_its_connection(beamd):
 
         pg = api.placement_group([{"GPU": 1}])
         assert pg.wait(30)
-        w = W.options(scheduling_strategy=_strategy(pg, 0)).remote()
+        w = W.options(scheduling_strategy=pg_strategy(pg, 0)).remote()
         ray.get(w.pid.remote(), timeout=60)
         with Conn(beamd.socket) as c:
             c.hello()
@@ -351,11 +330,7 @@ def failing_beamd(monkeypatch):
     b = Beamd()
     monkeypatch.delenv("LD_PRELOAD")
     yield b
-    rc = b.stop()
-    leftover = beam_processes(b.socket)
-    for pid in leftover:
-        os.kill(pid, signal.SIGKILL)
-    shutil.rmtree(b.dir, ignore_errors=True)
+    rc, _ = b.close()
     shutil.rmtree(d, ignore_errors=True)
     assert rc == 0, b.read_log()[-3000:]
 

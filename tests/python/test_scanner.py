@@ -11,22 +11,17 @@ snapshot from shared/ is unpacked into tmp_path and scanned.
 import json
 import os
 import subprocess
-import sys
 import tarfile
 import textwrap
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from beamkit import REPO
+from beamkit.vllm import GRAPH_API, PYTHON, snapshot_path
+
 SCANNER = os.path.join(REPO, "scripts", "scan_vllm_ray.py")
-PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-SNAPSHOT = "vllm-239b5ff30.tar.gz"
-BEAM_PYTHON = os.path.join(REPO, "python")
 # The compiled-graph API (issue 12) is in scope; until beam provides it the
 # names show as missing, and the tests that need them resolved skip.
-GRAPH_API = os.path.exists(
-    os.path.join(BEAM_PYTHON, "ray", "experimental", "compiled_dag_ref.py")
-) or os.path.isdir(os.path.join(BEAM_PYTHON, "ray", "experimental", "compiled_dag_ref"))
 needs_graph_api = pytest.mark.skipif(
     not GRAPH_API, reason="beam's python/ has no ray.experimental.compiled_dag_ref yet (issue 12)"
 )
@@ -543,11 +538,6 @@ def test_rdt_names_out_of_scope(tmp_path):
 
 
 # -- the real vLLM snapshot -------------------------------------------------
-
-
-def snapshot_path():
-    shared = os.environ.get("BEAM_SHARED") or os.path.join(os.path.dirname(REPO), "shared")
-    return os.path.join(shared, "vllm", SNAPSHOT)
 
 
 @pytest.fixture(scope="module")

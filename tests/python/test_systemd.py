@@ -12,7 +12,8 @@ import tempfile
 
 import pytest
 
-from conftest import Beamd, wait_until
+from beamkit.daemon import Beamd
+from beamkit.procs import wait_file
 
 
 def _build_dir():
@@ -69,7 +70,7 @@ def test_no_notify_socket_listening_is_harmless(tmp_path):
     proc = _start_beamd(str(tmp_path), str(tmp_path / "nobody-listens.sock"))
     try:
         sock = str(tmp_path / "beamd.sock")
-        assert wait_until(lambda: os.path.exists(sock))
+        assert wait_file(sock)
         out = subprocess.run([os.environ["BEAM_BEAMCTL"], "--socket", sock, "status"], capture_output=True,
                              text=True, timeout=10)
         assert out.returncode == 0, out.stderr

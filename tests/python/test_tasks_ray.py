@@ -26,7 +26,7 @@ beam_only = pytest.mark.skipif(ON_RAY, reason="checks beam itself")
 def ray_env():
     """One ray.init() for the module, on a node with ONE CPU: a beamd started
     for it, or a local real Ray of the same size."""
-    from conftest import one_ray_for_module
+    from beamkit.daemon import one_ray_for_module
 
     with one_ray_for_module(num_cpus=1, resources={"custom": 4}) as d:
         yield d

@@ -10,18 +10,9 @@ import os
 import threading
 import time
 
-from conftest import beam_processes, wait_until
+from beamkit.procs import beam_processes, wait_gone, wait_until
 
 WORLD = 4
-
-
-def gone(pid):
-    """The process has exited (or is only a zombie waiting for its parent)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 class RayWorkerProc:
@@ -140,4 +131,4 @@ def test_ray_executor_v2_lifecycle(beamd):
             pass
     ray.shutdown()
     assert wait_until(lambda: beam_processes(beamd.socket) == [], timeout=10)
-    assert wait_until(lambda: all(gone(p) for p in pids), timeout=10)
+    assert wait_gone(pids, timeout=10)

@@ -17,24 +17,15 @@ import textwrap
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from beamkit import REPO
+from beamkit.vllm import GRAPH_API, PYTHON, snapshot_path
+
 MATRIX = os.path.join(REPO, "scripts", "vllm_matrix.py")
-PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-SNAPSHOT = "vllm-239b5ff30.tar.gz"
-BEAM_PYTHON = os.path.join(REPO, "python")
-GRAPH_API = os.path.exists(
-    os.path.join(BEAM_PYTHON, "ray", "experimental", "compiled_dag_ref.py")
-) or os.path.isdir(os.path.join(BEAM_PYTHON, "ray", "experimental", "compiled_dag_ref"))
 
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 import vllm_matrix  # noqa: E402
 
 sys.path.pop(0)
-
-
-def snapshot_path():
-    shared = os.environ.get("BEAM_SHARED") or os.path.join(os.path.dirname(REPO), "shared")
-    return os.path.join(shared, "vllm", SNAPSHOT)
 
 
 def run_matrix(cache, *extra):

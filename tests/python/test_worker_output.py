@@ -25,7 +25,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 @pytest.fixture(scope="module", autouse=True)
 def ray_env():
     """One ray.init() for the module: a beamd with 4 CPUs, or a local real Ray."""
-    from conftest import one_ray_for_module
+    from beamkit.daemon import one_ray_for_module
 
     with one_ray_for_module(num_cpus=4) as d:
         yield d

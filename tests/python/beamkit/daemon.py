@@ -1,67 +1,80 @@
 # SPDX-License-Identifier: Apache-2.0
-"""A beam cluster on this machine for the multi-node tests: a head on
-127.0.0.1 and members on 127.0.0.2, 127.0.0.3, ..., each a real beamd with
-its own socket, pretend GPUs and a short --node-timeout.
+"""Starting beamd for a test: Node (one daemon, started and stopped, maybe
+started again), Beamd (a lone daemon in a folder of its own, as most tests
+want it) and Cluster (a head on 127.0.0.1 and members on 127.0.0.2,
+127.0.0.3, ..., each a real beamd with its own socket, pretend GPUs and a
+short --node-timeout).
+
+    d = Beamd(num_gpus=4, num_cpus=8)       # ready when it returns
+    rc, left = d.close()                    # SIGTERM; leftovers killed; folder gone
 
     with Cluster(members=2) as c:
-        c.head.socket, c.members[0].socket, c.node_ids(), c.kill_member(0) ...
+        c.head.socket, c.members[0].socket, c.alive_nodes(), c.members[0].kill9() ...
 
-Teardown stops every daemon and checks that no process started for any of
-their sockets (workers, drivers) is left.
+A cluster's teardown stops every daemon and checks that no process started
+for any of their sockets (workers, drivers) is left. The executables come
+from build/env.sh (BEAM_BEAMD, BEAM_BEAMCTL), which scripts/test.sh sources.
 """
 
 import atexit
+import contextlib
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
+import sys
 import tempfile
-import time
 
 import pytest
 
-from conftest import beam_processes, wait_until
+from .procs import beam_processes, free_port, kill_all, wait_until
 
 NODE_TIMEOUT = 2.0
-
-
-def free_port(ip="127.0.0.1"):
-    s = socket.socket()
-    try:
-        s.bind((ip, 0))
-        return s.getsockname()[1]
-    finally:
-        s.close()
 
 
 def beamd_exe():
     exe = os.environ.get("BEAM_BEAMD")
     if not exe:
-        pytest.fail("BEAM_BEAMD is not set: source build/env.sh (scripts/test.sh does)")
+        pytest.fail("BEAM_BEAMD is not set: run the tests through scripts/test.sh (it sources build/env.sh)")
     return exe
 
 
-class Node:
-    """One beamd of the cluster. It may be started again (same socket, ip,
-    flags) after it stopped; each start's output goes to the same log."""
+def beamctl_status(socket_path, wrap=(), timeout=10):
+    """`beamctl status --json` of the daemon at socket_path."""
+    out = subprocess.run([*wrap, os.environ["BEAM_BEAMCTL"], "--socket", socket_path, "status", "--json"],
+                         capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
 
-    def __init__(self, cluster_dir, name, ip, gpus=2, cpus=4, cluster_args=(), gpu_ids=None, extra=(),
-                 wrap=(), env=None, log_level="debug"):
+
+class Node:
+    """One beamd. It may be started again (same socket, ip, flags) after it
+    stopped; each start's output goes to the same log. env None: the
+    daemon inherits this process's environment as it is at each start;
+    otherwise a copy of it (or of env) made now, without
+    CUDA_VISIBLE_DEVICES unless gpu_ids names them."""
+
+    log_starts = True  # a "--- start N: args" line in the log before each start
+
+    def __init__(self, node_dir, ip="127.0.0.1", gpus=2, cpus=4, cluster_args=(), gpu_ids=None, extra=(),
+                 wrap=(), env=None, log_level="debug", name="beamd", inherit_env=False):
         self.name = name
         self.ip = ip
-        self.dir = os.path.join(cluster_dir, name)
+        self.dir = node_dir
         os.makedirs(self.dir, exist_ok=True)
         self.socket = os.path.join(self.dir, "beamd.sock")
         self.log_path = os.path.join(self.dir, "beamd.log")
         self.args = [beamd_exe(), "--socket", self.socket, "--num-gpus", str(gpus), "--num-cpus", str(cpus),
                      "--node-ip", ip, "--log-level", log_level, *cluster_args, *extra]
         self.wrap = list(wrap)  # e.g. ["ip", "netns", "exec", NS]
-        self.env = dict(os.environ if env is None else env)
-        self.env.pop("CUDA_VISIBLE_DEVICES", None)
-        if gpu_ids is not None:
-            self.env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpu_ids)
+        if inherit_env:
+            self.env = None
+        else:
+            self.env = dict(os.environ if env is None else env)
+            self.env.pop("CUDA_VISIBLE_DEVICES", None)
+            if gpu_ids is not None:
+                self.env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpu_ids)
         self.proc = None
         self.starts = 0
         self.failed_start = False
@@ -72,8 +85,9 @@ class Node:
         member says so only once its head has welcomed it)."""
         r, w = os.pipe()
         with open(self.log_path, "ab") as log:
-            log.write(f"--- start {self.starts + 1}: {' '.join(self.args)}\n".encode())
-            log.flush()
+            if self.log_starts:
+                log.write(f"--- start {self.starts + 1}: {' '.join(self.args)}\n".encode())
+                log.flush()
             self.proc = subprocess.Popen(self.wrap + self.args + ["--ready-fd", str(w)], stdin=subprocess.DEVNULL,
                                          stdout=log, stderr=log, pass_fds=(w,), env=self.env)
         os.close(w)
@@ -110,10 +124,7 @@ class Node:
             return ""
 
     def status(self, timeout=10):
-        out = subprocess.run(self.wrap + [os.environ["BEAM_BEAMCTL"], "--socket", self.socket, "status", "--json"],
-                             capture_output=True, text=True, timeout=timeout)
-        assert out.returncode == 0, out.stderr
-        return json.loads(out.stdout)
+        return beamctl_status(self.socket, self.wrap, timeout)
 
     def signal(self, sig):
         os.kill(self.proc.pid, sig)
@@ -141,6 +152,55 @@ class Node:
         return self.proc.returncode
 
 
+class Beamd(Node):
+    """A lone beamd started for a test, in a fresh folder under /tmp, on
+    127.0.0.1 with pretend GPUs; it inherits the test's environment."""
+
+    log_starts = False
+
+    def __init__(self, num_gpus=4, num_cpus=8, extra=()):
+        super().__init__(tempfile.mkdtemp(prefix="beamt-", dir="/tmp"), "127.0.0.1", num_gpus, num_cpus,
+                         extra=extra, inherit_env=True)
+        self.start()
+
+    def close(self):
+        """Stops it (SIGTERM), kills any process left for its socket and
+        removes its folder: (exit status, pids that were left)."""
+        rc = self.stop()
+        left = beam_processes(self.socket)
+        kill_all(left)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return rc, left
+
+    def check_closed(self):
+        """close(), held to a clean exit and nothing left behind."""
+        rc, left = self.close()
+        assert rc == 0, f"beamd exited with {rc}:\n{self.read_log()[-3000:]}"
+        assert not left, f"beam processes left behind: {left}"
+
+
+@contextlib.contextmanager
+def pointed_at(socket_path):
+    """BEAM_SOCKET names socket_path (and RAY_ADDRESS is unset) inside the
+    block; both are put back after."""
+    saved = {k: os.environ.get(k) for k in ("BEAM_SOCKET", "RAY_ADDRESS")}
+    os.environ["BEAM_SOCKET"] = socket_path
+    os.environ.pop("RAY_ADDRESS", None)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def resource_args(resources):
+    """beamd's --resource flags for {name: amount}."""
+    return [a for name, amount in (resources or {}).items() for a in ("--resource", f"{name}={amount}")]
+
+
 class Cluster:
     """A head on head_ip with a free port and `members` members on the next
     addresses of 127.0.0.x, all with `gpus` pretend GPUs (or member_gpu_ids[i]
@@ -157,9 +217,9 @@ class Cluster:
         self.port = port or free_port(head_ip)
         self.token_file = os.path.join(self.dir, "cluster.token")
         self.timeout_args = ["--node-timeout", str(node_timeout)]
-        self.head = Node(self.dir, "head", head_ip, gpus, cpus,
+        self.head = Node(os.path.join(self.dir, "head"), head_ip, gpus, cpus,
                          ["--head", "--port", str(self.port), "--token-file", self.token_file, *self.timeout_args],
-                         wrap=wrap_head, log_level=log_level)
+                         wrap=wrap_head, log_level=log_level, name="head")
         self.members = []
         self.nodes = [self.head]  # every Node ever made, for teardown
         self._member_ips = member_ips
@@ -200,10 +260,11 @@ class Cluster:
             gpu_ids = self._member_gpu_ids[i]
         if wrap is None:
             wrap = self._wrap_members[i] if i < len(self._wrap_members) else ()
-        node = Node(self.dir, name or f"member{i}", ip, self.gpus if gpus is None else gpus, self.cpus,
+        name = name or f"member{i}"
+        node = Node(os.path.join(self.dir, name), ip, self.gpus if gpus is None else gpus, self.cpus,
                     ["--address", f"{self.head_ip}:{self.port}", "--token-file", token_file or self.token_file,
                      *self.timeout_args], gpu_ids=gpu_ids, extra=extra, wrap=wrap,
-                    log_level=self.log_level)
+                    log_level=self.log_level, name=name)
         self.nodes.append(node)
         return node
 
@@ -216,6 +277,11 @@ class Cluster:
             if not wait_until(lambda: node.ip in self.alive_nodes(), 10, 0.05):
                 raise AssertionError(f"{node.name} ({node.ip}) did not join\n" + self.logs())
             self.wait_alive(want)
+        return node
+
+    def redirect(self, node, address):
+        """node (not started) joins address ("host:port") instead of the head."""
+        node.args = [a.replace(f"{self.head_ip}:{self.port}", address) for a in node.args]
         return node
 
     # --- looking ---
@@ -290,11 +356,7 @@ class Cluster:
         wait_until(lambda: not self.leftovers(), 5, 0.05)
         left = self.leftovers()
         for pids in left.values():
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+            kill_all(pids)
         if left:
             problems.append(f"processes left behind: {left}")
         logs = self.logs() if problems else ""
@@ -318,231 +380,36 @@ def driver_env(node, **extra):
     return env
 
 
-@pytest.fixture
-def make_cluster(monkeypatch):
-    """make_cluster(**Cluster kwargs) -> a started Cluster; the test process's
-    own driver is pointed at its head (BEAM_SOCKET) and shut down before the
-    daemons stop."""
-    made = []
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+def run_driver(code, env=None, timeout=60):
+    """Runs code as a separate driver process with this interpreter."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
+                          env=full_env)
 
-    def make(**kw):
-        c = Cluster(**kw)
-        made.append(c)
-        monkeypatch.setenv("BEAM_SOCKET", c.head.socket)
-        return c
 
+@contextlib.contextmanager
+def one_ray_for_module(num_cpus, num_gpus=0, resources=None, extra=()):
+    """ray.init() once, for a test module's fixture: against a fresh beamd of
+    that size (and extra flags) under beam's ray, or a local real Ray of the
+    same size under Ray's. Yields the Beamd (None on Ray); at the end beamd
+    must have exited cleanly and left no process behind."""
+    import ray
+
+    if getattr(ray, "__commit__", "") != "beam":
+        ray.init(num_cpus=num_cpus, num_gpus=num_gpus, resources=resources, include_dashboard=False)
+        try:
+            yield None
+        finally:
+            ray.shutdown()
+        return
+    d = Beamd(num_gpus=num_gpus, num_cpus=num_cpus, extra=[*resource_args(resources), *extra])
     try:
-        yield make
+        with pointed_at(d.socket):
+            ray.init()
+            try:
+                yield d
+            finally:
+                ray.shutdown()
     finally:
-        import ray
-
-        ray.shutdown()
-        errors = []
-        for c in made:
-            try:
-                c.close()
-            except AssertionError as e:
-                errors.append(str(e))
-        if errors:
-            raise AssertionError("\n".join(errors))
-
-
-@pytest.fixture
-def cluster(make_cluster):
-    """A head (127.0.0.1) and one member (127.0.0.2), 2 GPUs and 4 CPUs each."""
-    return make_cluster()
-
-
-# --- a raw peer for the cluster link: msgpack by hand (the handshake's few
-# shapes), frames, and the handshake's MACs ---
-
-def mp_pack(o):
-    import struct
-
-    if o is None:
-        return b"\xc0"
-    if o is True or o is False:
-        return b"\xc3" if o else b"\xc2"
-    if isinstance(o, int):
-        if 0 <= o < 128:
-            return bytes([o])
-        if 0 <= o < 2 ** 32:
-            return b"\xce" + struct.pack(">I", o)
-        return b"\xd3" + struct.pack(">q", o)
-    if isinstance(o, str):
-        b = o.encode()
-        if len(b) < 32:
-            return bytes([0xA0 | len(b)]) + b
-        return b"\xda" + struct.pack(">H", len(b)) + b
-    if isinstance(o, (bytes, bytearray)):
-        if len(o) < 256:
-            return b"\xc4" + bytes([len(o)]) + bytes(o)
-        return b"\xc6" + struct.pack(">I", len(o)) + bytes(o)
-    if isinstance(o, (list, tuple)):
-        head = bytes([0x90 | len(o)]) if len(o) < 16 else b"\xdc" + struct.pack(">H", len(o))
-        return head + b"".join(mp_pack(x) for x in o)
-    if isinstance(o, dict):
-        head = bytes([0x80 | len(o)]) if len(o) < 16 else b"\xde" + struct.pack(">H", len(o))
-        return head + b"".join(mp_pack(k) + mp_pack(v) for k, v in o.items())
-    raise TypeError(type(o))
-
-
-def mp_unpack(b, i=0):
-    """(value, next index) for the msgpack value at b[i:]."""
-    import struct
-
-    t = b[i]
-    if t < 0x80:
-        return t, i + 1
-    if 0x80 <= t <= 0x8F or t in (0xDE, 0xDF):
-        if t <= 0x8F:
-            n, i = t & 0x0F, i + 1
-        elif t == 0xDE:
-            n, i = struct.unpack(">H", b[i + 1:i + 3])[0], i + 3
-        else:
-            n, i = struct.unpack(">I", b[i + 1:i + 5])[0], i + 5
-        d = {}
-        for _ in range(n):
-            k, i = mp_unpack(b, i)
-            v, i = mp_unpack(b, i)
-            d[k] = v
-        return d, i
-    if 0x90 <= t <= 0x9F or t in (0xDC, 0xDD):
-        if t <= 0x9F:
-            n, i = t & 0x0F, i + 1
-        elif t == 0xDC:
-            n, i = struct.unpack(">H", b[i + 1:i + 3])[0], i + 3
-        else:
-            n, i = struct.unpack(">I", b[i + 1:i + 5])[0], i + 5
-        out = []
-        for _ in range(n):
-            v, i = mp_unpack(b, i)
-            out.append(v)
-        return out, i
-    if 0xA0 <= t <= 0xBF:
-        n = t & 0x1F
-        return b[i + 1:i + 1 + n].decode(), i + 1 + n
-    if t == 0xC0:
-        return None, i + 1
-    if t in (0xC2, 0xC3):
-        return t == 0xC3, i + 1
-    sizes = {0xC4: 1, 0xC5: 2, 0xC6: 4, 0xD9: 1, 0xDA: 2, 0xDB: 4}
-    if t in sizes:
-        w = sizes[t]
-        n = int.from_bytes(b[i + 1:i + 1 + w], "big")
-        raw = bytes(b[i + 1 + w:i + 1 + w + n])
-        return (raw if t <= 0xC6 else raw.decode()), i + 1 + w + n
-    ints = {0xCC: ">B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q", 0xD0: ">b", 0xD1: ">h", 0xD2: ">i", 0xD3: ">q"}
-    if t in ints:
-        w = struct.calcsize(ints[t])
-        return struct.unpack(ints[t], b[i + 1:i + 1 + w])[0], i + 1 + w
-    if t >= 0xE0:
-        return t - 256, i + 1
-    raise ValueError(f"msgpack type {t:#x} not handled here")
-
-
-def frame(obj):
-    body = mp_pack(obj)
-    return len(body).to_bytes(4, "big") + body
-
-
-def read_token(path):
-    with open(path) as f:
-        return bytes.fromhex(f.read().strip())
-
-
-def node_mac(token, head_nonce, member_nonce):
-    import hashlib
-    import hmac
-
-    return hmac.new(token, b"beam-node-v1" + head_nonce + member_nonce, hashlib.sha256).digest()
-
-
-def head_mac(token, member_nonce, head_nonce):
-    import hashlib
-    import hmac
-
-    return hmac.new(token, b"beam-head-v1" + member_nonce + head_nonce, hashlib.sha256).digest()
-
-
-def stream_key(token, label, head_nonce, member_nonce):
-    """One direction's link key, as src/auth.c derives it (BLAKE2b-256 keyed
-    with the token)."""
-    import hashlib
-
-    return hashlib.blake2b(label + head_nonce + member_nonce, digest_size=32, key=token).digest()
-
-
-class SealedStream:
-    """The sending half of a link's libsodium secretstream, through ctypes,
-    so a hand-written peer can speak past the handshake."""
-
-    def __init__(self, key):
-        import ctypes
-        import ctypes.util
-
-        self._c = ctypes
-        self._na = ctypes.CDLL(ctypes.util.find_library("sodium") or "libsodium.so.23")
-        assert self._na.sodium_init() >= 0
-        self._state = ctypes.create_string_buffer(self._na.crypto_secretstream_xchacha20poly1305_statebytes())
-        self.header = ctypes.create_string_buffer(24)
-        assert self._na.crypto_secretstream_xchacha20poly1305_init_push(self._state, self.header, key) == 0
-        self.header = self.header.raw
-
-    def seal_frame(self, obj):
-        c = self._c
-        body = mp_pack(obj)
-        out = c.create_string_buffer(len(body) + 17)
-        n = c.c_ulonglong()
-        assert self._na.crypto_secretstream_xchacha20poly1305_push(
-            self._state, out, c.byref(n), body, c.c_ulonglong(len(body)), None, c.c_ulonglong(0), c.c_ubyte(0)) == 0
-        return n.value.to_bytes(4, "big") + out.raw[:n.value]
-
-
-class RawPeer:
-    """A TCP connection to a head's node port, spoken by hand."""
-
-    def __init__(self, ip, port, timeout=5.0):
-        self.sock = socket.create_connection((ip, port), timeout=timeout)
-        self.buf = b""
-
-    def send(self, data):
-        self.sock.sendall(data)
-
-    def push(self, op, params):
-        self.send(frame([2, op, params]))
-
-    def read_frame(self, timeout=5.0):
-        """The next frame's value; None at EOF (or a reset)."""
-        self.sock.settimeout(timeout)
-        while True:
-            if len(self.buf) >= 4:
-                n = int.from_bytes(self.buf[:4], "big")
-                if len(self.buf) >= 4 + n:
-                    body, self.buf = self.buf[4:4 + n], self.buf[4 + n:]
-                    return mp_unpack(body)[0]
-            try:
-                chunk = self.sock.recv(65536)
-            except ConnectionResetError:
-                return None
-            if not chunk:
-                return None
-            self.buf += chunk
-
-    def closed_by_peer(self, timeout=5.0):
-        """True once the head closes the connection (EOF or reset) within
-        timeout; frames it sends first are skipped."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                if self.read_frame(max(0.01, deadline - time.monotonic())) is None:
-                    return True
-            except socket.timeout:
-                return False
-            except OSError:
-                return True
-        return False
-
-    def close(self):
-        self.sock.close()
+        d.check_closed()

@@ -16,7 +16,8 @@ import tempfile
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from . import REPO
+
 PYTHON = os.environ.get("BEAM_PYTHON", "/usr/bin/python3")
 
 _made = {}

@@ -1,0 +1,91 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What the benchmarks share (standard library only: bench_vs_ray.py runs
+it under real Ray's interpreter too): timed(), the median of repeated runs,
+Counter, the actor they call, and PipeActor, the baseline every actor call is compared with, a
+multiprocessing.Pipe to a spawned process that keeps a counter and one
+object."""
+
+import multiprocessing as mp
+import statistics
+import threading
+import time
+
+
+def timed(fn, repeat):
+    """The median wall time of repeat calls of fn(), in seconds."""
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def timed_start(start, stop, repeat):
+    """The median wall time of start() over repeat rounds; stop(what start
+    returned) ends each round, untimed."""
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        made = start()
+        times.append(time.perf_counter() - t)
+        stop(made)
+    return statistics.median(times)
+
+
+class Counter:
+    """The actor every benchmark calls (ray.remote(Counter) there): add(k)
+    returns the running sum."""
+
+    def __init__(self):
+        self.n = 0
+
+    def add(self, k):
+        self.n += k
+        return self.n
+
+
+def _pipe_server(conn):
+    n, obj = 0, None
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            return
+        op, arg = msg
+        if op == "add":
+            n += arg
+            conn.send(n)
+        elif op == "put":
+            obj = arg
+            conn.send(True)
+        elif op == "get":
+            conn.send(obj)
+        else:
+            conn.send(None)
+
+
+class PipeActor:
+    """A process answering ("add", k), ("put", obj) and ("get", None) over a
+    multiprocessing.Pipe, as an actor answers calls."""
+
+    def __init__(self):
+        self.conn, child = mp.Pipe()
+        self.proc = mp.get_context("spawn").Process(target=_pipe_server, args=(child,), daemon=True)
+        self.proc.start()
+
+    def call(self, op, arg):
+        self.conn.send((op, arg))
+        return self.conn.recv()
+
+    def in_flight(self, n):
+        """n adds sent before their answers are read (the sends go from a
+        thread, so neither side blocks on a full pipe)."""
+        sender = threading.Thread(target=lambda: [self.conn.send(("add", 1)) for _ in range(n)])
+        sender.start()
+        for _ in range(n):
+            self.conn.recv()
+        sender.join()
+
+    def close(self):
+        self.conn.send(None)
+        self.proc.join()

@@ -1,0 +1,144 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Processes and waiting, as the tests see them through /proc: is a pid
+alive, which processes belong to a daemon, wait for a condition, a pid's
+end or a file; a process's memory and fds; a free port."""
+
+import os
+import resource
+import signal
+import socket
+import time
+
+
+def wait_until(pred, timeout=10.0, interval=0.02):
+    """True as soon as pred() is; pred()'s last answer after timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(interval)
+    return pred()
+
+
+def state(pid):
+    """The one-letter state of pid (R, S, Z, ...), or None if there is no
+    such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
+def alive(pid):
+    """True while pid exists and is not a zombie (a zombie has stopped; its
+    parent, or init, has not reaped it yet)."""
+    return state(pid) not in (None, "Z")
+
+
+def wait_gone(pids, timeout=10.0, interval=0.02):
+    """True once none of pids (one pid or several) is alive."""
+    pids = [pids] if isinstance(pids, int) else list(pids)
+    return wait_until(lambda: not any(alive(p) for p in pids), timeout, interval)
+
+
+def wait_file(path, timeout=10.0, interval=0.02):
+    """True once path exists."""
+    return wait_until(lambda: os.path.exists(path), timeout, interval)
+
+
+def free_port(ip="127.0.0.1"):
+    """A TCP port nothing listens on at ip (now)."""
+    s = socket.socket()
+    try:
+        s.bind((ip, 0))
+        return s.getsockname()[1]
+    finally:
+        s.close()
+
+
+def processes(needle, where="environ"):
+    """Pids of live processes (not this one, no zombies) whose /proc/PID/<where>
+    (environ or cmdline) holds the bytes needle."""
+    needle = needle.encode() if isinstance(needle, str) else needle
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/{where}", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        if (needle in data.split(b"\0") if where == "environ" else needle in data) and alive(int(entry)):
+            pids.append(int(entry))
+    return pids
+
+
+def beam_processes(socket_path):
+    """Pids of live processes started for the daemon at socket_path (workers
+    carry BEAM_SOCKET in their environment)."""
+    return processes(f"BEAM_SOCKET={socket_path}")
+
+
+def kill_all(pids):
+    """SIGKILL each of pids that is still there."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _status_kib(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"no {field}")
+
+
+def rss_kib(pid):
+    """The process's resident set (VmRSS), in KiB."""
+    return _status_kib(pid, "VmRSS")
+
+
+def hwm_kib(pid):
+    """The process's peak RSS (VmHWM), in KiB."""
+    return _status_kib(pid, "VmHWM")
+
+
+def sanitized(pid):
+    """True when the process runs under AddressSanitizer, whose quarantine
+    keeps freed memory resident: RSS bounds do not apply there."""
+    with open(f"/proc/{pid}/maps") as f:
+        return "libasan" in f.read()
+
+
+def fd_count(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def raise_nofile(want):
+    """Raises this process's soft RLIMIT_NOFILE to want (or the hard limit);
+    a beamd started afterwards inherits it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def cmdline(pid):
+    """pid's arguments ([b"sleep", b"5"]); [] if there is no such process."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def reset_hwm(pid):
+    """Resets pid's VmHWM to its current RSS (writing 5 to clear_refs; Linux >= 4.0)."""
+    with open(f"/proc/{pid}/clear_refs", "w") as f:
+        f.write("5")
