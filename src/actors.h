@@ -9,8 +9,10 @@
 #include <uthash.h>
 #include <uv.h>
 
+#include "calls.h"
 #include "node.h"
 #include "objects.h"
+#include "port.h"
 
 enum {
     BEAM_ACTOR_PENDING = 0, /* waiting for resources */
@@ -18,17 +20,6 @@ enum {
     BEAM_ACTOR_ALIVE,
     BEAM_ACTOR_DEAD,
 };
-
-struct beam_conn_s;
-
-typedef struct beam_call_s {
-    char obj[BEAM_OBJECT_ID_SIZE];
-    char *method;
-    char *args;
-    size_t args_len;
-    beam_refs_t refs; /* pinned until the call completes */
-    struct beam_call_s *next;
-} beam_call_t;
 
 /* What create_actor asked for; freed once the worker is constructed. */
 typedef struct beam_actor_spec_s {
@@ -93,11 +84,10 @@ typedef struct beam_actor_s {
     int running;      /* its worker was started and has not been reported gone */
     long pid;
 
-    struct beam_conn_s *owner;
-    struct beam_conn_s *worker;
+    beam_port_t *owner;
+    beam_port_t *worker;
     uint32_t owner_pid;
-    beam_call_t *queue, *queue_tail; /* not yet sent to the worker */
-    beam_call_t *sent, *sent_tail;   /* sent, not yet done */
+    beam_callq_t calls; /* queued and sent, in submission order (calls.h) */
     uint32_t holders, pins;
     int stop_when_idle;
     char *death;
@@ -119,7 +109,7 @@ beam_actor_t *beam_actor_find(beam_node_t *node, const char *id);
 /* Adds an actor (it takes ownership of spec, class_name and the strings of
  * opts, which it clears, on success only) and schedules it. Returns 0,
  * -EEXIST for a taken id or name (in that namespace), -ENOMEM. */
-int beam_actor_create(beam_node_t *node, struct beam_conn_s *owner, const char *id,
+int beam_actor_create(beam_node_t *node, beam_port_t *owner, const char *id,
                       char *class_name, beam_actor_options_t *opts, beam_actor_spec_t *spec,
                       const beam_demand_t *demand, struct beam_pg_s *pg, int bundle_index,
                       int capture_child_tasks);
@@ -143,7 +133,7 @@ void beam_actor_set_blocked(beam_node_t *node, beam_actor_t *a, int blocked);
 void beam_actor_kill(beam_node_t *node, beam_actor_t *a, const char *message);
 
 /* A worker said hello: links it if the token matches. Returns 0 or -EPERM. */
-int beam_actor_attach_worker(beam_node_t *node, beam_actor_t *a, struct beam_conn_s *c, const char *token);
+int beam_actor_attach_worker(beam_node_t *node, beam_actor_t *a, beam_port_t *c, const char *token);
 /* Sends the worker its init push (after the hello reply). */
 void beam_actor_send_init(beam_node_t *node, beam_actor_t *a);
 /* The worker finished constructing the instance (ok) or failed (error text). */
@@ -158,9 +148,16 @@ void beam_actor_unpin(beam_node_t *node, beam_actor_t *a);
 void beam_actor_hold(beam_node_t *node, beam_actor_t *a);
 void beam_actor_unhold(beam_node_t *node, beam_actor_t *a);
 
-/* A connection closed: kills the actors it owns, and its own actor if it was
+/* A client closed: kills the actors it owns, and its own actor if it was
  * a worker. */
-void beam_actors_conn_gone(beam_node_t *node, struct beam_conn_s *c);
+void beam_actors_conn_gone(beam_node_t *node, beam_port_t *c);
+/* The driver a worker's work belongs to: the client at the top of its
+ * actor's owner chain (NULL if gone); p itself when it is no worker. */
+beam_port_t *beam_actors_job_driver(beam_port_t *p);
+/* node->hooks.actor_pin: pins (1) or unpins (0) the actor with this id, if any. */
+void beam_actor_pin_id(beam_node_t *node, const char *id, int pin);
+/* node->hooks.member_in_use: 1 while an actor or a bundle points at m. */
+int beam_actors_member_in_use(beam_node_t *node, const struct beam_member_s *m);
 /* Tries to start pending actors in order (after resources were freed). */
 void beam_actors_schedule(beam_node_t *node);
 /* A worker process exited (reported by procs here, or by a member node). */

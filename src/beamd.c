@@ -24,7 +24,7 @@
 #include "cluster.h"
 #include "link.h"
 #include "procs.h"
-#include "conn.h"
+#include "dispatch.h"
 #include "gpu.h"
 #include "log.h"
 #include "node.h"
@@ -32,6 +32,7 @@
 #include "objects.h"
 #include "placement.h"
 #include "server.h"
+#include "session.h"
 
 typedef struct options_s {
     const char *socket;
@@ -377,12 +378,37 @@ static void stop(beam_node_t *node, const char *why)
     beam_server_close(&server);
     beam_actors_stop_all(node);
     beam_procs_kill_all(node);
-    while (node->conns)
-        beam_conn_close(node->conns, "beamd is shutting down");
+    beam_sessions_close_all(node, "beamd is shutting down");
     beam_links_stop(node);
     uv_close((uv_handle_t *)&node->reaper, NULL);
     uv_close((uv_handle_t *)&sigterm, NULL);
     uv_close((uv_handle_t *)&sigint, NULL);
+}
+
+/* A member died: its actors die of the node's death; then its clients,
+ * whose actors elsewhere and groups go with them as owners. */
+static void on_member_lost(beam_node_t *node, beam_member_t *m, const char *why)
+{
+    (void)why;
+    beam_actors_member_lost(node, m, "The actor died because its node has died.");
+    beam_pgs_member_lost(node, m);
+    beam_sessions_member_lost(node, m);
+    beam_actors_schedule(node);
+}
+
+/* The upward calls between layers (node.h, "hooks"). */
+static void wire_hooks(beam_node_t *node)
+{
+    node->on_proc_output = beam_actor_worker_output;
+    node->on_proc_exit = beam_actor_worker_exited;
+    node->hooks.conn_open = beam_session_open_local;
+    node->hooks.dispatch = beam_dispatch;
+    node->hooks.actor_pin = beam_actor_pin_id;
+    node->hooks.pg_removed = beam_actors_pg_removed;
+    node->hooks.pg_forget = beam_actors_pg_forget;
+    node->hooks.schedule = beam_actors_schedule;
+    node->hooks.member_lost = on_member_lost;
+    node->hooks.member_in_use = beam_actors_member_in_use;
 }
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -446,8 +472,7 @@ int main(int argc, char **argv)
     snprintf(node.socket_path, sizeof node.socket_path, "%s", server.path);
     uv_timer_init(loop, &node.reaper);
     node.reaper.data = &node;
-    node.on_proc_output = beam_actor_worker_output;
-    node.on_proc_exit = beam_actor_worker_exited;
+    wire_hooks(&node);
     if (beam_cluster_init_self(&node) < 0) {
         fprintf(stderr, "beamd: out of memory\n");
         return 1;
@@ -492,7 +517,7 @@ int main(int argc, char **argv)
 
     uv_run(loop, UV_RUN_DEFAULT);
 
-    beam_conn_reap_all(&node);
+    beam_sessions_reap(&node);
     beam_objects_destroy(&node);
     beam_actors_destroy(&node);
     beam_pgs_destroy(&node);

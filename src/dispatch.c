@@ -9,7 +9,8 @@
 
 #include "actors.h"
 #include "cluster.h"
-#include "conn.h"
+#include "port.h"
+#include "session.h"
 #include "log.h"
 #include "objects.h"
 #include "placement.h"
@@ -18,7 +19,7 @@
 #define BEAM_VERSION "0.1.0"
 
 typedef struct req_s {
-    beam_conn_t *conn;
+    beam_port_t *conn;
     beam_node_t *node;
     uint64_t msgid;
     const msgpack_object *params;
@@ -26,7 +27,7 @@ typedef struct req_s {
 
 static void bad(req_t *r, const char *field, const char *what)
 {
-    beam_conn_reply_error(r->conn, r->msgid, "bad_request", "field '%s' %s", field, what);
+    beam_port_reply_error(r->conn, r->msgid, "bad_request", "field '%s' %s", field, what);
 }
 
 /* Reports a field error from a beam_field_* code and returns -1, else 0. */
@@ -65,12 +66,12 @@ static int has_nul(const char *s, uint32_t n)
 
 static void op_hello(req_t *r)
 {
-    beam_conn_t *c = r->conn;
+    beam_port_t *c = r->conn;
     const char *role, *token;
     uint32_t role_len, token_len;
     int64_t pid = 0;
     if (c->role != BEAM_ROLE_NONE) {
-        beam_conn_reply_error(c, r->msgid, "bad_request", "hello was already said on this connection");
+        beam_port_reply_error(c, r->msgid, "bad_request", "hello was already said on this connection");
         return;
     }
     int logs = 1;
@@ -98,8 +99,8 @@ static void op_hello(req_t *r)
         snprintf(tok, sizeof tok, "%.*s", (int)(token_len < 63 ? token_len : 63), token);
         a = beam_actor_find(r->node, actor);
         if (!a || beam_actor_attach_worker(r->node, a, c, tok) < 0) {
-            beam_conn_reply_error(c, r->msgid, "denied", "no actor is waiting for this worker");
-            beam_conn_close(c, "a worker hello that matched no starting actor");
+            beam_port_reply_error(c, r->msgid, "denied", "no actor is waiting for this worker");
+            beam_port_close(c, "a worker hello that matched no starting actor");
             return;
         }
     }
@@ -129,7 +130,7 @@ static void op_hello(req_t *r)
     beam_pack_key(&enc.pk, "pid");
     msgpack_pack_int64(&enc.pk, (int64_t)getpid());
     beam_enc_end(&enc, 0);
-    beam_conn_send_enc(c, &enc);
+    beam_port_send_enc(c, &enc);
     (void)pid;
     /* a worker's first push (init) follows the reply */
     if (a)
@@ -142,7 +143,7 @@ static int refs(req_t *r, beam_refs_t *out)
 {
     char err[160];
     if (beam_refs_parse(r->params, out, err, sizeof err) < 0) {
-        beam_conn_reply_error(r->conn, r->msgid, "bad_request", "%s", err);
+        beam_port_reply_error(r->conn, r->msgid, "bad_request", "%s", err);
         return -1;
     }
     return 0;
@@ -153,10 +154,10 @@ static beam_object_t *new_object(req_t *r, const char *id)
 {
     beam_object_t *o = beam_object_create(r->node, id);
     if (!o) {
-        beam_conn_reply_error(r->conn, r->msgid, "exists", "object id is already in use");
+        beam_port_reply_error(r->conn, r->msgid, "exists", "object id is already in use");
         return NULL;
     }
-    if (beam_conn_hold(&r->conn->held_objects, id, BEAM_OBJECT_ID_SIZE) == 1)
+    if (beam_port_hold(&r->conn->held_objects, id, BEAM_OBJECT_ID_SIZE) == 1)
         beam_object_hold(r->node, o);
     return o;
 }
@@ -173,7 +174,7 @@ static void op_put(req_t *r)
     char *copy = dup_bin(data, len);
     if (!copy) {
         beam_refs_free(&rf);
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
         return;
     }
     beam_object_t *o = new_object(r, id);
@@ -183,7 +184,7 @@ static void op_put(req_t *r)
         return;
     }
     beam_object_complete(r->node, o, BEAM_OBJ_OK, copy, len, &rf);
-    beam_conn_reply_empty(r->conn, r->msgid);
+    beam_port_reply_empty(r->conn, r->msgid);
 }
 
 static int id_list(req_t *r, const char *field, const msgpack_object_array **ids)
@@ -223,7 +224,7 @@ static void op_get(req_t *r)
         return;
     }
     if (beam_waiter_start(r->node, r->conn, r->msgid, BEAM_WAIT_GET, ids, 0, ms) < 0)
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
 }
 
 static int cmp_id(const void *a, const void *b)
@@ -263,7 +264,7 @@ static void op_wait(req_t *r)
     }
     int dup = has_repeat(ids);
     if (dup < 0) {
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
         return;
     }
     if (dup) {
@@ -275,7 +276,7 @@ static void op_wait(req_t *r)
         return;
     }
     if (beam_waiter_start(r->node, r->conn, r->msgid, BEAM_WAIT_WAIT, ids, (uint32_t)num, ms) < 0)
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
 }
 
 /* hold and release share their shape: arrays of object and actor ids. */
@@ -284,14 +285,14 @@ static void hold_or_release(req_t *r, int hold)
     beam_refs_t rf;
     if (refs(r, &rf) < 0)
         return;
-    beam_conn_t *c = r->conn;
+    beam_port_t *c = r->conn;
     for (uint32_t i = 0; i < rf.nobjs; i++) {
         const char *id = rf.objs + (size_t)i * BEAM_OBJECT_ID_SIZE;
         beam_object_t *o = beam_object_find(r->node, id);
         if (hold) {
-            if (o && beam_conn_hold(&c->held_objects, id, BEAM_OBJECT_ID_SIZE) == 1)
+            if (o && beam_port_hold(&c->held_objects, id, BEAM_OBJECT_ID_SIZE) == 1)
                 beam_object_hold(r->node, o);
-        } else if (beam_conn_unhold(&c->held_objects, id, BEAM_OBJECT_ID_SIZE) && o) {
+        } else if (beam_port_unhold(&c->held_objects, id, BEAM_OBJECT_ID_SIZE) && o) {
             beam_object_unhold(r->node, o);
         }
     }
@@ -299,14 +300,14 @@ static void hold_or_release(req_t *r, int hold)
         const char *id = rf.actors + (size_t)i * BEAM_ACTOR_ID_SIZE;
         beam_actor_t *a = beam_actor_find(r->node, id);
         if (hold) {
-            if (a && beam_conn_hold(&c->held_actors, id, BEAM_ACTOR_ID_SIZE) == 1)
+            if (a && beam_port_hold(&c->held_actors, id, BEAM_ACTOR_ID_SIZE) == 1)
                 beam_actor_hold(r->node, a);
-        } else if (beam_conn_unhold(&c->held_actors, id, BEAM_ACTOR_ID_SIZE) && a) {
+        } else if (beam_port_unhold(&c->held_actors, id, BEAM_ACTOR_ID_SIZE) && a) {
             beam_actor_unhold(r->node, a);
         }
     }
     beam_refs_free(&rf);
-    beam_conn_reply_empty(c, r->msgid);
+    beam_port_reply_empty(c, r->msgid);
 }
 
 static void op_hold(req_t *r) { hold_or_release(r, 1); }
@@ -323,7 +324,7 @@ static char **str_array(req_t *r, const char *field)
     uint32_t n = rc == 0 ? a->size : 0;
     char **v = calloc((size_t)n + 1, sizeof *v);
     if (!v) {
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
         return NULL;
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -352,7 +353,7 @@ static char **env_map(req_t *r)
     uint32_t n = rc == 0 ? m->size : 0;
     char **v = calloc((size_t)n + 1, sizeof *v);
     if (!v) {
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
         return NULL;
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -367,7 +368,7 @@ static char **env_map(req_t *r)
         size_t len = (size_t)k->via.str.size + val->via.str.size + 2;
         if (!(v[i] = malloc(len))) {
             beam_strv_free(v);
-            beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+            beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
             return NULL;
         }
         snprintf(v[i], len, "%.*s=%.*s", (int)k->via.str.size, k->via.str.ptr, (int)val->via.str.size,
@@ -543,7 +544,7 @@ static void op_create_actor(req_t *r)
     if (pg_id) {
         pg = beam_pg_find(r->node, pg_id);
         if (!pg) {
-            beam_conn_reply_error(r->conn, r->msgid, "not_found", "no such placement group");
+            beam_port_reply_error(r->conn, r->msgid, "not_found", "no such placement group");
             return;
         }
         /* (a removed group's row keeps no bundles: the actor dies with it) */
@@ -566,11 +567,11 @@ static void op_create_actor(req_t *r)
         return;
     }
     if (beam_actor_find(r->node, id)) {
-        beam_conn_reply_error(r->conn, r->msgid, "exists", "actor id is already in use");
+        beam_port_reply_error(r->conn, r->msgid, "exists", "actor id is already in use");
         return;
     }
     if (*nm && beam_actor_find_name(r->node, ns, nm)) {
-        beam_conn_reply_error(r->conn, r->msgid, "exists", "The name %s (namespace=%s) is already taken.", nm, ns);
+        beam_port_reply_error(r->conn, r->msgid, "exists", "The name %s (namespace=%s) is already taken.", nm, ns);
         return;
     }
     if (!(spec.sys_path = str_array(r, "sys_path")))
@@ -598,18 +599,18 @@ static void op_create_actor(req_t *r)
     if (!spec.class_data || !spec.args || !spec.python || !spec.cwd || !class_name || !opts.name ||
         !opts.namespace || !opts.job_namespace) {
         free(class_name);
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
         goto fail_quiet;
     }
     int rc = beam_actor_create(r->node, r->conn, id, class_name, &opts, &spec, &demand, pg,
                                (int)bundle_index, capture);
     if (rc < 0) {
         free(class_name);
-        beam_conn_reply_error(r->conn, r->msgid, rc == -EEXIST ? "exists" : "internal",
+        beam_port_reply_error(r->conn, r->msgid, rc == -EEXIST ? "exists" : "internal",
                               "the actor could not be created: %s", strerror(-rc));
         goto fail_quiet;
     }
-    beam_conn_reply_empty(r->conn, r->msgid);
+    beam_port_reply_empty(r->conn, r->msgid);
     return;
 fail_quiet:
     free(opts.name);
@@ -651,7 +652,7 @@ static void op_submit(req_t *r)
         beam_object_fail(r->node, o, BEAM_OBJ_ACTOR_DIED,
                          "The actor died unexpectedly before finishing this task: beamd knows no such actor "
                          "(it ended and was forgotten, or never existed).");
-        beam_conn_reply_empty(r->conn, r->msgid);
+        beam_port_reply_empty(r->conn, r->msgid);
         return;
     }
     char *m = dup_str(method, method_len), *copy = dup_bin(args, args_len);
@@ -660,11 +661,11 @@ static void op_submit(req_t *r)
         free(copy);
         beam_refs_free(&rf);
         beam_object_fail(r->node, o, BEAM_OBJ_LOST, "beamd ran out of memory queueing the call");
-        beam_conn_reply_empty(r->conn, r->msgid); /* the object carries the failure */
+        beam_port_reply_empty(r->conn, r->msgid); /* the object carries the failure */
         return;
     }
     beam_actor_submit(r->node, a, obj, m, copy, args_len, &rf);
-    beam_conn_reply_empty(r->conn, r->msgid);
+    beam_port_reply_empty(r->conn, r->msgid);
 }
 
 static void op_kill(req_t *r)
@@ -677,7 +678,7 @@ static void op_kill(req_t *r)
     beam_actor_t *a = beam_actor_find(r->node, actor);
     if (a)
         beam_actor_kill(r->node, a, "The actor is dead because it was killed by `ray.kill`.");
-    beam_conn_reply_empty(r->conn, r->msgid);
+    beam_port_reply_empty(r->conn, r->msgid);
 }
 
 static void op_get_actor(req_t *r)
@@ -692,13 +693,13 @@ static void op_get_actor(req_t *r)
     snprintf(nm, sizeof nm, "%.*s", (int)(len < NAME_MAX_LEN ? len : NAME_MAX_LEN), name);
     beam_actor_t *a = len > NAME_MAX_LEN || has_nul(name, len) ? NULL : beam_actor_find_name(r->node, ns, nm);
     if (!a) {
-        beam_conn_reply_error(r->conn, r->msgid, "not_found",
+        beam_port_reply_error(r->conn, r->msgid, "not_found",
                               "Failed to look up actor with name '%s'. This could because 1. You are trying to look "
                               "up a named actor you didn't create. 2. The named actor died. 3. You did not use a "
                               "namespace matching the namespace of the actor.", nm);
         return;
     }
-    if (beam_conn_hold(&r->conn->held_actors, a->id, BEAM_ACTOR_ID_SIZE) == 1)
+    if (beam_port_hold(&r->conn->held_actors, a->id, BEAM_ACTOR_ID_SIZE) == 1)
         beam_actor_hold(r->node, a);
     beam_enc_t enc;
     beam_enc_init(&enc);
@@ -709,7 +710,7 @@ static void op_get_actor(req_t *r)
     beam_pack_key(&enc.pk, "class_name");
     beam_pack_str(&enc.pk, a->class_name);
     beam_enc_end(&enc, 0);
-    beam_conn_send_enc(r->conn, &enc);
+    beam_port_send_enc(r->conn, &enc);
 }
 
 /* --- placement groups --- */
@@ -756,7 +757,7 @@ static void op_pg_create(req_t *r)
             return;
         }
     if (beam_pg_find(r->node, id)) {
-        beam_conn_reply_error(r->conn, r->msgid, "exists", "placement group id is already in use");
+        beam_port_reply_error(r->conn, r->msgid, "exists", "placement group id is already in use");
         return;
     }
     beam_demand_t *d = calloc(bundles->size, sizeof *d);
@@ -764,7 +765,7 @@ static void op_pg_create(req_t *r)
     if (!d || !nm) {
         free(d);
         free(nm);
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
         return;
     }
     for (uint32_t i = 0; i < bundles->size; i++)
@@ -777,11 +778,11 @@ static void op_pg_create(req_t *r)
     free(d);
     if (rc < 0) {
         free(nm);
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "the placement group could not be created: %s",
+        beam_port_reply_error(r->conn, r->msgid, "internal", "the placement group could not be created: %s",
                               strerror(-rc));
         return;
     }
-    beam_conn_reply_empty(r->conn, r->msgid);
+    beam_port_reply_empty(r->conn, r->msgid);
 }
 
 static beam_pg_t *pg_field(req_t *r)
@@ -791,7 +792,7 @@ static beam_pg_t *pg_field(req_t *r)
         return NULL;
     beam_pg_t *pg = beam_pg_find(r->node, id);
     if (!pg)
-        beam_conn_reply_error(r->conn, r->msgid, "not_found", "no such placement group");
+        beam_port_reply_error(r->conn, r->msgid, "not_found", "no such placement group");
     return pg;
 }
 
@@ -815,7 +816,7 @@ static void op_pg_ready(req_t *r)
         return;
     char *copy = dup_bin(value, len);
     if (!copy) {
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
         return;
     }
     beam_object_t *o = new_object(r, obj);
@@ -826,10 +827,10 @@ static void op_pg_ready(req_t *r)
     if (beam_pg_ready(r->node, pg, obj, copy, len) < 0) {
         free(copy);
         beam_object_fail(r->node, o, BEAM_OBJ_LOST, "beamd ran out of memory waiting for the placement group");
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
         return;
     }
-    beam_conn_reply_empty(r->conn, r->msgid);
+    beam_port_reply_empty(r->conn, r->msgid);
 }
 
 static void op_pg_table(req_t *r)
@@ -853,7 +854,7 @@ static void op_pg_table(req_t *r)
             beam_pg_pack(&enc.pk, pg);
     }
     beam_enc_end(&enc, 0);
-    beam_conn_send_enc(r->conn, &enc);
+    beam_port_send_enc(r->conn, &enc);
 }
 
 /* --- worker ops --- */
@@ -861,7 +862,7 @@ static void op_pg_table(req_t *r)
 static beam_actor_t *worker_actor(req_t *r)
 {
     if (r->conn->role != BEAM_ROLE_WORKER || !r->conn->actor) {
-        beam_conn_reply_error(r->conn, r->msgid, "denied", "only an actor's worker may send this");
+        beam_port_reply_error(r->conn, r->msgid, "denied", "only an actor's worker may send this");
         return NULL;
     }
     return r->conn->actor;
@@ -877,7 +878,7 @@ static void op_actor_ready(req_t *r)
         check(r, beam_field_str(r->params, "error", &error, &len), "error", "must be a str", 0))
         return;
     beam_actor_ready(r->node, a, ok, error, len);
-    beam_conn_reply_empty(r->conn, r->msgid);
+    beam_port_reply_empty(r->conn, r->msgid);
 }
 
 /* The worker waits in ray.get/ray.wait ("blocked": true) or is back. */
@@ -888,7 +889,7 @@ static void op_blocked(req_t *r)
     if (!a || check(r, beam_field_bool(r->params, "blocked", &blocked), "blocked", "must be a bool", 1))
         return;
     beam_actor_set_blocked(r->node, a, blocked);
-    beam_conn_reply_empty(r->conn, r->msgid);
+    beam_port_reply_empty(r->conn, r->msgid);
 }
 
 static void op_task_done(req_t *r)
@@ -913,7 +914,7 @@ static void op_task_done(req_t *r)
     char *copy = dup_bin(data, len);
     if (!copy) {
         beam_refs_free(&rf);
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
         return;
     }
     int dead = a->state == BEAM_ACTOR_DEAD;
@@ -921,10 +922,10 @@ static void op_task_done(req_t *r)
         a->exiting = 1; /* its worker ends after this: never pooled */
     if (beam_actor_task_done(r->node, a, obj, (int)status, copy, len, &rf) < 0 && !dead) {
         /* (a dead actor's late results are dropped quietly: its calls already failed) */
-        beam_conn_reply_error(r->conn, r->msgid, "not_found", "this worker was given no call with that id");
+        beam_port_reply_error(r->conn, r->msgid, "not_found", "this worker was given no call with that id");
         return;
     }
-    beam_conn_reply_empty(r->conn, r->msgid);
+    beam_port_reply_empty(r->conn, r->msgid);
 }
 
 /* --- status --- */
@@ -976,9 +977,9 @@ static void pack_actor(msgpack_packer *pk, const beam_node_t *node, const beam_a
     beam_pack_key(pk, "placement_group");
     beam_pack_str(pk, a->pg ? a->pg->hex : "");
     beam_pack_key(pk, "queued");
-    msgpack_pack_uint32(pk, count_calls(a->queue));
+    msgpack_pack_uint32(pk, count_calls(a->calls.queue));
     beam_pack_key(pk, "running");
-    msgpack_pack_uint32(pk, count_calls(a->sent));
+    msgpack_pack_uint32(pk, count_calls(a->calls.sent));
     beam_pack_key(pk, "death");
     beam_pack_str(pk, a->death ? a->death : "");
 }
@@ -1030,10 +1031,10 @@ static void op_status(req_t *r)
 {
     beam_node_t *node = r->node;
     uint32_t drivers = 0, workers = 0, ctls = 0;
-    for (beam_conn_t *c = node->conns; c; c = c->next) {
-        drivers += c->role == BEAM_ROLE_DRIVER;
-        workers += c->role == BEAM_ROLE_WORKER;
-        ctls += c->role == BEAM_ROLE_CTL;
+    for (beam_session_t *s = node->sessions; s; s = s->next) {
+        drivers += s->port.role == BEAM_ROLE_DRIVER;
+        workers += s->port.role == BEAM_ROLE_WORKER;
+        ctls += s->port.role == BEAM_ROLE_CTL;
     }
     beam_enc_t enc;
     beam_enc_init(&enc);
@@ -1089,7 +1090,7 @@ static void op_status(req_t *r)
     beam_pack_key(pk, "version");
     beam_pack_str(pk, BEAM_VERSION);
     beam_enc_end(&enc, 0);
-    beam_conn_send_enc(r->conn, &enc);
+    beam_port_send_enc(r->conn, &enc);
 }
 
 /* --- the table --- */
@@ -1109,18 +1110,20 @@ static const op_t ops[] = {
     {NULL, NULL},
 };
 
-void beam_dispatch(beam_conn_t *c, const char *frame, size_t len)
+void beam_dispatch(beam_port_t *c, const char *frame, size_t len)
 {
     beam_msg_t msg;
     char err[200];
+    if (beam_port_closing(c))
+        return;
     if (beam_msg_parse(frame, len, &c->node->limits, &msg, err, sizeof err) < 0) {
-        beam_conn_reply_error(c, 0, "bad_request", "protocol error: %s", err);
-        beam_conn_close(c, err);
+        beam_port_reply_error(c, 0, "bad_request", "protocol error: %s", err);
+        beam_port_close(c, err);
         return;
     }
     if (msg.type != BEAM_MSG_REQUEST) {
-        beam_conn_reply_error(c, 0, "bad_request", "protocol error: clients send requests only");
-        beam_conn_close(c, "a client sent a reply or push");
+        beam_port_reply_error(c, 0, "bad_request", "protocol error: clients send requests only");
+        beam_port_close(c, "a client sent a reply or push");
         beam_msg_destroy(&msg);
         return;
     }
@@ -1129,10 +1132,10 @@ void beam_dispatch(beam_conn_t *c, const char *frame, size_t len)
     while (op->name && !beam_str_eq(msg.op, msg.op_len, op->name))
         op++;
     if (!op->name)
-        beam_conn_reply_error(c, msg.msgid, "unknown_op", "unknown op '%.*s'", (int)(msg.op_len < 64 ? msg.op_len : 64),
+        beam_port_reply_error(c, msg.msgid, "unknown_op", "unknown op '%.*s'", (int)(msg.op_len < 64 ? msg.op_len : 64),
                               msg.op);
     else if (c->role == BEAM_ROLE_NONE && op->fn != op_hello)
-        beam_conn_reply_error(c, msg.msgid, "denied", "say hello first");
+        beam_port_reply_error(c, msg.msgid, "denied", "say hello first");
     else
         op->fn(&r);
     beam_msg_destroy(&msg);

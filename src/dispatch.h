@@ -5,10 +5,11 @@
 
 #include <stddef.h>
 
-struct beam_conn_s;
+struct beam_port_s;
 
-/* Handles one frame from conn. A frame that is not a valid message gets an
- * `error` push and closes the connection; a bad request gets an error reply. */
-void beam_dispatch(struct beam_conn_s *conn, const char *frame, size_t len);
+/* Handles one frame from a client (node->hooks.dispatch). A frame that is
+ * not a valid message gets an `error` push and closes the client; a bad
+ * request gets an error reply. A closing client's frames are dropped. */
+void beam_dispatch(struct beam_port_s *conn, const char *frame, size_t len);
 
 #endif
