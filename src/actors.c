@@ -1,5 +1,6 @@
-/* actors.c — actors: resources, the worker subprocess and its output, the
- * call queue, and every way an actor dies. */
+/* actors.c — actors: the table, scheduling (where through fit.c), the worker
+ * subprocess and its output, the task worker pool, calls (queued in
+ * calls.c), and an actor's death (the sweeps by cause are in deaths.c). */
 #define _GNU_SOURCE
 #include "actors.h"
 
@@ -45,18 +46,6 @@ const char *beam_actor_state_name(int state)
     case BEAM_ACTOR_ALIVE: return "ALIVE";
     default: return "DEAD";
     }
-}
-
-static void spec_free(beam_node_t *node, beam_actor_spec_t *spec)
-{
-    free(spec->class_data);
-    free(spec->args);
-    beam_refs_unpin(node, &spec->refs);
-    beam_strv_free(spec->env);
-    beam_strv_free(spec->sys_path);
-    free(spec->python);
-    free(spec->cwd);
-    memset(spec, 0, sizeof *spec);
 }
 
 static int idle(const beam_actor_t *a)
@@ -105,34 +94,20 @@ void beam_actor_unhold(beam_node_t *node, beam_actor_t *a)
         maybe_free(node, a);
 }
 
-/* The CPU part of a's grant, as a grant of its own. */
-static void cpu_grant(const beam_actor_t *a, beam_grant_t *g)
-{
-    memset(g, 0, sizeof *g);
-    for (size_t i = 0; i < a->grant.taken.n; i++)
-        if (strcmp(a->grant.taken.name[i], "CPU") == 0)
-            beam_demand_add(&g->taken, "CPU", a->grant.taken.amount[i]);
-}
-
 void beam_actor_set_blocked(beam_node_t *node, beam_actor_t *a, int blocked)
 {
-    beam_grant_t g;
     if (blocked) {
         if (a->blocked++ > 0 || !a->has_grant)
             return;
-        cpu_grant(a, &g);
-        if (g.taken.n == 0)
-            return;
-        beam_pool_give(a->pool, &g);
-        a->blocked_cpu = g.taken.amount[0];
-        beam_actors_schedule(node);
+        a->blocked_cpu = beam_fit_lend_cpu(a->pool, &a->grant);
+        if (a->blocked_cpu)
+            beam_actors_schedule(node);
         return;
     }
     if (a->blocked == 0 || --a->blocked > 0 || a->blocked_cpu == 0)
         return;
-    cpu_grant(a, &g);
-    if (a->has_grant && g.taken.n > 0)
-        beam_pool_retake(a->pool, &g);
+    if (a->has_grant)
+        beam_fit_retake_cpu(a->pool, &a->grant);
     a->blocked_cpu = 0;
 }
 
@@ -141,12 +116,9 @@ static void release_grant(beam_node_t *node, beam_actor_t *a)
 {
     if (!a->has_grant)
         return;
-    if (a->blocked_cpu) { /* that part is back already */
-        beam_grant_t g;
-        cpu_grant(a, &g);
-        beam_pool_retake(a->pool, &g);
-        a->blocked_cpu = 0;
-    }
+    if (a->blocked_cpu) /* that part is back already */
+        beam_fit_retake_cpu(a->pool, &a->grant);
+    a->blocked_cpu = 0;
     a->blocked = 0;
     beam_pool_give(a->pool, &a->grant);
     a->has_grant = 0;
@@ -159,27 +131,6 @@ static void release_grant(beam_node_t *node, beam_actor_t *a)
 
 /* Idle task workers kept per node (Ray keeps idle workers for reuse too). */
 #define TASK_POOL_MAX 16
-
-/* The shape a task's worker is started with; workers of one shape (and one
- * job) are interchangeable. NULL when out of memory. */
-static char *pool_key_of(const beam_actor_spec_t *spec)
-{
-    size_t n = strlen(spec->python) + strlen(spec->cwd ? spec->cwd : "") + 8;
-    for (char **p = spec->env; p && *p; p++)
-        n += strlen(*p) + 1;
-    for (char **p = spec->sys_path; p && *p; p++)
-        n += strlen(*p) + 1;
-    char *key = malloc(n);
-    if (!key)
-        return NULL;
-    size_t at = (size_t)snprintf(key, n, "%s\x1f%s\x1f%d", spec->python, spec->cwd ? spec->cwd : "",
-                                 spec->noset_cuda);
-    for (char **p = spec->env; p && *p; p++)
-        at += (size_t)snprintf(key + at, n - at, "\x1e%s", *p);
-    for (char **p = spec->sys_path; p && *p; p++)
-        at += (size_t)snprintf(key + at, n - at, "\x1d%s", *p);
-    return key;
-}
 
 /* Who inherits what a task's worker created: the task's owner, skipping
  * owners that are tasks too (Ray's task workers outlive their task, so an
@@ -487,7 +438,7 @@ int beam_actor_create(beam_node_t *node, beam_port_t *owner, const char *id, cha
     a->task = opts->task;
     a->job = owner->job;
     if (a->task && !pg && !opts->has_affinity)
-        a->pool_key = pool_key_of(spec); /* NULL (never pooled) if out of memory */
+        a->pool_key = beam_spec_pool_key(spec); /* NULL (never pooled) if out of memory */
     a->death_status = BEAM_OBJ_ACTOR_DIED;
     a->spec = *spec;
     memset(spec, 0, sizeof *spec);
@@ -552,57 +503,20 @@ int beam_actor_task_done(beam_node_t *node, beam_actor_t *a, const char *obj, in
 
 void beam_actor_send_init(beam_node_t *node, beam_actor_t *a)
 {
-    beam_enc_t enc;
-    size_t npath = 0;
-    for (char **p = a->spec.sys_path; p && *p; p++)
-        npath++;
-    beam_enc_init(&enc);
-    beam_enc_push(&enc, "init", 14);
-    beam_pack_key(&enc.pk, "actor");
-    beam_pack_bin(&enc.pk, a->id, BEAM_ACTOR_ID_SIZE);
-    beam_pack_key(&enc.pk, "class_name");
-    beam_pack_str(&enc.pk, a->class_name);
-    beam_pack_key(&enc.pk, "class_data");
-    beam_pack_bin(&enc.pk, a->spec.class_data, a->spec.class_len);
-    beam_pack_key(&enc.pk, "args");
-    beam_pack_bin(&enc.pk, a->spec.args, a->spec.args_len);
-    beam_pack_key(&enc.pk, "sys_path");
-    msgpack_pack_array(&enc.pk, npath);
-    for (char **p = a->spec.sys_path; p && *p; p++)
-        beam_pack_str(&enc.pk, *p);
-    beam_pack_key(&enc.pk, "cwd");
-    beam_pack_str(&enc.pk, a->spec.cwd ? a->spec.cwd : "");
-    beam_pack_key(&enc.pk, "gpu_ids");
-    msgpack_pack_array(&enc.pk, a->grant.ngpus);
-    for (int i = 0; i < a->grant.ngpus; i++)
-        beam_pack_str(&enc.pk, a->pool->gpu_ids[a->grant.gpu_index[i]]);
-    beam_pack_key(&enc.pk, "name");
-    beam_pack_str(&enc.pk, a->name ? a->name : "");
-    beam_pack_key(&enc.pk, "placement_group");
-    if (a->pg)
-        beam_pack_bin(&enc.pk, a->pg->id, BEAM_PG_ID_SIZE);
-    else
-        msgpack_pack_nil(&enc.pk);
-    beam_pack_key(&enc.pk, "bundle_index");
-    msgpack_pack_int(&enc.pk, a->bundle);
-    beam_pack_key(&enc.pk, "capture_child_tasks");
-    if (a->capture_child_tasks)
-        msgpack_pack_true(&enc.pk);
-    else
-        msgpack_pack_false(&enc.pk);
-    beam_pack_key(&enc.pk, "namespace");
-    beam_pack_str(&enc.pk, a->job_namespace ? a->job_namespace : "");
-    beam_pack_key(&enc.pk, "max_concurrency");
-    msgpack_pack_int(&enc.pk, a->max_concurrency);
-    /* what it holds, for get_runtime_context().get_assigned_resources() */
-    beam_pack_key(&enc.pk, "resources");
-    msgpack_pack_map(&enc.pk, a->grant.taken.n);
-    for (size_t i = 0; i < a->grant.taken.n; i++) {
-        beam_pack_str(&enc.pk, a->grant.taken.name[i]);
-        msgpack_pack_double(&enc.pk, (double)a->grant.taken.amount[i] / BEAM_RES_UNIT);
-    }
-    beam_enc_end(&enc, 0);
-    beam_port_send_enc(a->worker, &enc);
+    (void)node;
+    beam_init_t in = {
+        .actor = a->id,
+        .class_name = a->class_name,
+        .name = a->name,
+        .pg = a->pg ? a->pg->id : NULL,
+        .bundle = a->bundle,
+        .capture_child_tasks = a->capture_child_tasks,
+        .job_namespace = a->job_namespace,
+        .max_concurrency = a->max_concurrency,
+        .pool = a->pool,
+        .grant = &a->grant,
+    };
+    beam_spec_send_init(a->worker, &a->spec, &in);
 }
 
 int beam_actor_attach_worker(beam_node_t *node, beam_actor_t *a, beam_port_t *c, const char *token)
@@ -621,7 +535,7 @@ void beam_actor_ready(beam_node_t *node, beam_actor_t *a, int ok, const char *er
         return;
     if (ok) {
         a->state = BEAM_ACTOR_ALIVE;
-        spec_free(node, &a->spec);
+        beam_spec_free(node, &a->spec);
         beam_callq_flush(&a->calls, a->worker);
         return;
     }
@@ -654,7 +568,7 @@ static void actor_die(beam_node_t *node, beam_actor_t *a, const char *message)
     a->pins++;
     /* fail everything it was asked, in order: sent calls first */
     beam_callq_fail_all(node, &a->calls, a->death_status, a->death ? a->death : message);
-    spec_free(node, &a->spec);
+    beam_spec_free(node, &a->spec);
     if (a->running)
         beam_cluster_kill(node, a->member, a->id);
     if (!a->running && a->has_grant) {
@@ -684,9 +598,7 @@ static void maybe_free(beam_node_t *node, beam_actor_t *a)
     free(a);
 }
 
-/* Kills every actor marked doomed, one at a time: a death can free other
- * records (through the refs its results carried), so the walk restarts. */
-static void kill_doomed(beam_node_t *node, const char *message)
+void beam_actors_kill_doomed(beam_node_t *node, const char *message)
 {
     for (;;) {
         beam_actor_t *a, *tmp, *victim = NULL;
@@ -728,70 +640,15 @@ void beam_actors_conn_gone(beam_node_t *node, beam_port_t *c)
             a->owner = heir;
             a->doomed = !heir && a->state != BEAM_ACTOR_DEAD && !a->detached;
         }
-    kill_doomed(node, "The actor is dead because its owner has died (the driver or actor that "
+    beam_actors_kill_doomed(node, "The actor is dead because its owner has died (the driver or actor that "
                       "created it disconnected).");
 }
 
-void beam_actors_pg_removed(beam_node_t *node, beam_pg_t *pg)
+void beam_actor_worker_lost(beam_node_t *node, beam_actor_t *a)
 {
-    beam_actor_t *a, *tmp;
-    HASH_ITER(hh, node->actors, a, tmp)
-        if (a->pg == pg)
-            a->doomed = a->state != BEAM_ACTOR_DEAD;
-    kill_doomed(node, "The actor is dead because its placement group was removed.");
-}
-
-void beam_actors_pg_forget(beam_node_t *node, beam_pg_t *pg)
-{
-    /* (none should be left alive; they die one at a time, without the
-     * doomed marks a sweep further up the stack may be using) */
-    for (;;) {
-        beam_actor_t *a, *tmp, *victim = NULL;
-        HASH_ITER(hh, node->actors, a, tmp)
-            if (a->pg == pg && a->state != BEAM_ACTOR_DEAD) {
-                victim = a;
-                break;
-            }
-        if (!victim)
-            break;
-        actor_die(node, victim, "The actor is dead because its placement group was removed.");
-    }
-    beam_actor_t *a, *tmp;
-    HASH_ITER(hh, node->actors, a, tmp)
-        if (a->pg == pg)
-            a->pg = NULL;
-}
-
-void beam_actors_member_lost(beam_node_t *node, beam_member_t *m, const char *message)
-{
-    beam_actor_t *a, *tmp;
-    HASH_ITER(hh, node->actors, a, tmp)
-        if (a->member == m && a->state != BEAM_ACTOR_DEAD)
-            a->doomed = 1;
-    kill_doomed(node, message);
-    /* their workers went with the node: nothing will report their exit. A
-     * release can free other records, so the walk restarts each time. */
-    for (;;) {
-        beam_actor_t *victim = NULL;
-        HASH_ITER(hh, node->actors, a, tmp)
-            if (a->member == m && a->running) {
-                victim = a;
-                break;
-            }
-        if (!victim)
-            return;
-        victim->running = 0;
-        release_grant(node, victim);
-        maybe_free(node, victim);
-    }
-}
-
-void beam_actors_stop_all(beam_node_t *node)
-{
-    beam_actor_t *a, *tmp;
-    HASH_ITER(hh, node->actors, a, tmp)
-        a->doomed = a->state != BEAM_ACTOR_DEAD;
-    kill_doomed(node, "The actor is dead because beamd is shutting down.");
+    a->running = 0;
+    release_grant(node, a);
+    maybe_free(node, a);
 }
 
 void beam_actors_destroy(beam_node_t *node)
@@ -799,7 +656,7 @@ void beam_actors_destroy(beam_node_t *node)
     beam_actor_t *a, *tmp;
     HASH_ITER(hh, node->actors, a, tmp) {
         HASH_DEL(node->actors, a);
-        spec_free(node, &a->spec);
+        beam_spec_free(node, &a->spec);
         free(a->pool_key);
         free(a->class_name);
         free(a->name);

@@ -13,6 +13,7 @@
 #include "node.h"
 #include "objects.h"
 #include "port.h"
+#include "spec.h"
 
 enum {
     BEAM_ACTOR_PENDING = 0, /* waiting for resources */
@@ -20,23 +21,6 @@ enum {
     BEAM_ACTOR_ALIVE,
     BEAM_ACTOR_DEAD,
 };
-
-/* What create_actor asked for; freed once the worker is constructed. */
-typedef struct beam_actor_spec_s {
-    char *class_data;
-    size_t class_len;
-    char *args;
-    size_t args_len;
-    beam_refs_t refs;
-    char **env;       /* "K=V" strings from runtime_env, NULL-terminated */
-    char **sys_path;  /* NULL-terminated */
-    char *python;
-    char *cwd;
-    int noset_cuda;
-    /* CPU units that must be free where it is placed but are not held (Ray's
-     * default actor: 1 CPU to be placed, 0 to run) */
-    int64_t place_cpu;
-} beam_actor_spec_t;
 
 /* The options of create_actor beyond resources and placement group. The
  * strings are owned by whoever holds the struct (beam_actor_create takes
@@ -113,11 +97,6 @@ int beam_actor_create(beam_node_t *node, beam_port_t *owner, const char *id,
                       char *class_name, beam_actor_options_t *opts, beam_actor_spec_t *spec,
                       const beam_demand_t *demand, struct beam_pg_s *pg, int bundle_index,
                       int capture_child_tasks);
-/* Its placement group was removed: kills every actor placed in it. */
-void beam_actors_pg_removed(beam_node_t *node, struct beam_pg_s *pg);
-/* The removed group's record is about to be freed: no actor keeps pointing
- * at it (any not dead yet dies as in beam_actors_pg_removed). */
-void beam_actors_pg_forget(beam_node_t *node, struct beam_pg_s *pg);
 /* The live (not dead) actor with this name in namespace ns, or NULL. */
 beam_actor_t *beam_actor_find_name(beam_node_t *node, const char *ns, const char *name);
 /* Queues a call. Takes ownership of method, args and refs. The return object
@@ -166,10 +145,13 @@ void beam_actor_worker_exited(beam_node_t *node, const char *actor, long pid, in
 void beam_actor_worker_output(beam_node_t *node, const char *actor, int stream, const char *text, size_t len);
 /* A member node started a worker and says its pid. */
 void beam_actor_worker_started(beam_node_t *node, const char *actor, long pid);
-/* Every actor placed on member m dies with message. */
-void beam_actors_member_lost(beam_node_t *node, struct beam_member_s *m, const char *message);
-/* Kills every worker (daemon exit); their handles close in later loop turns. */
-void beam_actors_stop_all(beam_node_t *node);
+/* Kills every actor marked doomed, one at a time (deaths.c marks them): a
+ * death can free other records (through the refs its results carried), so
+ * the walk restarts after each. */
+void beam_actors_kill_doomed(beam_node_t *node, const char *message);
+/* Its worker went with its node (no exit will be reported): its grant goes
+ * back and the record may be freed. */
+void beam_actor_worker_lost(beam_node_t *node, beam_actor_t *a);
 /* Frees every record (daemon exit, after the loop has closed all handles). */
 void beam_actors_destroy(beam_node_t *node);
 const char *beam_actor_state_name(int state);

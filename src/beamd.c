@@ -22,6 +22,7 @@
 #include "actors.h"
 #include "client.h"
 #include "cluster.h"
+#include "deaths.h"
 #include "link.h"
 #include "procs.h"
 #include "dispatch.h"

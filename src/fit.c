@@ -98,3 +98,30 @@ int beam_fit_take(beam_node_t *node, beam_fit_t *f)
     }
     return -EAGAIN;
 }
+
+/* The CPU part of a grant, as a grant of its own. */
+static void cpu_part(const beam_grant_t *grant, beam_grant_t *g)
+{
+    memset(g, 0, sizeof *g);
+    for (size_t i = 0; i < grant->taken.n; i++)
+        if (strcmp(grant->taken.name[i], "CPU") == 0)
+            beam_demand_add(&g->taken, "CPU", grant->taken.amount[i]);
+}
+
+int64_t beam_fit_lend_cpu(beam_pool_t *pool, const beam_grant_t *grant)
+{
+    beam_grant_t g;
+    cpu_part(grant, &g);
+    if (g.taken.n == 0)
+        return 0;
+    beam_pool_give(pool, &g);
+    return g.taken.amount[0];
+}
+
+void beam_fit_retake_cpu(beam_pool_t *pool, const beam_grant_t *grant)
+{
+    beam_grant_t g;
+    cpu_part(grant, &g);
+    if (g.taken.n > 0)
+        beam_pool_retake(pool, &g);
+}

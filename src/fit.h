@@ -1,6 +1,7 @@
 /* fit.h — where an actor's resources come from: its placement group's
  * bundle, its node affinity's target, or any live node (its owner's first;
- * with SPREAD the least loaded first), taken all at once from that pool.
+ * with SPREAD the least loaded first), taken all at once from that pool;
+ * and the CPU a blocked task lends back meanwhile.
  * Knows pools, members and groups, not the actor table. */
 #ifndef BEAM_FIT_H
 #define BEAM_FIT_H
@@ -37,5 +38,11 @@ typedef struct beam_fit_s {
  * user). Returns 0, -EAGAIN (not now), -ECANCELED (its group is gone) or
  * -EHOSTUNREACH (its hard node affinity can never be met). */
 int beam_fit_take(beam_node_t *node, beam_fit_t *f);
+
+/* A task's worker waits in ray.get: the CPU part of its grant goes back to
+ * pool for a while (Ray's raylet does the same). Returns the CPU lent (0:
+ * none). beam_fit_retake_cpu takes it back, even past what pool has. */
+int64_t beam_fit_lend_cpu(beam_pool_t *pool, const beam_grant_t *grant);
+void beam_fit_retake_cpu(beam_pool_t *pool, const beam_grant_t *grant);
 
 #endif
