@@ -656,6 +656,7 @@ void beam_actors_destroy(beam_node_t *node)
     beam_actor_t *a, *tmp;
     HASH_ITER(hh, node->actors, a, tmp) {
         HASH_DEL(node->actors, a);
+        beam_callq_destroy(&a->calls);
         beam_spec_free(node, &a->spec);
         free(a->pool_key);
         free(a->class_name);

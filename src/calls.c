@@ -139,6 +139,18 @@ void beam_callq_fail_all(beam_node_t *node, beam_callq_t *q, int status, const c
     q->queue_tail = NULL;
 }
 
+void beam_callq_destroy(beam_callq_t *q)
+{
+    beam_call_t *lists[2] = {q->queue, q->sent};
+    for (int i = 0; i < 2; i++)
+        while (lists[i]) {
+            beam_call_t *call = lists[i];
+            lists[i] = call->next;
+            call_free(call);
+        }
+    memset(q, 0, sizeof *q);
+}
+
 int beam_callq_idle(const beam_callq_t *q)
 {
     return !q->queue && !q->sent;

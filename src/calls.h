@@ -50,6 +50,8 @@ void beam_callq_flush(beam_callq_t *q, beam_port_t *worker);
 beam_call_t *beam_callq_take_sent(beam_callq_t *q, const char *obj);
 /* Fails every call, sent ones first, in order. */
 void beam_callq_fail_all(beam_node_t *node, beam_callq_t *q, int status, const char *message);
+/* Frees every call without completing anything (daemon exit). */
+void beam_callq_destroy(beam_callq_t *q);
 /* 1 when nothing is queued or sent. */
 int beam_callq_idle(const beam_callq_t *q);
 uint32_t beam_calls_count(const beam_call_t *c);
