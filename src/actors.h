@@ -9,8 +9,11 @@
 #include <uthash.h>
 #include <uv.h>
 
+#include "calls.h"
 #include "node.h"
 #include "objects.h"
+#include "port.h"
+#include "spec.h"
 
 enum {
     BEAM_ACTOR_PENDING = 0, /* waiting for resources */
@@ -18,35 +21,6 @@ enum {
     BEAM_ACTOR_ALIVE,
     BEAM_ACTOR_DEAD,
 };
-
-struct beam_conn_s;
-
-typedef struct beam_call_s {
-    char obj[BEAM_OBJECT_ID_SIZE];
-    char *method;
-    char *args;           /* inside args_buf */
-    size_t args_len;
-    beam_buf_t *args_buf; /* one reference, dropped once the call is sent */
-    beam_refs_t refs; /* pinned until the call completes */
-    struct beam_call_s *next;
-} beam_call_t;
-
-/* What create_actor asked for; freed once the worker is constructed. */
-typedef struct beam_actor_spec_s {
-    char *class_data;
-    size_t class_len;
-    char *args;
-    size_t args_len;
-    beam_refs_t refs;
-    char **env;       /* "K=V" strings from runtime_env, NULL-terminated */
-    char **sys_path;  /* NULL-terminated */
-    char *python;
-    char *cwd;
-    int noset_cuda;
-    /* CPU units that must be free where it is placed but are not held (Ray's
-     * default actor: 1 CPU to be placed, 0 to run) */
-    int64_t place_cpu;
-} beam_actor_spec_t;
 
 /* The options of create_actor beyond resources and placement group. The
  * strings are owned by whoever holds the struct (beam_actor_create takes
@@ -94,11 +68,10 @@ typedef struct beam_actor_s {
     int running;      /* its worker was started and has not been reported gone */
     long pid;
 
-    struct beam_conn_s *owner;
-    struct beam_conn_s *worker;
+    beam_port_t *owner;
+    beam_port_t *worker;
     uint32_t owner_pid;
-    beam_call_t *queue, *queue_tail; /* not yet sent to the worker */
-    beam_call_t *sent, *sent_tail;   /* sent, not yet done */
+    beam_callq_t calls; /* queued and sent, in submission order (calls.h) */
     uint32_t holders, pins;
     int stop_when_idle;
     char *death;
@@ -120,15 +93,10 @@ beam_actor_t *beam_actor_find(beam_node_t *node, const char *id);
 /* Adds an actor (it takes ownership of spec, class_name and the strings of
  * opts, which it clears, on success only) and schedules it. Returns 0,
  * -EEXIST for a taken id or name (in that namespace), -ENOMEM. */
-int beam_actor_create(beam_node_t *node, struct beam_conn_s *owner, const char *id,
+int beam_actor_create(beam_node_t *node, beam_port_t *owner, const char *id,
                       char *class_name, beam_actor_options_t *opts, beam_actor_spec_t *spec,
                       const beam_demand_t *demand, struct beam_pg_s *pg, int bundle_index,
                       int capture_child_tasks);
-/* Its placement group was removed: kills every actor placed in it. */
-void beam_actors_pg_removed(beam_node_t *node, struct beam_pg_s *pg);
-/* The removed group's record is about to be freed: no actor keeps pointing
- * at it (any not dead yet dies as in beam_actors_pg_removed). */
-void beam_actors_pg_forget(beam_node_t *node, struct beam_pg_s *pg);
 /* The live (not dead) actor with this name in namespace ns, or NULL. */
 beam_actor_t *beam_actor_find_name(beam_node_t *node, const char *ns, const char *name);
 /* Queues a call. Takes ownership of method, of the reference to args_buf
@@ -146,7 +114,7 @@ void beam_actor_set_blocked(beam_node_t *node, beam_actor_t *a, int blocked);
 void beam_actor_kill(beam_node_t *node, beam_actor_t *a, const char *message);
 
 /* A worker said hello: links it if the token matches. Returns 0 or -EPERM. */
-int beam_actor_attach_worker(beam_node_t *node, beam_actor_t *a, struct beam_conn_s *c, const char *token);
+int beam_actor_attach_worker(beam_node_t *node, beam_actor_t *a, beam_port_t *c, const char *token);
 /* Sends the worker its init push (after the hello reply). */
 void beam_actor_send_init(beam_node_t *node, beam_actor_t *a);
 /* The worker finished constructing the instance (ok) or failed (error text). */
@@ -162,9 +130,16 @@ void beam_actor_unpin(beam_node_t *node, beam_actor_t *a);
 void beam_actor_hold(beam_node_t *node, beam_actor_t *a);
 void beam_actor_unhold(beam_node_t *node, beam_actor_t *a);
 
-/* A connection closed: kills the actors it owns, and its own actor if it was
+/* A client closed: kills the actors it owns, and its own actor if it was
  * a worker. */
-void beam_actors_conn_gone(beam_node_t *node, struct beam_conn_s *c);
+void beam_actors_conn_gone(beam_node_t *node, beam_port_t *c);
+/* The driver a worker's work belongs to: the client at the top of its
+ * actor's owner chain (NULL if gone); p itself when it is no worker. */
+beam_port_t *beam_actors_job_driver(beam_port_t *p);
+/* node->hooks.actor_pin: pins (1) or unpins (0) the actor with this id, if any. */
+void beam_actor_pin_id(beam_node_t *node, const char *id, int pin);
+/* node->hooks.member_in_use: 1 while an actor or a bundle points at m. */
+int beam_actors_member_in_use(beam_node_t *node, const struct beam_member_s *m);
 /* Tries to start pending actors in order (after resources were freed). */
 void beam_actors_schedule(beam_node_t *node);
 /* A worker process exited (reported by procs here, or by a member node). */
@@ -173,10 +148,13 @@ void beam_actor_worker_exited(beam_node_t *node, const char *actor, long pid, in
 void beam_actor_worker_output(beam_node_t *node, const char *actor, int stream, const char *text, size_t len);
 /* A member node started a worker and says its pid. */
 void beam_actor_worker_started(beam_node_t *node, const char *actor, long pid);
-/* Every actor placed on member m dies with message. */
-void beam_actors_member_lost(beam_node_t *node, struct beam_member_s *m, const char *message);
-/* Kills every worker (daemon exit); their handles close in later loop turns. */
-void beam_actors_stop_all(beam_node_t *node);
+/* Kills every actor marked doomed, one at a time (deaths.c marks them): a
+ * death can free other records (through the refs its results carried), so
+ * the walk restarts after each. */
+void beam_actors_kill_doomed(beam_node_t *node, const char *message);
+/* Its worker went with its node (no exit will be reported): its grant goes
+ * back and the record may be freed. */
+void beam_actor_worker_lost(beam_node_t *node, beam_actor_t *a);
 /* Frees every record (daemon exit, after the loop has closed all handles). */
 void beam_actors_destroy(beam_node_t *node);
 const char *beam_actor_state_name(int state);

@@ -22,11 +22,11 @@
 #include "actors.h"
 #include "client.h"
 #include "cluster.h"
-#include "dispatch.h"
+#include "deaths.h"
+#include "hooks.h"
 #include "link.h"
 #include "relay.h"
 #include "procs.h"
-#include "conn.h"
 #include "gpu.h"
 #include "log.h"
 #include "node.h"
@@ -34,6 +34,7 @@
 #include "objects.h"
 #include "placement.h"
 #include "server.h"
+#include "session.h"
 
 typedef struct options_s {
     const char *socket;
@@ -402,8 +403,7 @@ static void stop(beam_node_t *node, const char *why)
     beam_server_close(&server);
     beam_actors_stop_all(node);
     beam_procs_kill_all(node);
-    while (node->conns)
-        beam_conn_close(node->conns, "beamd is shutting down");
+    beam_sessions_close_all(node, "beamd is shutting down");
     beam_links_stop(node);
     uv_close((uv_handle_t *)&node->reaper, NULL);
     uv_close((uv_handle_t *)&sigterm, NULL);
@@ -471,9 +471,7 @@ int main(int argc, char **argv)
     snprintf(node.socket_path, sizeof node.socket_path, "%s", server.path);
     uv_timer_init(loop, &node.reaper);
     node.reaper.data = &node;
-    node.on_proc_output = beam_actor_worker_output;
-    node.on_proc_exit = beam_actor_worker_exited;
-    node.dispatch = beam_dispatch;
+    beam_hooks_wire(&node);
     if (beam_cluster_init_self(&node) < 0) {
         fprintf(stderr, "beamd: out of memory\n");
         return 1;
@@ -518,7 +516,7 @@ int main(int argc, char **argv)
 
     uv_run(loop, UV_RUN_DEFAULT);
 
-    beam_conn_reap_all(&node);
+    beam_sessions_reap(&node);
     beam_objects_destroy(&node);
     beam_actors_destroy(&node);
     beam_pgs_destroy(&node);

@@ -7,11 +7,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors.h"
-#include "conn.h"
-#include "link.h"
 #include "log.h"
-#include "placement.h"
+
+static int local_spawn(beam_node_t *node, beam_member_t *m, const beam_spawn_t *s, long *pid)
+{
+    (void)m;
+    return beam_proc_spawn(node, s, pid);
+}
+
+static void local_kill(beam_node_t *node, beam_member_t *m, const char *actor)
+{
+    (void)m;
+    beam_proc_kill(node, actor);
+}
+
+static const beam_member_ops_t local_ops = {local_spawn, local_kill};
 
 static void append(beam_node_t *node, beam_member_t *m)
 {
@@ -35,6 +45,7 @@ int beam_cluster_init_self(beam_node_t *node)
     m->alive = 1;
     m->is_head = 1;
     m->local = 1;
+    m->ops = &local_ops;
     m->pool = &node->pool;
     m->joined_ms = uv_now(node->loop);
     node->self = m;
@@ -43,21 +54,11 @@ int beam_cluster_init_self(beam_node_t *node)
     return 0;
 }
 
-/* 1 if an actor or a bundle still points at m (dead actors keep their
- * member until their record goes). */
+/* 1 if a client, an actor or a bundle still points at m (dead actors keep
+ * their member until their record goes). */
 static int referenced(beam_node_t *node, const beam_member_t *m)
 {
-    for (beam_actor_t *a = node->actors; a; a = a->hh.next)
-        if (a->member == m)
-            return 1;
-    for (beam_pg_t *pg = node->pgs; pg; pg = pg->hh.next)
-        for (uint32_t i = 0; i < pg->nbundles; i++)
-            if (pg->bundles[i].member == m)
-                return 1;
-    for (beam_conn_t *c = node->conns; c; c = c->next)
-        if (c->member == m)
-            return 1;
-    return 0;
+    return m->clients > 0 || (node->hooks.member_in_use && node->hooks.member_in_use(node, m));
 }
 
 /* Keeps the table's dead records to the newest BEAM_MAX_DEAD_MEMBERS that
@@ -90,7 +91,8 @@ static size_t alive_count(const beam_node_t *node)
 }
 
 beam_member_t *beam_cluster_add(beam_node_t *node, const char *node_id, const char *ip, const char *hostname,
-                                const char *socket, beam_pool_t *pool, struct beam_link_s *link)
+                                const char *socket, beam_pool_t *pool, const beam_member_ops_t *ops,
+                                struct beam_link_s *link)
 {
     prune_dead(node);
     if (alive_count(node) >= BEAM_MAX_MEMBERS)
@@ -108,6 +110,7 @@ beam_member_t *beam_cluster_add(beam_node_t *node, const char *node_id, const ch
     m->own_pool = *pool;
     memset(pool, 0, sizeof *pool);
     m->pool = &m->own_pool;
+    m->ops = ops;
     m->link = link;
     m->joined_ms = uv_now(node->loop);
     append(node, m);
@@ -157,86 +160,22 @@ void beam_cluster_member_lost(beam_node_t *node, beam_member_t *m, const char *w
     m->death = strdup(why);
     m->link = NULL;
     beam_log(BEAM_LOG_WARN, "node %s (%s, member %u) is dead: %s", m->hex, m->ip, m->index, why);
-    /* its actors die of the node's death; then its clients, whose actors
-     * elsewhere and groups go with them as owners */
-    beam_actors_member_lost(node, m, "The actor died because its node has died.");
-    beam_pgs_member_lost(node, m);
-    for (;;) {
-        beam_conn_t *victim = NULL;
-        for (beam_conn_t *c = node->conns; c; c = c->next)
-            if (c->member == m && !c->closing) {
-                victim = c;
-                break;
-            }
-        if (!victim)
-            break;
-        victim->remote_closed = 1;
-        beam_conn_close(victim, "its node died");
-    }
-    beam_actors_schedule(node);
-}
-
-static void pack_strv(msgpack_packer *pk, char *const *v)
-{
-    size_t n = 0;
-    for (char *const *p = v; p && *p; p++)
-        n++;
-    msgpack_pack_array(pk, n);
-    for (char *const *p = v; p && *p; p++)
-        beam_pack_str(pk, *p);
+    if (node->hooks.member_lost)
+        node->hooks.member_lost(node, m, why);
 }
 
 int beam_cluster_spawn(beam_node_t *node, beam_member_t *m, const beam_spawn_t *s, long *pid)
 {
     *pid = 0;
-    if (m->local)
-        return beam_proc_spawn(node, s, pid);
-    if (!m->alive || !m->link)
+    if (!m->alive || !m->ops)
         return UV_EHOSTUNREACH;
-    beam_enc_t enc;
-    beam_enc_init(&enc);
-    beam_enc_push(&enc, "spawn", 10);
-    beam_pack_key(&enc.pk, "actor");
-    beam_pack_bin(&enc.pk, s->actor, BEAM_ACTOR_ID_SIZE);
-    beam_pack_key(&enc.pk, "class_name");
-    beam_pack_str(&enc.pk, s->class_name);
-    beam_pack_key(&enc.pk, "python");
-    beam_pack_str(&enc.pk, s->python);
-    beam_pack_key(&enc.pk, "cwd");
-    beam_pack_str(&enc.pk, s->cwd ? s->cwd : "");
-    beam_pack_key(&enc.pk, "env");
-    pack_strv(&enc.pk, s->env);
-    beam_pack_key(&enc.pk, "sys_path");
-    pack_strv(&enc.pk, s->sys_path);
-    beam_pack_key(&enc.pk, "gpus");
-    beam_pack_str(&enc.pk, s->gpus);
-    beam_pack_key(&enc.pk, "token");
-    beam_pack_str(&enc.pk, s->token);
-    beam_pack_key(&enc.pk, "noset_cuda");
-    msgpack_pack_int(&enc.pk, s->noset_cuda);
-    beam_pack_key(&enc.pk, "owner_pid");
-    msgpack_pack_uint32(&enc.pk, s->owner_pid);
-    beam_enc_end(&enc, 0);
-    return beam_link_send_enc(m->link, &enc);
+    return m->ops->spawn(node, m, s, pid);
 }
 
 void beam_cluster_kill(beam_node_t *node, beam_member_t *m, const char *actor)
 {
-    if (!m)
-        return;
-    if (m->local) {
-        beam_proc_kill(node, actor);
-        return;
-    }
-    if (!m->alive || !m->link)
-        return;
-    beam_enc_t enc;
-    beam_enc_init(&enc);
-    beam_enc_push(&enc, "kill_worker", 1);
-    beam_pack_key(&enc.pk, "actor");
-    beam_pack_bin(&enc.pk, actor, BEAM_ACTOR_ID_SIZE);
-    beam_enc_end(&enc, 0);
-    beam_link_send_enc(m->link, &enc);
+    if (m && m->alive && m->ops)
+        m->ops->kill(node, m, actor);
 }
 
 void beam_cluster_destroy(beam_node_t *node)

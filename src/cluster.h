@@ -1,6 +1,8 @@
 /* cluster.h — the cluster's node table as the head keeps it: each member's
  * identity, liveness and resource pool, and where its workers are started
- * (here, or over its link). A lone daemon is a cluster of one: itself. */
+ * (here through procs, elsewhere through the operations its link's owner
+ * gave it). A lone daemon is a cluster of one: itself. A member's death is
+ * told upward through node->hooks.member_lost. */
 #ifndef BEAM_CLUSTER_H
 #define BEAM_CLUSTER_H
 
@@ -14,6 +16,16 @@
 #define BEAM_MAX_MEMBERS 256     /* live nodes in one cluster */
 #define BEAM_MAX_DEAD_MEMBERS 64 /* dead ones kept for the tables (ray.nodes() shows them) */
 
+struct beam_member_s;
+
+/* How a member starts and kills workers: procs for this node, a message
+ * over the link for another (set by the link's owner). */
+typedef struct beam_member_ops_s {
+    /* 0 (pid set when known at once, else 0) or a negative error */
+    int (*spawn)(beam_node_t *node, struct beam_member_s *m, const beam_spawn_t *s, long *pid);
+    void (*kill)(beam_node_t *node, struct beam_member_s *m, const char *actor);
+} beam_member_ops_t;
+
 typedef struct beam_member_s {
     uint32_t index;
     char node_id[BEAM_NODE_ID_SIZE];
@@ -26,7 +38,9 @@ typedef struct beam_member_s {
     int local;               /* this daemon itself */
     beam_pool_t *pool;       /* &node->pool for the local member, else &own_pool */
     beam_pool_t own_pool;
-    struct beam_link_s *link; /* a remote member's link */
+    const beam_member_ops_t *ops; /* spawn and kill there */
+    struct beam_link_s *link; /* a remote member's link (its ops' context) */
+    uint32_t clients;         /* clients on it (session.c counts them) */
     char *death;
     uint64_t joined_ms;
     struct beam_member_s *next;
@@ -34,16 +48,18 @@ typedef struct beam_member_s {
 
 /* Adds this daemon as member 1 (the head of its own cluster). */
 int beam_cluster_init_self(beam_node_t *node);
-/* A node joined: a new member with the next index; pool is taken. */
+/* A node joined: a new member with the next index; pool is taken; its
+ * workers are started and killed through ops (with link as their context). */
 beam_member_t *beam_cluster_add(beam_node_t *node, const char *node_id, const char *ip, const char *hostname,
-                                const char *socket, beam_pool_t *pool, struct beam_link_s *link);
+                                const char *socket, beam_pool_t *pool, const beam_member_ops_t *ops,
+                                struct beam_link_s *link);
 beam_member_t *beam_cluster_find(beam_node_t *node, uint32_t index);
 beam_member_t *beam_cluster_find_id(beam_node_t *node, const char *node_id);
 /* Alive members, self first; returns how many were put in out (at most max). */
 size_t beam_cluster_alive(beam_node_t *node, beam_member_t **out, size_t max);
 size_t beam_cluster_count(const beam_node_t *node);
-/* Marks a member dead: its actors die, its clients are closed, its groups
- * lose their bundles there. */
+/* Marks a member dead and tells node->hooks.member_lost (its actors die,
+ * its clients are closed, its groups lose their bundles there). */
 void beam_cluster_member_lost(beam_node_t *node, beam_member_t *m, const char *why);
 
 /* Starts an actor's worker on member m. Returns 0 (pid set when local, 0

@@ -1,5 +1,6 @@
-/* conn.c — client connections: accept with a peer-credential check, the
- * bounded read path, the write queue, and closing. */
+/* conn.c — client streams: accept with a peer-credential check, the
+ * bounded read path, the write queue (outq), and closing (reported to the
+ * owner). */
 #define _GNU_SOURCE
 #include "conn.h"
 
@@ -12,14 +13,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <utlist.h>
 
-#include "actors.h"
-#include "dispatch.h"
-#include "link.h"
 #include "log.h"
-#include "objects.h"
-#include "placement.h"
 
 static void on_written(beam_outq_t *q, int status);
 
@@ -75,15 +70,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     size_t len;
     int rc;
     while (!c->closing && (rc = beam_decoder_next(&c->dec, &frame, &len)) == 1) {
-        if (c->relay) {
-            beam_link_forward(c->node, c->id, frame, len);
-            continue;
-        }
         /* a frame that came in its own buffer is handed on with it: what
-         * dispatch keeps of it (a value, a call's args) is not copied */
+         * the owner keeps of it (a value, a call's args) is not copied */
         char *own = beam_decoder_take(&c->dec);
         beam_buf_t *fb = own ? beam_buf_wrap(own, len) : NULL;
-        beam_dispatch_frame(c, frame, len, fb);
+        c->on_frame(c->owner, frame, len, fb);
         beam_buf_unref(fb);
     }
     if (c->dec.failed && !c->closing) {
@@ -134,79 +125,13 @@ void beam_conn_accept(beam_node_t *node, uv_stream_t *server)
         uv_close((uv_handle_t *)&c->pipe, on_close);
         return;
     }
-    if (node->is_member && !beam_link_up(node)) {
-        /* a member that has not joined its head has nothing to serve yet */
+    if (!node->hooks.conn_open || node->hooks.conn_open(node, c) < 0) {
+        /* (a member that has not joined its head has nothing to serve yet) */
         uv_close((uv_handle_t *)&c->pipe, on_close);
         return;
     }
-    c->member = node->self;
-    c->relay = node->is_member;
-    DL_APPEND(node->conns, c);
     c->reading = 1;
     uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
-    if (c->relay)
-        beam_link_client_open(node, c->id, c->pid, (unsigned)c->uid);
-}
-
-beam_conn_t *beam_conn_open_remote(beam_node_t *node, struct beam_link_s *link, struct beam_member_s *m,
-                                   uint32_t vconn, long pid, unsigned uid)
-{
-    if (beam_conn_find_remote(node, link, vconn))
-        return NULL;
-    beam_conn_t *c = calloc(1, sizeof *c);
-    if (!c)
-        return NULL;
-    c->node = node;
-    c->id = ++node->next_conn;
-    c->link = link;
-    c->vconn = vconn;
-    c->member = m;
-    c->pid = pid;
-    c->uid = uid;
-    DL_APPEND(node->conns, c);
-    return c;
-}
-
-beam_conn_t *beam_conn_find_remote(beam_node_t *node, struct beam_link_s *link, uint32_t vconn)
-{
-    for (beam_conn_t *c = node->conns; c; c = c->next)
-        if (c->link == link && c->vconn == vconn)
-            return c;
-    return NULL;
-}
-
-beam_conn_t *beam_conn_find_local(beam_node_t *node, uint32_t id)
-{
-    for (beam_conn_t *c = node->conns; c; c = c->next)
-        if (!c->link && c->id == id)
-            return c;
-    return NULL;
-}
-
-/* Remote connections have no handle to close: they are freed on the loop's
- * next turn, once whatever closed them has unwound. */
-void beam_conn_reap_all(beam_node_t *node)
-{
-    while (node->doomed_conns) {
-        beam_conn_t *c = node->doomed_conns;
-        node->doomed_conns = c->reap_next;
-        beam_decoder_destroy(&c->dec);
-        free(c);
-    }
-}
-
-static void on_reap(uv_timer_t *t)
-{
-    beam_conn_reap_all(t->data);
-}
-
-static void reap_later(beam_conn_t *c)
-{
-    beam_node_t *node = c->node;
-    c->reap_next = node->doomed_conns;
-    node->doomed_conns = c;
-    if (!uv_is_active((uv_handle_t *)&node->reaper))
-        uv_timer_start(&node->reaper, on_reap, 0, 0);
 }
 
 static void send_drop_marker(beam_conn_t *c);
@@ -323,8 +248,6 @@ int beam_conn_send(beam_conn_t *c, char *buf, size_t len)
         free(buf);
         return -1;
     }
-    if (c->link)
-        return beam_link_send_client(c->link, c->vconn, buf, len);
     return after_push(c, beam_outq_push(&c->outq, buf, len));
 }
 
@@ -357,21 +280,17 @@ void beam_conn_send_log(beam_conn_t *c, int stream, const char *text, size_t len
 {
     if (c->closing)
         return;
-    if (!c->link) {
-        /* a remote client's link has its own queue and caps (link.c) */
-        if (c->logs_dropped && beam_outq_drained(&c->outq))
-            send_drop_marker(c);
-        if (c->logs_dropped || c->outq.cost >= c->node->soft_outq) {
-            c->logs_dropped++;
-            return;
-        }
+    if (c->logs_dropped && beam_outq_drained(&c->outq))
+        send_drop_marker(c);
+    if (c->logs_dropped || c->outq.cost >= c->node->soft_outq) {
+        c->logs_dropped++;
+        return;
     }
     send_log_push(c, stream, text, len);
 }
 
 int beam_conn_send_enc(beam_conn_t *c, beam_enc_t *enc)
 {
-    size_t len;
     if (enc->failed) {
         beam_enc_destroy(enc);
         close_soon(c, "out of memory encoding a message");
@@ -381,89 +300,12 @@ int beam_conn_send_enc(beam_conn_t *c, beam_enc_t *enc)
         beam_enc_destroy(enc);
         return -1;
     }
-    if (!c->link)
-        return after_push(c, beam_outq_push_enc(&c->outq, enc));
-    /* a remote client's link wraps the frame whole (its spans copied in) */
-    char *buf = beam_enc_take(enc, &len);
-    beam_enc_destroy(enc);
-    return beam_conn_send(c, buf, len);
+    return after_push(c, beam_outq_push_enc(&c->outq, enc));
 }
 
-void beam_conn_reply_error(beam_conn_t *c, uint64_t msgid, const char *code, const char *fmt, ...)
+void beam_conn_close_soon(beam_conn_t *c, const char *why)
 {
-    char message[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(message, sizeof message, fmt, ap);
-    va_end(ap);
-    if (msgid == 0) {
-        char text[600];
-        snprintf(text, sizeof text, "%s: %s", code, message);
-        send_error_push(c, text);
-        return;
-    }
-    beam_enc_t enc;
-    beam_enc_init(&enc);
-    beam_enc_reply_error(&enc, msgid, code, message);
-    beam_enc_end(&enc, 0);
-    beam_conn_send_enc(c, &enc);
-}
-
-void beam_conn_reply_empty(beam_conn_t *c, uint64_t msgid)
-{
-    if (msgid == 0)
-        return;
-    beam_enc_t enc;
-    beam_enc_init(&enc);
-    beam_enc_reply_ok(&enc, msgid);
-    msgpack_pack_map(&enc.pk, 0);
-    beam_enc_end(&enc, 0);
-    beam_conn_send_enc(c, &enc);
-}
-
-int beam_conn_hold(beam_held_t **set, const char *id, size_t len)
-{
-    beam_held_t *h = NULL;
-    HASH_FIND(hh, *set, id, len, h);
-    if (h)
-        return 0;
-    h = calloc(1, sizeof *h);
-    if (!h)
-        return -ENOMEM;
-    memcpy(h->id, id, len);
-    HASH_ADD(hh, *set, id, len, h);
-    return 1;
-}
-
-int beam_conn_unhold(beam_held_t **set, const char *id, size_t len)
-{
-    beam_held_t *h = NULL;
-    HASH_FIND(hh, *set, id, len, h);
-    if (!h)
-        return 0;
-    HASH_DEL(*set, h);
-    free(h);
-    return 1;
-}
-
-static void release_all(beam_conn_t *c)
-{
-    beam_node_t *node = c->node;
-    beam_held_t *h, *tmp;
-    HASH_ITER(hh, c->held_objects, h, tmp) {
-        HASH_DEL(c->held_objects, h);
-        beam_object_t *o = beam_object_find(node, h->id);
-        free(h);
-        if (o)
-            beam_object_unhold(node, o);
-    }
-    HASH_ITER(hh, c->held_actors, h, tmp) {
-        HASH_DEL(c->held_actors, h);
-        beam_actor_t *a = beam_actor_find(node, h->id);
-        free(h);
-        if (a)
-            beam_actor_unhold(node, a);
-    }
+    close_soon(c, why);
 }
 
 void beam_conn_close(beam_conn_t *c, const char *why)
@@ -472,23 +314,9 @@ void beam_conn_close(beam_conn_t *c, const char *why)
         return;
     c->closed = 1;
     c->closing = 1;
-    beam_log(c->role == BEAM_ROLE_CTL ? BEAM_LOG_DEBUG : BEAM_LOG_INFO,
-             "client %u (pid %ld) closed: %s", c->id, c->pid, why);
-    beam_node_t *node = c->node;
-    beam_waiters_cancel(node, c);
-    /* groups first: a worker's pass to its driver, found through its actor */
-    beam_pgs_conn_gone(node, c);
-    beam_actors_conn_gone(node, c);
-    release_all(c);
-    DL_DELETE(node->conns, c);
-    if (c->link) {
-        if (!c->remote_closed)
-            beam_link_close_client(c->link, c->vconn);
-        reap_later(c);
-        return;
-    }
-    if (c->relay && !c->remote_closed)
-        beam_link_client_closed(node, c->id);
+    if (c->on_close)
+        c->on_close(c->owner, why);
+    c->on_close = NULL;
     /* what is queued gets its chance (an error push before a close) */
     flush(c);
     if (c->has_closer)

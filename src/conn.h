@@ -1,5 +1,7 @@
-/* conn.h — one client connection: its uv pipe, bounded input decoding, the
- * write queue with backpressure, what it holds, and closing as a state. */
+/* conn.h — one client stream on the unix socket: its uv pipe, bounded input
+ * decoding, the write queue with backpressure, and closing as a state. A
+ * transport: it knows bytes, frames and its own end, and reports frames and
+ * its end upward through the callbacks its owner set (the session). */
 #ifndef BEAM_CONN_H
 #define BEAM_CONN_H
 
@@ -12,21 +14,11 @@
 #include "node.h"
 #include "outq.h"
 
-enum { BEAM_ROLE_NONE = 0, BEAM_ROLE_DRIVER, BEAM_ROLE_WORKER, BEAM_ROLE_CTL };
-
-/* One id a connection holds (an object or an actor handle). */
-typedef struct beam_held_s {
-    char id[BEAM_OBJECT_ID_SIZE];
-    UT_hash_handle hh;
-} beam_held_t;
-
 typedef struct beam_conn_s {
     uv_pipe_t pipe; /* first: the handle's data points back here */
     beam_node_t *node;
-    uint32_t id;
-    uint32_t job;
-    int role;
-    long pid;
+    uint32_t id;  /* its connection number on this node */
+    long pid;     /* the peer's, from its credentials */
     uid_t uid;
     beam_decoder_t dec;
     beam_outq_t outq; /* what is not yet written, and what it costs (outq.h) */
@@ -40,21 +32,18 @@ typedef struct beam_conn_s {
     uv_idle_t flusher; /* writes what the loop turn queued, in one write (flush_soon) */
     const char *close_why;
     int reading;
-    int no_logs; /* log_to_driver=False */
-    beam_held_t *held_objects;
-    beam_held_t *held_actors;
-    struct beam_waiter_s *waiters;
-    struct beam_actor_s *actor; /* the actor a worker connection serves */
-    struct beam_member_s *member; /* the node the client is on */
-    struct beam_link_s *link;     /* head: a client on a member node, reached over this link */
-    uint32_t vconn;               /* its connection number on that node */
-    int relay;                    /* member node: frames go to the head, not to dispatch */
-    int remote_closed;            /* the other side already knows it is closed */
-    struct beam_conn_s *prev, *next;
-    struct beam_conn_s *reap_next;
+    /* set by the owner (node->hooks.conn_open): each frame read, and the
+     * stream's end, once, as its teardown begins (sends are refused by
+     * then; the memory goes later, with the last handle) */
+    void *owner;
+    /* buf: the frame's own buffer when it came in one (frame lies in it),
+     * else NULL; the owner takes a reference to keep it */
+    void (*on_frame)(void *owner, const char *frame, size_t len, beam_buf_t *buf);
+    void (*on_close)(void *owner, const char *why);
 } beam_conn_t;
 
-/* Accepts a pending connection on server; refuses peers of another uid. */
+/* Accepts a pending connection on server; refuses peers of another uid,
+ * and those node->hooks.conn_open does not take. */
 void beam_conn_accept(beam_node_t *node, uv_stream_t *server);
 /* Queues buf (malloc'd; ownership passes here) for writing. Whatever a loop
  * turn queues goes out in one write once the turn is over. Past max_outq
@@ -68,28 +57,14 @@ int beam_conn_send(beam_conn_t *conn, char *buf, size_t len);
  * many were dropped: a driver that does not read cannot grow beamd. */
 void beam_conn_send_log(beam_conn_t *conn, int stream, const char *text, size_t len);
 /* Sends what enc holds and leaves enc destroyed. Its spans (beam_pack_bin_buf)
- * are written from their buffers, not copied, to a local client. */
+ * are written from their buffers, not copied. */
 int beam_conn_send_enc(beam_conn_t *conn, beam_enc_t *enc);
-/* Replies with an error; for msgid 0, sends an `error` push instead. */
-void beam_conn_reply_error(beam_conn_t *conn, uint64_t msgid, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-/* Replies {} to msgid (nothing for msgid 0). */
-void beam_conn_reply_empty(beam_conn_t *conn, uint64_t msgid);
-/* Releases everything the connection holds, then closes it. Idempotent. */
+/* Stops reading and sending at once; the teardown (beam_conn_close) runs on
+ * the loop's next turn, never under the caller. why must outlive the call. */
+void beam_conn_close_soon(beam_conn_t *conn, const char *why);
+/* Tears the stream down now: on_close, then what is queued gets its chance
+ * and the handles close. Idempotent. Only from the loop's own callbacks (or
+ * at exit): anyone else closes with beam_conn_close_soon. */
 void beam_conn_close(beam_conn_t *conn, const char *why);
-
-/* Head: a client that said hello on member m's node, as vconn there. */
-beam_conn_t *beam_conn_open_remote(beam_node_t *node, struct beam_link_s *link, struct beam_member_s *m,
-                                   uint32_t vconn, long pid, unsigned uid);
-beam_conn_t *beam_conn_find_remote(beam_node_t *node, struct beam_link_s *link, uint32_t vconn);
-/* Frees closed remote connections now (the reaper does it each loop turn). */
-void beam_conn_reap_all(beam_node_t *node);
-/* Member: a local client by its number. */
-beam_conn_t *beam_conn_find_local(beam_node_t *node, uint32_t id);
-
-/* Hold sets: 1 when newly added, 0 if already held, -ENOMEM. */
-int beam_conn_hold(beam_held_t **set, const char *id, size_t len);
-/* 1 when it was held and is now dropped, else 0. */
-int beam_conn_unhold(beam_held_t **set, const char *id, size_t len);
 
 #endif

@@ -9,7 +9,8 @@
 
 #include "actors.h"
 #include "cluster.h"
-#include "conn.h"
+#include "port.h"
+#include "session.h"
 #include "log.h"
 #include "objects.h"
 #include "placement.h"
@@ -59,12 +60,12 @@ static beam_buf_t *keep_bin(beam_req_t *r, const char *s, uint32_t n)
 
 static void op_hello(req_t *r)
 {
-    beam_conn_t *c = r->conn;
+    beam_port_t *c = r->conn;
     const char *role, *token;
     uint32_t role_len, token_len;
     int64_t pid = 0;
     if (c->role != BEAM_ROLE_NONE) {
-        beam_conn_reply_error(c, r->msgid, "bad_request", "hello was already said on this connection");
+        beam_port_reply_error(c, r->msgid, "bad_request", "hello was already said on this connection");
         return;
     }
     int logs = 1;
@@ -92,8 +93,8 @@ static void op_hello(req_t *r)
         snprintf(tok, sizeof tok, "%.*s", (int)(token_len < 63 ? token_len : 63), token);
         a = beam_actor_find(r->node, actor);
         if (!a || beam_actor_attach_worker(r->node, a, c, tok) < 0) {
-            beam_conn_reply_error(c, r->msgid, "denied", "no actor is waiting for this worker");
-            beam_conn_close(c, "a worker hello that matched no starting actor");
+            beam_port_reply_error(c, r->msgid, "denied", "no actor is waiting for this worker");
+            beam_port_close(c, "a worker hello that matched no starting actor");
             return;
         }
     }
@@ -123,7 +124,7 @@ static void op_hello(req_t *r)
     beam_pack_key(&enc.pk, "pid");
     msgpack_pack_int64(&enc.pk, (int64_t)getpid());
     beam_enc_end(&enc, 0);
-    beam_conn_send_enc(c, &enc);
+    beam_port_send_enc(c, &enc);
     (void)pid;
     /* a worker's first push (init) follows the reply */
     if (a)
@@ -137,10 +138,10 @@ static beam_object_t *new_object(req_t *r, const char *id)
 {
     beam_object_t *o = beam_object_create(r->node, id);
     if (!o) {
-        beam_conn_reply_error(r->conn, r->msgid, "exists", "object id is already in use");
+        beam_port_reply_error(r->conn, r->msgid, "exists", "object id is already in use");
         return NULL;
     }
-    if (beam_conn_hold(&r->conn->held_objects, id, BEAM_OBJECT_ID_SIZE) == 1)
+    if (beam_port_hold(&r->conn->held_objects, id, BEAM_OBJECT_ID_SIZE) == 1)
         beam_object_hold(r->node, o);
     return o;
 }
@@ -157,7 +158,7 @@ static void op_put(req_t *r)
     beam_buf_t *kept = keep_bin(r, data, len);
     if (!kept) {
         beam_refs_free(&rf);
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
         return;
     }
     beam_object_t *o = new_object(r, id);
@@ -167,7 +168,7 @@ static void op_put(req_t *r)
         return;
     }
     beam_object_complete_buf(r->node, o, BEAM_OBJ_OK, kept, kept == r->frame_buf ? data : kept->data, len, &rf);
-    beam_conn_reply_empty(r->conn, r->msgid);
+    beam_port_reply_empty(r->conn, r->msgid);
 }
 
 static void op_get(req_t *r)
@@ -181,7 +182,7 @@ static void op_get(req_t *r)
         return;
     }
     if (beam_waiter_start(r->node, r->conn, r->msgid, BEAM_WAIT_GET, ids, 0, ms) < 0)
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
 }
 
 static void op_wait(req_t *r)
@@ -197,7 +198,7 @@ static void op_wait(req_t *r)
     }
     int dup = has_repeat(ids);
     if (dup < 0) {
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
         return;
     }
     if (dup) {
@@ -209,7 +210,7 @@ static void op_wait(req_t *r)
         return;
     }
     if (beam_waiter_start(r->node, r->conn, r->msgid, BEAM_WAIT_WAIT, ids, (uint32_t)num, ms) < 0)
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
 }
 
 /* hold and release share their shape: arrays of object and actor ids. */
@@ -218,14 +219,14 @@ static void hold_or_release(req_t *r, int hold)
     beam_refs_t rf;
     if (refs(r, &rf) < 0)
         return;
-    beam_conn_t *c = r->conn;
+    beam_port_t *c = r->conn;
     for (uint32_t i = 0; i < rf.nobjs; i++) {
         const char *id = rf.objs + (size_t)i * BEAM_OBJECT_ID_SIZE;
         beam_object_t *o = beam_object_find(r->node, id);
         if (hold) {
-            if (o && beam_conn_hold(&c->held_objects, id, BEAM_OBJECT_ID_SIZE) == 1)
+            if (o && beam_port_hold(&c->held_objects, id, BEAM_OBJECT_ID_SIZE) == 1)
                 beam_object_hold(r->node, o);
-        } else if (beam_conn_unhold(&c->held_objects, id, BEAM_OBJECT_ID_SIZE) && o) {
+        } else if (beam_port_unhold(&c->held_objects, id, BEAM_OBJECT_ID_SIZE) && o) {
             beam_object_unhold(r->node, o);
         }
     }
@@ -233,14 +234,14 @@ static void hold_or_release(req_t *r, int hold)
         const char *id = rf.actors + (size_t)i * BEAM_ACTOR_ID_SIZE;
         beam_actor_t *a = beam_actor_find(r->node, id);
         if (hold) {
-            if (a && beam_conn_hold(&c->held_actors, id, BEAM_ACTOR_ID_SIZE) == 1)
+            if (a && beam_port_hold(&c->held_actors, id, BEAM_ACTOR_ID_SIZE) == 1)
                 beam_actor_hold(r->node, a);
-        } else if (beam_conn_unhold(&c->held_actors, id, BEAM_ACTOR_ID_SIZE) && a) {
+        } else if (beam_port_unhold(&c->held_actors, id, BEAM_ACTOR_ID_SIZE) && a) {
             beam_actor_unhold(r->node, a);
         }
     }
     beam_refs_free(&rf);
-    beam_conn_reply_empty(c, r->msgid);
+    beam_port_reply_empty(c, r->msgid);
 }
 
 static void op_hold(req_t *r) { hold_or_release(r, 1); }
@@ -287,7 +288,7 @@ static void op_create_actor(req_t *r)
     if (pg_id) {
         pg = beam_pg_find(r->node, pg_id);
         if (!pg) {
-            beam_conn_reply_error(r->conn, r->msgid, "not_found", "no such placement group");
+            beam_port_reply_error(r->conn, r->msgid, "not_found", "no such placement group");
             return;
         }
         /* (a removed group's row keeps no bundles: the actor dies with it) */
@@ -310,11 +311,11 @@ static void op_create_actor(req_t *r)
         return;
     }
     if (beam_actor_find(r->node, id)) {
-        beam_conn_reply_error(r->conn, r->msgid, "exists", "actor id is already in use");
+        beam_port_reply_error(r->conn, r->msgid, "exists", "actor id is already in use");
         return;
     }
     if (*nm && beam_actor_find_name(r->node, ns, nm)) {
-        beam_conn_reply_error(r->conn, r->msgid, "exists", "The name %s (namespace=%s) is already taken.", nm, ns);
+        beam_port_reply_error(r->conn, r->msgid, "exists", "The name %s (namespace=%s) is already taken.", nm, ns);
         return;
     }
     if (!(spec.sys_path = str_array(r, "sys_path")))
@@ -342,18 +343,18 @@ static void op_create_actor(req_t *r)
     if (!spec.class_data || !spec.args || !spec.python || !spec.cwd || !class_name || !opts.name ||
         !opts.namespace || !opts.job_namespace) {
         free(class_name);
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
         goto fail_quiet;
     }
     int rc = beam_actor_create(r->node, r->conn, id, class_name, &opts, &spec, &demand, pg,
                                (int)bundle_index, capture);
     if (rc < 0) {
         free(class_name);
-        beam_conn_reply_error(r->conn, r->msgid, rc == -EEXIST ? "exists" : "internal",
+        beam_port_reply_error(r->conn, r->msgid, rc == -EEXIST ? "exists" : "internal",
                               "the actor could not be created: %s", strerror(-rc));
         goto fail_quiet;
     }
-    beam_conn_reply_empty(r->conn, r->msgid);
+    beam_port_reply_empty(r->conn, r->msgid);
     return;
 fail_quiet:
     free(opts.name);
@@ -395,7 +396,7 @@ static void op_submit(req_t *r)
         beam_object_fail(r->node, o, BEAM_OBJ_ACTOR_DIED,
                          "The actor died unexpectedly before finishing this task: beamd knows no such actor "
                          "(it ended and was forgotten, or never existed).");
-        beam_conn_reply_empty(r->conn, r->msgid);
+        beam_port_reply_empty(r->conn, r->msgid);
         return;
     }
     char *m = dup_str(method, method_len);
@@ -405,11 +406,11 @@ static void op_submit(req_t *r)
         beam_buf_unref(kept);
         beam_refs_free(&rf);
         beam_object_fail(r->node, o, BEAM_OBJ_LOST, "beamd ran out of memory queueing the call");
-        beam_conn_reply_empty(r->conn, r->msgid); /* the object carries the failure */
+        beam_port_reply_empty(r->conn, r->msgid); /* the object carries the failure */
         return;
     }
     beam_actor_submit(r->node, a, obj, m, kept, kept == r->frame_buf ? args : kept->data, args_len, &rf);
-    beam_conn_reply_empty(r->conn, r->msgid);
+    beam_port_reply_empty(r->conn, r->msgid);
 }
 
 static void op_kill(req_t *r)
@@ -422,7 +423,7 @@ static void op_kill(req_t *r)
     beam_actor_t *a = beam_actor_find(r->node, actor);
     if (a)
         beam_actor_kill(r->node, a, "The actor is dead because it was killed by `ray.kill`.");
-    beam_conn_reply_empty(r->conn, r->msgid);
+    beam_port_reply_empty(r->conn, r->msgid);
 }
 
 static void op_get_actor(req_t *r)
@@ -437,13 +438,13 @@ static void op_get_actor(req_t *r)
     snprintf(nm, sizeof nm, "%.*s", (int)(len < NAME_MAX_LEN ? len : NAME_MAX_LEN), name);
     beam_actor_t *a = len > NAME_MAX_LEN || has_nul(name, len) ? NULL : beam_actor_find_name(r->node, ns, nm);
     if (!a) {
-        beam_conn_reply_error(r->conn, r->msgid, "not_found",
+        beam_port_reply_error(r->conn, r->msgid, "not_found",
                               "Failed to look up actor with name '%s'. This could because 1. You are trying to look "
                               "up a named actor you didn't create. 2. The named actor died. 3. You did not use a "
                               "namespace matching the namespace of the actor.", nm);
         return;
     }
-    if (beam_conn_hold(&r->conn->held_actors, a->id, BEAM_ACTOR_ID_SIZE) == 1)
+    if (beam_port_hold(&r->conn->held_actors, a->id, BEAM_ACTOR_ID_SIZE) == 1)
         beam_actor_hold(r->node, a);
     beam_enc_t enc;
     beam_enc_init(&enc);
@@ -454,7 +455,7 @@ static void op_get_actor(req_t *r)
     beam_pack_key(&enc.pk, "class_name");
     beam_pack_str(&enc.pk, a->class_name);
     beam_enc_end(&enc, 0);
-    beam_conn_send_enc(r->conn, &enc);
+    beam_port_send_enc(r->conn, &enc);
 }
 
 /* --- placement groups --- */
@@ -488,7 +489,7 @@ static void op_pg_create(req_t *r)
             return;
         }
     if (beam_pg_find(r->node, id)) {
-        beam_conn_reply_error(r->conn, r->msgid, "exists", "placement group id is already in use");
+        beam_port_reply_error(r->conn, r->msgid, "exists", "placement group id is already in use");
         return;
     }
     beam_demand_t *d = calloc(bundles->size, sizeof *d);
@@ -496,7 +497,7 @@ static void op_pg_create(req_t *r)
     if (!d || !nm) {
         free(d);
         free(nm);
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
         return;
     }
     for (uint32_t i = 0; i < bundles->size; i++)
@@ -509,11 +510,11 @@ static void op_pg_create(req_t *r)
     free(d);
     if (rc < 0) {
         free(nm);
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "the placement group could not be created: %s",
+        beam_port_reply_error(r->conn, r->msgid, "internal", "the placement group could not be created: %s",
                               strerror(-rc));
         return;
     }
-    beam_conn_reply_empty(r->conn, r->msgid);
+    beam_port_reply_empty(r->conn, r->msgid);
 }
 
 static beam_pg_t *pg_field(req_t *r)
@@ -523,7 +524,7 @@ static beam_pg_t *pg_field(req_t *r)
         return NULL;
     beam_pg_t *pg = beam_pg_find(r->node, id);
     if (!pg)
-        beam_conn_reply_error(r->conn, r->msgid, "not_found", "no such placement group");
+        beam_port_reply_error(r->conn, r->msgid, "not_found", "no such placement group");
     return pg;
 }
 
@@ -547,7 +548,7 @@ static void op_pg_ready(req_t *r)
         return;
     char *copy = dup_bin(value, len);
     if (!copy) {
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
         return;
     }
     beam_object_t *o = new_object(r, obj);
@@ -558,10 +559,10 @@ static void op_pg_ready(req_t *r)
     if (beam_pg_ready(r->node, pg, obj, copy, len) < 0) {
         free(copy);
         beam_object_fail(r->node, o, BEAM_OBJ_LOST, "beamd ran out of memory waiting for the placement group");
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
         return;
     }
-    beam_conn_reply_empty(r->conn, r->msgid);
+    beam_port_reply_empty(r->conn, r->msgid);
 }
 
 /* --- worker ops --- */
@@ -569,7 +570,7 @@ static void op_pg_ready(req_t *r)
 static beam_actor_t *worker_actor(req_t *r)
 {
     if (r->conn->role != BEAM_ROLE_WORKER || !r->conn->actor) {
-        beam_conn_reply_error(r->conn, r->msgid, "denied", "only an actor's worker may send this");
+        beam_port_reply_error(r->conn, r->msgid, "denied", "only an actor's worker may send this");
         return NULL;
     }
     return r->conn->actor;
@@ -585,7 +586,7 @@ static void op_actor_ready(req_t *r)
         check(r, beam_field_str(r->params, "error", &error, &len), "error", "must be a str", 0))
         return;
     beam_actor_ready(r->node, a, ok, error, len);
-    beam_conn_reply_empty(r->conn, r->msgid);
+    beam_port_reply_empty(r->conn, r->msgid);
 }
 
 /* The worker waits in ray.get/ray.wait ("blocked": true) or is back. */
@@ -596,7 +597,7 @@ static void op_blocked(req_t *r)
     if (!a || check(r, beam_field_bool(r->params, "blocked", &blocked), "blocked", "must be a bool", 1))
         return;
     beam_actor_set_blocked(r->node, a, blocked);
-    beam_conn_reply_empty(r->conn, r->msgid);
+    beam_port_reply_empty(r->conn, r->msgid);
 }
 
 static void op_task_done(req_t *r)
@@ -621,7 +622,7 @@ static void op_task_done(req_t *r)
     beam_buf_t *kept = keep_bin(r, data, len);
     if (!kept) {
         beam_refs_free(&rf);
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
         return;
     }
     int dead = a->state == BEAM_ACTOR_DEAD;
@@ -630,10 +631,10 @@ static void op_task_done(req_t *r)
     if (beam_actor_task_done(r->node, a, obj, (int)status, kept, kept == r->frame_buf ? data : kept->data, len,
                              &rf) < 0 && !dead) {
         /* (a dead actor's late results are dropped quietly: its calls already failed) */
-        beam_conn_reply_error(r->conn, r->msgid, "not_found", "this worker was given no call with that id");
+        beam_port_reply_error(r->conn, r->msgid, "not_found", "this worker was given no call with that id");
         return;
     }
-    beam_conn_reply_empty(r->conn, r->msgid);
+    beam_port_reply_empty(r->conn, r->msgid);
 }
 
 /* --- the table --- */
@@ -653,23 +654,25 @@ static const op_t ops[] = {
     {NULL, NULL},
 };
 
-void beam_dispatch(beam_conn_t *c, const char *frame, size_t len)
+void beam_dispatch(beam_port_t *c, const char *frame, size_t len)
 {
     beam_dispatch_frame(c, frame, len, NULL);
 }
 
-void beam_dispatch_frame(beam_conn_t *c, const char *frame, size_t len, beam_buf_t *buf)
+void beam_dispatch_frame(beam_port_t *c, const char *frame, size_t len, beam_buf_t *buf)
 {
     beam_msg_t msg;
     char err[200];
+    if (beam_port_closing(c))
+        return;
     if (beam_msg_parse(frame, len, &c->node->limits, &msg, err, sizeof err) < 0) {
-        beam_conn_reply_error(c, 0, "bad_request", "protocol error: %s", err);
-        beam_conn_close(c, err);
+        beam_port_reply_error(c, 0, "bad_request", "protocol error: %s", err);
+        beam_port_close(c, err);
         return;
     }
     if (msg.type != BEAM_MSG_REQUEST) {
-        beam_conn_reply_error(c, 0, "bad_request", "protocol error: clients send requests only");
-        beam_conn_close(c, "a client sent a reply or push");
+        beam_port_reply_error(c, 0, "bad_request", "protocol error: clients send requests only");
+        beam_port_close(c, "a client sent a reply or push");
         beam_msg_destroy(&msg);
         return;
     }
@@ -678,10 +681,10 @@ void beam_dispatch_frame(beam_conn_t *c, const char *frame, size_t len, beam_buf
     while (op->name && !beam_str_eq(msg.op, msg.op_len, op->name))
         op++;
     if (!op->name)
-        beam_conn_reply_error(c, msg.msgid, "unknown_op", "unknown op '%.*s'", (int)(msg.op_len < 64 ? msg.op_len : 64),
+        beam_port_reply_error(c, msg.msgid, "unknown_op", "unknown op '%.*s'", (int)(msg.op_len < 64 ? msg.op_len : 64),
                               msg.op);
     else if (c->role == BEAM_ROLE_NONE && op->fn != op_hello)
-        beam_conn_reply_error(c, msg.msgid, "denied", "say hello first");
+        beam_port_reply_error(c, msg.msgid, "denied", "say hello first");
     else
         op->fn(&r);
     beam_msg_destroy(&msg);

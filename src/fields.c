@@ -11,7 +11,7 @@
 
 void beam_req_bad(beam_req_t *r, const char *field, const char *what)
 {
-    beam_conn_reply_error(r->conn, r->msgid, "bad_request", "field '%s' %s", field, what);
+    beam_port_reply_error(r->conn, r->msgid, "bad_request", "field '%s' %s", field, what);
 }
 
 /* Reports a field error from a beam_field_* code and returns -1, else 0. */
@@ -50,7 +50,7 @@ int beam_req_refs(beam_req_t *r, beam_refs_t *out)
 {
     char err[160];
     if (beam_refs_parse(r->params, out, err, sizeof err) < 0) {
-        beam_conn_reply_error(r->conn, r->msgid, "bad_request", "%s", err);
+        beam_port_reply_error(r->conn, r->msgid, "bad_request", "%s", err);
         return -1;
     }
     return 0;
@@ -115,7 +115,7 @@ char **beam_req_str_array(beam_req_t *r, const char *field)
     uint32_t n = rc == 0 ? a->size : 0;
     char **v = calloc((size_t)n + 1, sizeof *v);
     if (!v) {
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
         return NULL;
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -144,7 +144,7 @@ char **beam_req_env(beam_req_t *r)
     uint32_t n = rc == 0 ? m->size : 0;
     char **v = calloc((size_t)n + 1, sizeof *v);
     if (!v) {
-        beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
         return NULL;
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -159,7 +159,7 @@ char **beam_req_env(beam_req_t *r)
         size_t len = (size_t)k->via.str.size + val->via.str.size + 2;
         if (!(v[i] = malloc(len))) {
             beam_strv_free(v);
-            beam_conn_reply_error(r->conn, r->msgid, "internal", "out of memory");
+            beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
             return NULL;
         }
         snprintf(v[i], len, "%.*s=%.*s", (int)k->via.str.size, k->via.str.ptr, (int)val->via.str.size,

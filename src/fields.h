@@ -10,7 +10,8 @@
 #include <stdint.h>
 
 #include "actors.h"
-#include "conn.h"
+#include "port.h"
+#include "session.h"
 #include "objects.h"
 #include "procs.h"
 #include "resources.h"
@@ -18,7 +19,7 @@
 /* One request being handled: who sent it, the node, its id and its params
  * (which point into the received frame: copy what outlives the handler). */
 typedef struct beam_req_s {
-    beam_conn_t *conn;
+    beam_port_t *conn;
     beam_node_t *node;
     uint64_t msgid;
     const msgpack_object *params;

@@ -15,6 +15,8 @@
 struct beam_object_s;
 struct beam_actor_s;
 struct beam_conn_s;
+struct beam_port_s;
+struct beam_session_s;
 struct beam_pg_s;
 struct beam_proc_s;
 struct beam_member_s;
@@ -44,7 +46,7 @@ typedef struct beam_node_s {
     struct beam_pg_s *pending_pgs; /* groups waiting for resources, FIFO */
     struct beam_pg_s *removed_pgs, *removed_tail; /* freed groups' rows, oldest first (placement.c) */
     size_t nremoved, removed_bytes;
-    struct beam_conn_s *conns;     /* live connections (utlist) */
+    struct beam_session_s *sessions; /* live clients (utlist, session.c) */
     struct beam_proc_s *procs;     /* worker processes on this node, uthash by actor id */
     struct beam_member_s *members; /* the cluster's nodes, by index (the head's table) */
     struct beam_member_s *self;    /* this node's own entry */
@@ -52,7 +54,7 @@ typedef struct beam_node_s {
     struct beam_link_s *head_link; /* a member node: its link to the head */
     struct links_s *links;         /* the cluster side: listener, links, options (link.c) */
     int is_member;                 /* joined a head (--address): relays its clients */
-    struct beam_conn_s *doomed_conns; /* closed remote connections to free next turn */
+    struct beam_session_s *closing_sessions; /* remote clients to end next turn (session.c) */
     uv_timer_t reaper;
 
     /* what happens to a worker's output and exit: the actor table's on the
@@ -61,11 +63,29 @@ typedef struct beam_node_s {
                            size_t len);
     void (*on_proc_exit)(struct beam_node_s *node, const char *actor, long pid, int64_t status,
                          int term_signal);
-    /* the op table, for a frame from a client on another node (relay.c;
-     * beamd.c sets beam_dispatch) */
-    void (*dispatch)(struct beam_conn_s *conn, const char *frame, size_t len);
     /* a member was welcomed by its head (beamd announces readiness then) */
     void (*on_joined)(struct beam_node_s *node);
+    /* Upward calls, wired in beamd.c: a lower layer tells a higher one.
+     * Each may be NULL (a table's unit test), and then nothing happens. */
+    struct {
+        /* conn accepted a client stream: its owner takes it (0), or refuses it */
+        int (*conn_open)(struct beam_node_s *node, struct beam_conn_s *conn);
+        /* a client's frame for the op table (dispatch) */
+        /* buf: the frame's own buffer, or NULL (beam_dispatch_frame) */
+        void (*dispatch)(struct beam_port_s *port, const char *frame, size_t len, struct beam_buf_s *buf);
+        /* objects: a carried actor id is pinned (pin 1) or unpinned (0) */
+        void (*actor_pin)(struct beam_node_s *node, const char *actor, int pin);
+        /* placement: a group is removed (its actors die), or its record is
+         * about to be freed (no actor may point at it any more) */
+        void (*pg_removed)(struct beam_node_s *node, struct beam_pg_s *pg);
+        void (*pg_forget)(struct beam_node_s *node, struct beam_pg_s *pg);
+        /* resources came back or a group was placed: pending actors may start */
+        void (*schedule)(struct beam_node_s *node);
+        /* cluster: member m is dead (its actors, groups and clients go) */
+        void (*member_lost)(struct beam_node_s *node, struct beam_member_s *m, const char *why);
+        /* cluster: 1 while an actor or a bundle still points at m */
+        int (*member_in_use)(struct beam_node_s *node, const struct beam_member_s *m);
+    } hooks;
     int ready_fd;
     int announced;
     uint32_t next_conn;

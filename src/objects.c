@@ -8,8 +8,6 @@
 #include <string.h>
 #include <utlist.h>
 
-#include "actors.h"
-#include "conn.h"
 #include "log.h"
 
 static int parse_ids(const msgpack_object *params, const char *key, size_t idlen, uint32_t *n,
@@ -71,9 +69,8 @@ void beam_refs_pin(beam_node_t *node, const beam_refs_t *refs)
             beam_object_pin(node, o);
     }
     for (uint32_t i = 0; i < refs->nactors; i++) {
-        beam_actor_t *a = beam_actor_find(node, refs->actors + (size_t)i * BEAM_ACTOR_ID_SIZE);
-        if (a)
-            beam_actor_pin(node, a);
+        if (node->hooks.actor_pin)
+            node->hooks.actor_pin(node, refs->actors + (size_t)i * BEAM_ACTOR_ID_SIZE, 1);
     }
 }
 
@@ -85,9 +82,8 @@ void beam_refs_unpin(beam_node_t *node, beam_refs_t *refs)
             beam_object_unpin(node, o);
     }
     for (uint32_t i = 0; i < refs->nactors; i++) {
-        beam_actor_t *a = beam_actor_find(node, refs->actors + (size_t)i * BEAM_ACTOR_ID_SIZE);
-        if (a)
-            beam_actor_unpin(node, a);
+        if (node->hooks.actor_pin)
+            node->hooks.actor_pin(node, refs->actors + (size_t)i * BEAM_ACTOR_ID_SIZE, 0);
     }
     beam_refs_free(refs);
 }
@@ -200,8 +196,8 @@ static void on_waiter_timer_close(uv_handle_t *h)
 static void waiter_finish(beam_waiter_t *w)
 {
     beam_node_t *node = w->node;
-    if (w->conn)
-        DL_DELETE(w->conn->waiters, w);
+    if (w->port)
+        DL_DELETE(w->port->waiters, w);
     for (uint32_t i = 0; i < w->n; i++) {
         beam_object_t *o = w->objs[i];
         if (!o)
@@ -279,13 +275,13 @@ static void reply_get(beam_waiter_t *w)
             beam_pack_bin_buf(&enc, o->buf, o->data, o->len);
         }
     }
-    if (beam_enc_end(&enc, w->conn->node->limits.max_frame) < 0) {
+    if (beam_enc_end(&enc, w->port->node->limits.max_frame) < 0) {
         beam_enc_destroy(&enc);
-        beam_conn_reply_error(w->conn, w->msgid, "too_large",
+        beam_port_reply_error(w->port, w->msgid, "too_large",
                               "the values asked for do not fit in one reply; get them in smaller batches");
         return;
     }
-    beam_conn_send_enc(w->conn, &enc);
+    beam_port_send_enc(w->port, &enc);
 }
 
 static void reply_wait(beam_waiter_t *w)
@@ -305,7 +301,7 @@ static void reply_wait(beam_waiter_t *w)
             put++;
         }
     beam_enc_end(&enc, 0);
-    beam_conn_send_enc(w->conn, &enc);
+    beam_port_send_enc(w->port, &enc);
 }
 
 static int waiter_done(const beam_waiter_t *w)
@@ -327,7 +323,7 @@ static void waiter_answer(beam_waiter_t *w)
 static void waiter_expire(beam_waiter_t *w)
 {
     if (w->mode == BEAM_WAIT_GET)
-        beam_conn_reply_error(w->conn, w->msgid, "timeout", "Get timed out: some object(s) not ready.");
+        beam_port_reply_error(w->port, w->msgid, "timeout", "Get timed out: some object(s) not ready.");
     else
         reply_wait(w);
     waiter_finish(w);
@@ -338,7 +334,7 @@ static void on_waiter_timeout(uv_timer_t *t)
     waiter_expire(t->data);
 }
 
-int beam_waiter_start(beam_node_t *node, beam_conn_t *conn, uint64_t msgid, int mode,
+int beam_waiter_start(beam_node_t *node, beam_port_t *port, uint64_t msgid, int mode,
                       const msgpack_object_array *ids, uint32_t num_returns, int64_t timeout_ms)
 {
     beam_waiter_t *w = calloc(1, sizeof *w);
@@ -350,14 +346,14 @@ int beam_waiter_start(beam_node_t *node, beam_conn_t *conn, uint64_t msgid, int 
         return -ENOMEM;
     }
     w->node = node;
-    w->conn = conn;
+    w->port = port;
     w->msgid = msgid;
     w->mode = mode;
     w->n = ids->size;
     w->num_returns = num_returns;
     for (uint32_t i = 0; i < ids->size; i++)
         w->objs[i] = beam_object_find(node, ids->ptr[i].via.bin.ptr);
-    DL_APPEND(conn->waiters, w);
+    DL_APPEND(port->waiters, w);
     if (waiter_done(w) || timeout_ms == 0) {
         if (waiter_done(w))
             waiter_answer(w);
@@ -381,11 +377,11 @@ int beam_waiter_start(beam_node_t *node, beam_conn_t *conn, uint64_t msgid, int 
     return 0;
 }
 
-void beam_waiters_cancel(beam_node_t *node, beam_conn_t *conn)
+void beam_waiters_cancel(beam_node_t *node, beam_port_t *port)
 {
-    while (conn->waiters) {
-        beam_waiter_t *w = conn->waiters;
-        waiter_finish(w); /* unlinks itself from conn->waiters */
+    while (port->waiters) {
+        beam_waiter_t *w = port->waiters;
+        waiter_finish(w); /* unlinks itself from port->waiters */
     }
 }
 

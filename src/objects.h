@@ -10,10 +10,10 @@
 
 #include "beam/buf.h"
 #include "node.h"
+#include "port.h"
 
 enum { BEAM_WAIT_GET = 0, BEAM_WAIT_WAIT = 1 };
 
-struct beam_conn_s;
 struct beam_waiter_s;
 
 /* Ids of objects and actors carried inside a value or a call's args. While
@@ -42,21 +42,22 @@ typedef struct beam_object_s {
 
 typedef struct beam_waiter_s {
     beam_node_t *node;
-    struct beam_conn_s *conn;
+    beam_port_t *port; /* who asked */
     uint64_t msgid;
     int mode;
     uint32_t n, num_returns;
     beam_object_t **objs; /* NULL where the id is unknown */
     uv_timer_t timer;
     int has_timer;
-    struct beam_waiter_s *prev, *next; /* the connection's waiters */
+    struct beam_waiter_s *prev, *next; /* its port's waiters */
 } beam_waiter_t;
 
 /* Parses the optional "objects" and "actors" id arrays of params into refs
  * (copies). Returns 0 or -1 with a message in err. */
 int beam_refs_parse(const msgpack_object *params, beam_refs_t *refs, char *err, size_t errlen);
 void beam_refs_free(beam_refs_t *refs);
-/* Pins/unpins every id refs names (unknown ids are skipped). unpin frees refs. */
+/* Pins/unpins every id refs names (unknown ids are skipped; actors through
+ * node->hooks.actor_pin). unpin frees refs. */
 void beam_refs_pin(beam_node_t *node, const beam_refs_t *refs);
 void beam_refs_unpin(beam_node_t *node, beam_refs_t *refs);
 
@@ -83,10 +84,10 @@ size_t beam_object_count(const beam_node_t *node);
 
 /* Answers a get or wait now if it can, else parks a waiter on every pending
  * object (and a timer when timeout_ms >= 0). ids is the request's array. */
-int beam_waiter_start(beam_node_t *node, struct beam_conn_s *conn, uint64_t msgid, int mode,
+int beam_waiter_start(beam_node_t *node, beam_port_t *port, uint64_t msgid, int mode,
                       const msgpack_object_array *ids, uint32_t num_returns, int64_t timeout_ms);
-/* Drops every waiter of conn without answering (the connection is closing). */
-void beam_waiters_cancel(beam_node_t *node, struct beam_conn_s *conn);
+/* Drops every waiter of port without answering (the client is closing). */
+void beam_waiters_cancel(beam_node_t *node, beam_port_t *port);
 /* Frees every object (daemon exit). */
 void beam_objects_destroy(beam_node_t *node);
 

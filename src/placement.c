@@ -6,9 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actors.h"
 #include "cluster.h"
-#include "conn.h"
 #include "log.h"
 #include "objects.h"
 
@@ -298,7 +296,18 @@ int beam_pgs_schedule(beam_node_t *node)
     return placed;
 }
 
-int beam_pg_create(beam_node_t *node, struct beam_conn_s *owner, const char *id, char *name, int strategy,
+/* Resources came back or a group was queued: the node's scheduler (the
+ * actors' table, through the hook: groups first, then actors) runs; a table
+ * alone places its groups. */
+static void schedule(beam_node_t *node)
+{
+    if (node->hooks.schedule)
+        node->hooks.schedule(node);
+    else
+        beam_pgs_schedule(node);
+}
+
+int beam_pg_create(beam_node_t *node, beam_port_t *owner, const char *id, char *name, int strategy,
                    const beam_demand_t *bundles, uint32_t n, int detached)
 {
     if (beam_pg_find(node, id))
@@ -327,7 +336,7 @@ int beam_pg_create(beam_node_t *node, struct beam_conn_s *owner, const char *id,
         tail = &(*tail)->pending_next;
     *tail = pg;
     /* groups ahead of it get their turn first, then actors that wait on it */
-    beam_actors_schedule(node);
+    schedule(node);
     return 0;
 }
 
@@ -466,7 +475,8 @@ static void trim_history(beam_node_t *node)
         node->nremoved--;
         node->removed_bytes -= row_bytes(old);
         HASH_DEL(node->pgs, old);
-        beam_actors_pg_forget(node, old); /* dead actors still name it */
+        if (node->hooks.pg_forget)
+            node->hooks.pg_forget(node, old); /* dead actors still name it */
         pg_free(old);
     }
 }
@@ -496,7 +506,8 @@ static void retire(beam_node_t *node, beam_pg_t *pg)
     pg->owner = NULL;
     if (!pg->row_bundles) { /* no memory even for that: no row */
         HASH_DEL(node->pgs, pg);
-        beam_actors_pg_forget(node, pg);
+        if (node->hooks.pg_forget)
+            node->hooks.pg_forget(node, pg);
         pg_free(pg);
         return;
     }
@@ -520,12 +531,12 @@ static void finish_removal(beam_node_t *node, beam_pg_t *pg)
     while (pg->removers) {
         beam_pg_remover_t *rm = pg->removers;
         pg->removers = rm->next;
-        beam_conn_reply_empty(rm->conn, rm->msgid);
+        beam_port_reply_empty(rm->port, rm->msgid);
         free(rm);
     }
     if (!pg->row_bundles)
         retire(node, pg);
-    beam_actors_schedule(node);
+    schedule(node);
 }
 
 void beam_pg_user_gone(beam_node_t *node, beam_pg_t *pg)
@@ -536,19 +547,19 @@ void beam_pg_user_gone(beam_node_t *node, beam_pg_t *pg)
         finish_removal(node, pg);
 }
 
-void beam_pg_remove(beam_node_t *node, beam_pg_t *pg, beam_conn_t *conn, uint64_t msgid)
+void beam_pg_remove(beam_node_t *node, beam_pg_t *pg, beam_port_t *port, uint64_t msgid)
 {
-    if (conn && msgid) {
+    if (port && msgid) {
         beam_pg_remover_t *rm = calloc(1, sizeof *rm);
         if (rm) {
-            rm->conn = conn;
+            rm->port = port;
             rm->msgid = msgid;
             rm->next = pg->removers;
             pg->removers = rm;
         } else {
             /* no memory to wait: answer now (the bundles still go back
              * only once the workers are gone) */
-            beam_conn_reply_empty(conn, msgid);
+            beam_port_reply_empty(port, msgid);
         }
     }
     if (pg->state == BEAM_PG_REMOVED) {
@@ -563,33 +574,24 @@ void beam_pg_remove(beam_node_t *node, beam_pg_t *pg, beam_conn_t *conn, uint64_
     beam_log(BEAM_LOG_INFO, "placement group %s removed", pg->hex);
     /* a death here may give a grant back: the group must outlive the walk */
     pg->removing = 1;
-    beam_actors_pg_removed(node, pg);
+    if (node->hooks.pg_removed)
+        node->hooks.pg_removed(node, pg);
     pg->removing = 0;
     if (pg->users == 0)
         finish_removal(node, pg);
 }
 
-/* The driver a connection's work belongs to: itself, or for an actor's
- * worker the connection at the top of its owner chain (NULL if gone). */
-static beam_conn_t *job_driver(beam_conn_t *c)
-{
-    for (int hops = 0; c && c->role == BEAM_ROLE_WORKER && hops < 64; hops++)
-        c = c->actor ? c->actor->owner : NULL;
-    return c;
-}
-
-void beam_pgs_conn_gone(beam_node_t *node, struct beam_conn_s *c)
+void beam_pgs_conn_gone(beam_node_t *node, beam_port_t *c, beam_port_t *heir)
 {
     /* a group lives as long as its job, as in Ray: one an actor made passes
      * to that actor's driver when the actor goes */
-    beam_conn_t *heir = c->role == BEAM_ROLE_WORKER ? job_driver(c) : NULL;
-    if (heir && heir->closing)
+    if (heir && beam_port_closing(heir))
         heir = NULL;
     beam_pg_t *pg, *tmp;
     HASH_ITER(hh, node->pgs, pg, tmp)
         for (beam_pg_remover_t **p = &pg->removers; *p;) {
             beam_pg_remover_t *rm = *p;
-            if (rm->conn != c) {
+            if (rm->port != c) {
                 p = &rm->next;
                 continue;
             }

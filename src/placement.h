@@ -9,6 +9,7 @@
 #include <uthash.h>
 
 #include "node.h"
+#include "port.h"
 #include "resources.h"
 
 enum { BEAM_PG_PACK = 0, BEAM_PG_SPREAD, BEAM_PG_STRICT_PACK, BEAM_PG_STRICT_SPREAD };
@@ -20,8 +21,6 @@ enum { BEAM_PG_PENDING = 0, BEAM_PG_CREATED, BEAM_PG_REMOVED, BEAM_PG_RESCHEDULI
  * (state REMOVED), at most this many and this many bytes, oldest out first. */
 #define BEAM_PG_HISTORY 64
 #define BEAM_PG_HISTORY_BYTES (1u << 20)
-
-struct beam_conn_s;
 
 /* Chooses a node (an index into nodes) for every bundle so that all fit at
  * once, by strategy: PACK fills a node before the next, SPREAD prefers
@@ -53,7 +52,7 @@ typedef struct beam_pg_waiter_s {
 
 /* A pg_remove request that is answered once the group's bundles are back. */
 typedef struct beam_pg_remover_s {
-    struct beam_conn_s *conn;
+    beam_port_t *port;
     uint64_t msgid;
     struct beam_pg_remover_s *next;
 } beam_pg_remover_t;
@@ -67,7 +66,7 @@ typedef struct beam_pg_s {
     int detached;
     uint32_t nbundles;
     beam_bundle_t *bundles;
-    struct beam_conn_s *owner;
+    beam_port_t *owner;
     beam_pg_waiter_t *waiters;
     uint32_t users; /* actors holding a grant from its bundles */
     uint64_t created_ns, placed_ns; /* uv_hrtime(): creation latency in Ray's stats */
@@ -86,15 +85,15 @@ typedef struct beam_pg_s {
 
 beam_pg_t *beam_pg_find(beam_node_t *node, const char *id);
 /* Adds a group (taking name) and tries to place it. Returns 0, -EEXIST, -ENOMEM. */
-int beam_pg_create(beam_node_t *node, struct beam_conn_s *owner, const char *id, char *name, int strategy,
+int beam_pg_create(beam_node_t *node, beam_port_t *owner, const char *id, char *name, int strategy,
                    const beam_demand_t *bundles, uint32_t n, int detached);
-/* Marks it removed, kills the actors placed in it, fails its ready waiters;
- * the bundles go back to the node once those actors' workers have exited,
- * and then (not before) conn gets its {} reply to msgid (none when conn is
- * NULL), so a caller that makes the next group at once finds them free. The
+/* Marks it removed, kills the actors placed in it (node->hooks.pg_removed),
+ * fails its ready waiters; the bundles go back to the node once those
+ * actors' workers have exited, and then (not before) port gets its {} reply
+ * to msgid (none when port is NULL), so a caller that makes the next group at once finds them free. The
  * group is then freed, leaving a row in the bounded history. pg may be freed
  * when this returns. */
-void beam_pg_remove(beam_node_t *node, beam_pg_t *pg, struct beam_conn_s *conn, uint64_t msgid);
+void beam_pg_remove(beam_node_t *node, beam_pg_t *pg, beam_port_t *port, uint64_t msgid);
 /* Packs the group's pg_table row (a map) into pk; a removed group's from its
  * history row. */
 void beam_pg_pack(msgpack_packer *pk, const beam_pg_t *pg);
@@ -105,9 +104,10 @@ int beam_pg_ready(beam_node_t *node, beam_pg_t *pg, const char *obj, char *value
 int beam_pgs_schedule(beam_node_t *node);
 /* An actor placed in pg gave its grant back. */
 void beam_pg_user_gone(beam_node_t *node, beam_pg_t *pg);
-/* A connection closed: its groups (not detached) are removed, and its
- * pg_remove requests are dropped unanswered. */
-void beam_pgs_conn_gone(beam_node_t *node, struct beam_conn_s *c);
+/* A client closed: its groups (not detached) pass to heir (a worker's
+ * driver, NULL for none) or are removed, and its pg_remove requests are
+ * dropped unanswered. */
+void beam_pgs_conn_gone(beam_node_t *node, beam_port_t *c, beam_port_t *heir);
 /* A member died: groups with bundles there lose them (state RESCHEDULING). */
 void beam_pgs_member_lost(beam_node_t *node, struct beam_member_s *m);
 void beam_pgs_destroy(beam_node_t *node);

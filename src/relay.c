@@ -12,7 +12,7 @@
 
 #include "actors.h"
 #include "cluster.h"
-#include "conn.h"
+#include "session.h"
 #include "log.h"
 #include "procs.h"
 
@@ -151,6 +151,66 @@ static int pool_from_join(fields_t *f, beam_pool_t *pool)
     return 0;
 }
 
+static void pack_strv(msgpack_packer *pk, char *const *v)
+{
+    size_t n = 0;
+    for (char *const *p = v; p && *p; p++)
+        n++;
+    msgpack_pack_array(pk, n);
+    for (char *const *p = v; p && *p; p++)
+        beam_pack_str(pk, *p);
+}
+
+/* The member ops of a node reached over its link: spawn and kill as messages. */
+static int member_spawn_remote(beam_node_t *node, beam_member_t *m, const beam_spawn_t *s, long *pid)
+{
+    (void)node;
+    (void)pid;
+    if (!m->link)
+        return UV_EHOSTUNREACH;
+    beam_enc_t enc;
+    beam_enc_init(&enc);
+    beam_enc_push(&enc, "spawn", 10);
+    beam_pack_key(&enc.pk, "actor");
+    beam_pack_bin(&enc.pk, s->actor, BEAM_ACTOR_ID_SIZE);
+    beam_pack_key(&enc.pk, "class_name");
+    beam_pack_str(&enc.pk, s->class_name);
+    beam_pack_key(&enc.pk, "python");
+    beam_pack_str(&enc.pk, s->python);
+    beam_pack_key(&enc.pk, "cwd");
+    beam_pack_str(&enc.pk, s->cwd ? s->cwd : "");
+    beam_pack_key(&enc.pk, "env");
+    pack_strv(&enc.pk, s->env);
+    beam_pack_key(&enc.pk, "sys_path");
+    pack_strv(&enc.pk, s->sys_path);
+    beam_pack_key(&enc.pk, "gpus");
+    beam_pack_str(&enc.pk, s->gpus);
+    beam_pack_key(&enc.pk, "token");
+    beam_pack_str(&enc.pk, s->token);
+    beam_pack_key(&enc.pk, "noset_cuda");
+    msgpack_pack_int(&enc.pk, s->noset_cuda);
+    beam_pack_key(&enc.pk, "owner_pid");
+    msgpack_pack_uint32(&enc.pk, s->owner_pid);
+    beam_enc_end(&enc, 0);
+    return beam_link_send_enc(m->link, &enc);
+}
+
+static void member_kill_remote(beam_node_t *node, beam_member_t *m, const char *actor)
+{
+    (void)node;
+    if (!m->link)
+        return;
+    beam_enc_t enc;
+    beam_enc_init(&enc);
+    beam_enc_push(&enc, "kill_worker", 1);
+    beam_pack_key(&enc.pk, "actor");
+    beam_pack_bin(&enc.pk, actor, BEAM_ACTOR_ID_SIZE);
+    beam_enc_end(&enc, 0);
+    beam_link_send_enc(m->link, &enc);
+}
+
+static const beam_member_ops_t remote_member_ops = {member_spawn_remote, member_kill_remote};
+
 static void head_on_join(beam_node_t *node, beam_link_t *l, const beam_msg_t *msg)
 {
     beam_member_t *m = NULL;
@@ -169,7 +229,7 @@ static void head_on_join(beam_node_t *node, beam_link_t *l, const beam_msg_t *ms
         snprintf(f.err, sizeof f.err, "a join with a node id that is already a live member");
         goto cleanup;
     }
-    m = beam_cluster_add(node, id, ip, host, sock, &pool, l);
+    m = beam_cluster_add(node, id, ip, host, sock, &pool, &remote_member_ops, l);
     if (!m) {
         snprintf(f.err, sizeof f.err, "a join while the cluster is full");
         goto cleanup;
@@ -209,36 +269,38 @@ static void head_on_up(beam_node_t *node, beam_link_t *l, const beam_msg_t *m)
     uint32_t vconn, len;
     const char *actor, *body;
     int64_t pid = 0, status = 0, sig = 0, stream = 0, uid = 0;
-    beam_conn_t *c;
+    beam_session_t *c;
     if (is_op(m, "client_frame")) {
         if (get_vconn(&f, &vconn) < 0 || get_bin(&f, "frame", &body, &len) < 0)
             goto bad;
-        if (!(c = beam_conn_find_remote(node, l, vconn)))
+        if (!(c = beam_session_find_remote(node, l, vconn)))
             return; /* closed meanwhile */
         if (len > node->limits.max_frame) {
             /* the member's limit let it through; the head's does not */
-            beam_conn_reply_error(c, 0, "too_large", "protocol error: frame length %u is over the head's limit of %u",
-                                  len, node->limits.max_frame);
-            beam_conn_close(c, "a frame over the head's limit");
+            beam_port_reply_error(&c->port, 0, "too_large",
+                                  "protocol error: frame length %u is over the head's limit of %u", len,
+                                  node->limits.max_frame);
+            beam_session_close(c, "a frame over the head's limit");
             return;
         }
-        node->dispatch(c, body, len);
+        if (node->hooks.dispatch)
+            node->hooks.dispatch(&c->port, body, len, NULL);
     } else if (is_op(m, "client_open")) {
         if (get_vconn(&f, &vconn) < 0 || get_int(&f, "pid", 0, INT32_MAX, 1, &pid) < 0 ||
             get_int(&f, "uid", 0, UINT32_MAX, 1, &uid) < 0)
             goto bad;
-        if (beam_conn_find_remote(node, l, vconn)) {
+        if (beam_session_find_remote(node, l, vconn)) {
             snprintf(f.err, sizeof f.err, "a client_open for vconn %u, already open", vconn);
             goto bad;
         }
-        if (!beam_conn_open_remote(node, l, member, vconn, (long)pid, (unsigned)uid))
+        if (!beam_session_open_remote(node, l, member, vconn, (long)pid, (unsigned)uid))
             beam_link_close_client(l, vconn); /* out of memory: that client only */
     } else if (is_op(m, "client_closed")) {
         if (get_vconn(&f, &vconn) < 0)
             goto bad;
-        if ((c = beam_conn_find_remote(node, l, vconn))) {
+        if ((c = beam_session_find_remote(node, l, vconn))) {
             c->remote_closed = 1;
-            beam_conn_close(c, "disconnected");
+            beam_session_close(c, "disconnected");
         }
     } else if (is_op(m, "worker_started")) {
         if (get_id(&f, "actor", BEAM_ACTOR_ID_SIZE, &actor) < 0 || get_int(&f, "pid", 1, INT32_MAX, 1, &pid) < 0)
@@ -289,16 +351,11 @@ static void head_on_close(beam_node_t *node, beam_link_t *l, const char *why)
     if (!m)
         return;
     beam_cluster_member_lost(node, m, why);
-    for (;;) {
-        beam_conn_t *victim = NULL;
-        for (beam_conn_t *c = node->conns; c && !victim; c = c->next)
-            if (c->link == l && !c->closing)
-                victim = c;
-        if (!victim)
-            break;
-        victim->remote_closed = 1;
-        beam_conn_close(victim, "its node's link closed");
-    }
+    for (beam_session_t *s = node->sessions; s; s = s->next)
+        if (s->link == l && !beam_port_closing(&s->port)) {
+            s->remote_closed = 1;
+            beam_session_close(s, "its node's link closed");
+        }
 }
 
 /* ---------- a member's switch ---------- */
@@ -430,7 +487,7 @@ static void member_on_welcome(beam_node_t *node, beam_link_t *l, fields_t *f)
 /* A frame from the head for local client vconn. */
 static void member_to_client(beam_node_t *node, uint32_t vconn, const char *body, uint32_t len)
 {
-    beam_conn_t *c = beam_conn_find_local(node, vconn);
+    beam_session_t *c = beam_session_find_local(node, vconn);
     char *frame = c ? malloc((size_t)len + BEAM_FRAME_HEADER) : NULL;
     if (!frame)
         return; /* gone meanwhile (or out of memory: that reply is lost) */
@@ -439,7 +496,7 @@ static void member_to_client(beam_node_t *node, uint32_t vconn, const char *body
     frame[2] = (char)(len >> 8);
     frame[3] = (char)len;
     memcpy(frame + BEAM_FRAME_HEADER, body, len);
-    beam_conn_send(c, frame, (size_t)len + BEAM_FRAME_HEADER);
+    beam_port_send(&c->port, frame, (size_t)len + BEAM_FRAME_HEADER);
 }
 
 static void member_on_frame(beam_node_t *node, beam_link_t *l, const beam_msg_t *m)
@@ -447,7 +504,7 @@ static void member_on_frame(beam_node_t *node, beam_link_t *l, const beam_msg_t 
     fields_t f = {.m = m};
     const char *body, *actor;
     uint32_t len, vconn;
-    beam_conn_t *c;
+    beam_session_t *c;
     if (!beam_link_data(l)) {
         if (is_op(m, "welcome"))
             member_on_welcome(node, l, &f);
@@ -462,9 +519,9 @@ static void member_on_frame(beam_node_t *node, beam_link_t *l, const beam_msg_t 
     } else if (is_op(m, "close_client")) {
         if (get_vconn(&f, &vconn) < 0)
             goto bad;
-        if ((c = beam_conn_find_local(node, vconn))) {
+        if ((c = beam_session_find_local(node, vconn))) {
             c->remote_closed = 1;
-            beam_conn_close(c, "closed by the head");
+            beam_session_close(c, "closed by the head");
         }
     } else if (is_op(m, "spawn")) {
         if (member_spawn(node, l, &f) < 0)
@@ -488,9 +545,9 @@ static void member_on_close(beam_node_t *node, beam_link_t *l, const char *why)
 {
     (void)l;
     (void)why;
-    while (node->conns) {
-        node->conns->remote_closed = 1;
-        beam_conn_close(node->conns, "this node lost the head");
+    for (beam_session_t *s = node->sessions; s; s = s->next) {
+        s->remote_closed = 1;
+        beam_session_close(s, "this node lost the head");
     }
     beam_procs_kill_all(node);
 }

@@ -6,7 +6,8 @@
 
 #include "actors.h"
 #include "cluster.h"
-#include "conn.h"
+#include "port.h"
+#include "session.h"
 #include "objects.h"
 #include "placement.h"
 
@@ -31,7 +32,7 @@ void beam_status_pg_table(beam_req_t *r)
             beam_pg_pack(&enc.pk, pg);
     }
     beam_enc_end(&enc, 0);
-    beam_conn_send_enc(r->conn, &enc);
+    beam_port_send_enc(r->conn, &enc);
 }
 
 /* --- status --- */
@@ -83,9 +84,9 @@ static void pack_actor(msgpack_packer *pk, const beam_actor_t *a)
     beam_pack_key(pk, "placement_group");
     beam_pack_str(pk, a->pg ? a->pg->hex : "");
     beam_pack_key(pk, "queued");
-    msgpack_pack_uint32(pk, count_calls(a->queue));
+    msgpack_pack_uint32(pk, count_calls(a->calls.queue));
     beam_pack_key(pk, "running");
-    msgpack_pack_uint32(pk, count_calls(a->sent));
+    msgpack_pack_uint32(pk, count_calls(a->calls.sent));
     beam_pack_key(pk, "death");
     beam_pack_str(pk, a->death ? a->death : "");
 }
@@ -137,10 +138,10 @@ void beam_status(beam_req_t *r)
 {
     beam_node_t *node = r->node;
     uint32_t drivers = 0, workers = 0, ctls = 0;
-    for (beam_conn_t *c = node->conns; c; c = c->next) {
-        drivers += c->role == BEAM_ROLE_DRIVER;
-        workers += c->role == BEAM_ROLE_WORKER;
-        ctls += c->role == BEAM_ROLE_CTL;
+    for (beam_session_t *s = node->sessions; s; s = s->next) {
+        drivers += s->port.role == BEAM_ROLE_DRIVER;
+        workers += s->port.role == BEAM_ROLE_WORKER;
+        ctls += s->port.role == BEAM_ROLE_CTL;
     }
     beam_enc_t enc;
     beam_enc_init(&enc);
@@ -196,5 +197,5 @@ void beam_status(beam_req_t *r)
     beam_pack_key(pk, "version");
     beam_pack_str(pk, BEAM_VERSION);
     beam_enc_end(&enc, 0);
-    beam_conn_send_enc(r->conn, &enc);
+    beam_port_send_enc(r->conn, &enc);
 }

@@ -1,6 +1,8 @@
-/* test_objects.c — the object table (src/objects.h) on a real uv loop: object
- * lifetimes under holders, pins, refs and waiters, refs parsing, and get/wait
- * answered over a real connection whose far end is read with the codec. */
+/* test_objects.c — the object table (src/objects.h) on a real uv loop, with
+ * no socket: object lifetimes under holders, pins, refs and waiters, refs
+ * parsing, and get/wait answered through a test port (src/port.h) whose
+ * operations keep every frame sent, parsed with the codec, and whose close
+ * runs on the loop's next turn as a session's does. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -8,40 +10,52 @@
 #include <cmocka.h>
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 #include <utlist.h>
 
-#include "actors.h"
-#include "conn.h"
 #include "log.h"
 #include "objects.h"
+#include "port.h"
 
-/* --- the fixture: a loop, a node, and optionally one connection --- */
+/* --- the fixture: a loop, a node, and optionally one test port --- */
 
 #define MAX_REPLIES 16
+#define MAX_INBOX 64
 
 typedef struct reply_s {
     char *frame; /* a copy: msg points into it */
     beam_msg_t msg;
 } reply_t;
 
+/* A client as the table sees it: sends are kept (the inbox, read by pump);
+ * past cap bytes sent, a send closes it as a stream past its cap does; a
+ * close takes effect on the loop's next turn (its waiters cancelled, its
+ * holds dropped), never under the caller. */
+typedef struct tport_s {
+    beam_port_t port;
+    struct fixture_s *f;
+    int open;
+    int closing;
+    int ended;
+    size_t cap;
+    size_t sent;
+    uv_idle_t closer;
+    int has_closer;
+    int logs;
+} tport_t;
+
 typedef struct fixture_s {
     uv_loop_t loop;
     beam_node_t node;
-    beam_conn_t *conn; /* NULL until conn_open, and again once closed */
-    int peer;          /* the client's end of the connection, or -1 */
-    uv_pipe_t server;  /* listens only until the one connection is accepted */
-    int has_server;
-    char dir[64];      /* holds the socket while listening */
-    char path[96];
-    int peer_eof;
-    beam_decoder_t peer_dec;
+    beam_port_t *conn; /* NULL until conn_open, and again once it ended */
+    tport_t tp;
+    char *inbox[MAX_INBOX]; /* frames sent, not yet read by pump */
+    size_t inbox_len[MAX_INBOX];
+    int ninbox;
+    int peer_eof; /* the port ended and its inbox is read */
     reply_t replies[MAX_REPLIES];
     int nreplies;
     int ended;
@@ -60,8 +74,6 @@ static int setup(void **state)
     f->node.soft_outq = 64u << 20;
     f->node.max_outq = 1u << 30;
     f->node.node_index = 1;
-    f->peer = -1;
-    beam_decoder_init(&f->peer_dec, &f->node.limits);
     *state = f;
     return 0;
 }
@@ -75,103 +87,133 @@ static void replies_free(fixture_t *f)
     f->nreplies = 0;
 }
 
-static void server_close(fixture_t *f);
+static void inbox_free(fixture_t *f)
+{
+    for (int i = 0; i < f->ninbox; i++)
+        free(f->inbox[i]);
+    f->ninbox = 0;
+}
+
+static int tp_send(beam_port_t *p, char *buf, size_t len)
+{
+    tport_t *t = (tport_t *)p;
+    fixture_t *f = t->f;
+    assert_true(f->ninbox < MAX_INBOX);
+    f->inbox[f->ninbox] = buf;
+    f->inbox_len[f->ninbox++] = len;
+    t->sent += len;
+    if (t->cap && t->sent > t->cap) {
+        beam_port_close(p, "too many unread bytes queued");
+        return -1;
+    }
+    return 0;
+}
+
+static void tp_send_log(beam_port_t *p, int stream, const char *text, size_t len)
+{
+    (void)stream;
+    (void)text;
+    (void)len;
+    ((tport_t *)p)->logs++;
+}
+
+/* What a session's end does for the object table. */
+static void tp_end(tport_t *t)
+{
+    if (t->ended)
+        return;
+    t->ended = 1;
+    t->closing = 1;
+    beam_node_t *node = t->port.node;
+    beam_waiters_cancel(node, &t->port);
+    beam_held_t *h, *tmp;
+    HASH_ITER(hh, t->port.held_objects, h, tmp) {
+        HASH_DEL(t->port.held_objects, h);
+        beam_object_t *o = beam_object_find(node, h->id);
+        free(h);
+        if (o)
+            beam_object_unhold(node, o);
+    }
+    if (t->f->conn == &t->port)
+        t->f->conn = NULL;
+}
+
+static void on_tp_closer(uv_idle_t *h)
+{
+    tport_t *t = h->data;
+    uv_idle_stop(h);
+    uv_close((uv_handle_t *)h, NULL);
+    tp_end(t);
+}
+
+static void tp_close(beam_port_t *p, const char *why)
+{
+    (void)why;
+    tport_t *t = (tport_t *)p;
+    if (t->closing)
+        return;
+    t->closing = 1;
+    uv_idle_init(p->node->loop, &t->closer);
+    t->closer.data = t;
+    t->has_closer = 1;
+    uv_idle_start(&t->closer, on_tp_closer);
+}
+
+static int tp_closing(const beam_port_t *p)
+{
+    return ((const tport_t *)p)->closing;
+}
+
+static const beam_port_ops_t tp_ops = {tp_send, tp_send_log, tp_close, tp_closing, NULL};
 
 /* Only frees what is left when a test failed before fixture_end. */
 static int teardown(void **state)
 {
     fixture_t *f = *state;
     if (!f->ended) {
-        server_close(f);
-        if (f->conn)
-            beam_conn_close(f->conn, "test failed");
+        if (f->tp.open)
+            tp_end(&f->tp);
         uv_run(&f->loop, UV_RUN_NOWAIT);
         beam_objects_destroy(&f->node);
         uv_loop_close(&f->loop);
     }
     replies_free(f);
-    beam_decoder_destroy(&f->peer_dec);
-    if (f->peer >= 0)
-        close(f->peer);
+    inbox_free(f);
     free(f);
     return 0;
 }
 
-static void on_connection(uv_stream_t *server, int status)
+/* The one client of a test. */
+static beam_port_t *conn_open(fixture_t *f)
 {
-    fixture_t *f = server->data;
-    assert_int_equal(status, 0);
-    beam_conn_accept(&f->node, server);
-}
-
-static void server_close(fixture_t *f)
-{
-    if (!f->has_server)
-        return;
-    uv_close((uv_handle_t *)&f->server, NULL);
-    f->has_server = 0;
-    unlink(f->path);
-    rmdir(f->dir);
-}
-
-/* One connection made the way beamd makes them: a client connects to a
- * listening unix socket and beam_conn_accept takes it (so it is reading, like
- * any client's). The test plays the client on f->peer and sends nothing. */
-static beam_conn_t *conn_open(fixture_t *f)
-{
-    snprintf(f->dir, sizeof f->dir, "/tmp/beam-test-objects-XXXXXX");
-    assert_non_null(mkdtemp(f->dir));
-    snprintf(f->path, sizeof f->path, "%s/s", f->dir);
-    assert_int_equal(uv_pipe_init(&f->loop, &f->server, 0), 0);
-    f->server.data = f;
-    f->has_server = 1;
-    assert_int_equal(uv_pipe_bind(&f->server, f->path), 0);
-    assert_int_equal(uv_listen((uv_stream_t *)&f->server, 4, on_connection), 0);
-
-    struct sockaddr_un addr;
-    memset(&addr, 0, sizeof addr);
-    addr.sun_family = AF_UNIX;
-    snprintf(addr.sun_path, sizeof addr.sun_path, "%s", f->path);
-    f->peer = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(f->peer >= 0);
-    assert_int_equal(connect(f->peer, (struct sockaddr *)&addr, sizeof addr), 0);
-    assert_int_equal(fcntl(f->peer, F_SETFL, fcntl(f->peer, F_GETFL) | O_NONBLOCK), 0);
-    for (int i = 0; i < 1000 && !f->node.conns; i++)
-        uv_run(&f->loop, UV_RUN_NOWAIT);
-    assert_non_null(f->node.conns);
-    server_close(f);
-    f->conn = f->node.conns;
-    assert_null(f->conn->next);
-    assert_int_equal(f->conn->reading, 1);
-    assert_int_equal(f->conn->closing, 0);
+    tport_t *t = &f->tp;
+    memset(t, 0, sizeof *t);
+    t->port.ops = &tp_ops;
+    t->port.node = &f->node;
+    t->port.id = 1;
+    t->port.role = BEAM_ROLE_DRIVER;
+    t->f = f;
+    t->open = 1;
+    f->conn = &t->port;
+    assert_int_equal(beam_port_closing(f->conn), 0);
     return f->conn;
 }
 
-/* Runs the loop without blocking and reads whatever reached the peer, parsing
- * whole frames into f->replies. */
+/* Runs the loop without blocking and reads whatever the port was sent,
+ * parsing whole frames into f->replies. */
 static void pump(fixture_t *f)
 {
-    char buf[65536];
-    for (int round = 0; round < 64; round++) {
-        uv_run(&f->loop, UV_RUN_NOWAIT);
-        if (f->peer < 0 || f->peer_eof)
-            return;
-        ssize_t n = read(f->peer, buf, sizeof buf);
-        if (n == 0) {
-            f->peer_eof = 1;
-            return;
-        }
-        if (n < 0) {
-            assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
-            if (f->conn && f->conn->outq.cost > 0)
-                continue; /* a write is still queued: let the loop flush it */
-            return;
-        }
-        assert_int_equal(beam_decoder_feed(&f->peer_dec, buf, (size_t)n), 0);
+    uv_run(&f->loop, UV_RUN_NOWAIT);
+    for (int i = 0; i < f->ninbox; i++) {
+        char *buf = f->inbox[i];
+        size_t n = f->inbox_len[i];
+        beam_decoder_t dec;
+        beam_decoder_init(&dec, &f->node.limits);
+        assert_int_equal(beam_decoder_feed(&dec, buf, n), 0);
         const char *frame;
         size_t len;
         int rc;
-        while ((rc = beam_decoder_next(&f->peer_dec, &frame, &len)) == 1) {
+        while ((rc = beam_decoder_next(&dec, &frame, &len)) == 1) {
             assert_true(f->nreplies < MAX_REPLIES);
             reply_t *r = &f->replies[f->nreplies++];
             char err[160] = "";
@@ -182,7 +224,11 @@ static void pump(fixture_t *f)
                 fail_msg("beamd sent a frame that does not parse: %s", err);
         }
         assert_int_equal(rc, 0);
+        beam_decoder_destroy(&dec);
     }
+    inbox_free(f);
+    if (f->tp.ended)
+        f->peer_eof = 1;
 }
 
 /* Asserts exactly n replies have arrived since the last call. */
@@ -227,13 +273,12 @@ static int timers(fixture_t *f)
 /* Closes what is open and checks the loop ends clean. */
 static void fixture_end(fixture_t *f)
 {
-    server_close(f);
-    if (f->conn) {
-        beam_conn_close(f->conn, "test over");
-        f->conn = NULL; /* freed in its close callback */
+    if (f->tp.open) {
+        tp_end(&f->tp);
+        f->conn = NULL;
     }
     assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
-    assert_null(f->node.conns);
+    inbox_free(f);
     beam_objects_destroy(&f->node);
     assert_int_equal(beam_object_count(&f->node), 0);
     assert_int_equal(f->node.object_bytes, 0);
@@ -314,7 +359,7 @@ static int start(fixture_t *f, uint64_t msgid, int mode, size_t n, const uint32_
                              timeout_ms);
 }
 
-static size_t nwaiters_of_conn(const beam_conn_t *c)
+static size_t nwaiters_of_conn(const beam_port_t *c)
 {
     size_t n = 0;
     const beam_waiter_t *w;
@@ -823,7 +868,7 @@ static void test_refs_parse_bad(void **state)
 static void test_get_ready_answers_at_once(void **state)
 {
     fixture_t *f = *state;
-    beam_conn_t *c = conn_open(f);
+    beam_port_t *c = conn_open(f);
     beam_object_t *a = create(f, 1), *b = create(f, 2);
     beam_object_hold(&f->node, a);
     beam_object_hold(&f->node, b);
@@ -868,7 +913,7 @@ static void test_get_unknown_id_is_lost(void **state)
 static void test_get_pending_answers_on_complete(void **state)
 {
     fixture_t *f = *state;
-    beam_conn_t *c = conn_open(f);
+    beam_port_t *c = conn_open(f);
     beam_object_t *a = create(f, 1), *b = create(f, 2);
     beam_object_hold(&f->node, a);
     beam_object_hold(&f->node, b);
@@ -918,7 +963,7 @@ static void test_waiter_keeps_objects_alive(void **state)
 static void test_get_same_pending_twice(void **state)
 {
     fixture_t *f = *state;
-    beam_conn_t *c = conn_open(f);
+    beam_port_t *c = conn_open(f);
     beam_object_t *p = create(f, 1);
     static const uint32_t ids[] = {1, 1};
     assert_int_equal(start(f, 4, BEAM_WAIT_GET, 2, ids, 0, -1), 0);
@@ -942,7 +987,7 @@ static void test_get_same_pending_twice(void **state)
 static void test_get_timeout(void **state)
 {
     fixture_t *f = *state;
-    beam_conn_t *c = conn_open(f);
+    beam_port_t *c = conn_open(f);
     beam_object_t *p = create(f, 1);
     beam_object_hold(&f->node, p);
     static const uint32_t ids[] = {1};
@@ -985,7 +1030,7 @@ static void test_get_complete_before_timeout(void **state)
 static void test_get_timeout_zero(void **state)
 {
     fixture_t *f = *state;
-    beam_conn_t *c = conn_open(f);
+    beam_port_t *c = conn_open(f);
     beam_object_t *p = create(f, 1), *r = create(f, 2);
     beam_object_hold(&f->node, p);
     beam_object_hold(&f->node, r);
@@ -1009,7 +1054,7 @@ static void test_get_timeout_zero(void **state)
 static void test_get_failed_answers_early(void **state)
 {
     fixture_t *f = *state;
-    beam_conn_t *c = conn_open(f);
+    beam_port_t *c = conn_open(f);
     beam_object_t *p = create(f, 1), *e = create(f, 2), *q = create(f, 3);
     beam_object_hold(&f->node, p);
     beam_object_hold(&f->node, e);
@@ -1052,7 +1097,7 @@ static void test_get_failed_answers_early(void **state)
 static void test_wait_input_order_at_most_n(void **state)
 {
     fixture_t *f = *state;
-    beam_conn_t *c = conn_open(f);
+    beam_port_t *c = conn_open(f);
     beam_object_t *o[5];
     for (uint32_t i = 0; i < 5; i++) {
         o[i] = create(f, 10 + i);
@@ -1121,7 +1166,7 @@ static void test_wait_unknown_is_ready(void **state)
 static void test_cancel(void **state)
 {
     fixture_t *f = *state;
-    beam_conn_t *c = conn_open(f);
+    beam_port_t *c = conn_open(f);
     beam_object_t *a = create(f, 1), *b = create(f, 2);
     static const uint32_t ids[] = {1, 2};
     assert_int_equal(start(f, 71, BEAM_WAIT_GET, 2, ids, 0, 60000), 0);
@@ -1149,17 +1194,16 @@ static void test_cancel(void **state)
 static void test_conn_close_cancels(void **state)
 {
     fixture_t *f = *state;
-    beam_conn_t *c = conn_open(f);
+    beam_port_t *c = conn_open(f);
     char id[BEAM_OBJECT_ID_SIZE];
     beam_object_t *a = create(f, 1);
     make_id(id, 1);
-    assert_int_equal(beam_conn_hold(&c->held_objects, id, sizeof id), 1);
-    assert_int_equal(beam_conn_hold(&c->held_objects, id, sizeof id), 0);
+    assert_int_equal(beam_port_hold(&c->held_objects, id, sizeof id), 1);
+    assert_int_equal(beam_port_hold(&c->held_objects, id, sizeof id), 0);
     beam_object_hold(&f->node, a);
     static const uint32_t ids[] = {1};
     assert_int_equal(start(f, 81, BEAM_WAIT_GET, 1, ids, 0, 60000), 0);
-    beam_conn_close(c, "client went away");
-    f->conn = NULL;
+    tp_end(&f->tp); /* as its session ends it */
     assert_int_equal(a->nwaiters, 0);
     assert_int_equal(a->holders, 0);
     assert_ptr_equal(find(f, 1), a); /* pending: stays for its completion */
@@ -1218,7 +1262,7 @@ static void test_get_big_value(void **state)
 
 /* --- a reply whose send closes the connection --- */
 
-/* beam_conn_send gives up on a connection whose queue passes max_outq. It
+/* A send gives up on a client whose queue passes its cap (conn.c: max_outq). It
  * used to tear the connection down at once, which cancelled (freed) its
  * waiters, the one being answered included, and waiter_answer/waiter_expire
  * then finished that waiter a second time (heap-use-after-free in
@@ -1229,8 +1273,8 @@ static void expect_dropped(fixture_t *f)
     /* beamd wrote the reply, then closed: the client reads it, then EOF */
     wait_replies(f, MAX_REPLIES, 10000);
     assert_true(f->peer_eof);
-    assert_null(f->node.conns);
-    f->conn = NULL; /* freed by its close callback */
+    assert_true(f->tp.ended);
+    assert_null(f->conn);
 }
 
 static void test_reply_closes_conn_immediate(void **state)
@@ -1240,14 +1284,13 @@ static void test_reply_closes_conn_immediate(void **state)
     beam_object_t *a = create(f, 1);
     beam_object_hold(&f->node, a);
     complete(f, a, BEAM_OBJ_OK, "a value larger than the queue cap");
-    f->node.max_outq = 16;
+    f->tp.cap = 16;
     static const uint32_t ids[] = {1};
     assert_int_equal(start(f, 101, BEAM_WAIT_GET, 1, ids, 0, -1), 0);
     /* it stops at once, and goes on the next turn */
-    assert_int_equal(f->conn->closing, 1);
-    assert_int_equal(f->conn->reading, 0);
+    assert_int_equal(beam_port_closing(f->conn), 1);
     assert_null(f->conn->waiters);
-    assert_ptr_equal(f->node.conns, f->conn);
+    assert_int_equal(f->tp.ended, 0); /* still there until the next turn */
     expect_dropped(f);
     assert_int_equal(f->nreplies, 1);
     assert_int_equal(a->nwaiters, 0);
@@ -1262,9 +1305,9 @@ static void test_reply_closes_conn_on_complete(void **state)
     beam_object_hold(&f->node, a);
     static const uint32_t ids[] = {1};
     assert_int_equal(start(f, 102, BEAM_WAIT_GET, 1, ids, 0, -1), 0);
-    f->node.max_outq = 16;
+    f->tp.cap = 16;
     complete(f, a, BEAM_OBJ_OK, "a value larger than the queue cap");
-    assert_int_equal(f->conn->closing, 1);
+    assert_int_equal(beam_port_closing(f->conn), 1);
     assert_null(f->conn->waiters);
     expect_dropped(f);
     assert_int_equal(f->nreplies, 1);
@@ -1279,7 +1322,7 @@ static void test_reply_closes_conn_on_timeout(void **state)
     beam_object_t *a = create(f, 1);
     beam_object_hold(&f->node, a);
     static const uint32_t ids[] = {1};
-    f->node.max_outq = 16;
+    f->tp.cap = 16;
     assert_int_equal(start(f, 103, BEAM_WAIT_GET, 1, ids, 0, 10), 0);
     expect_dropped(f); /* runs the loop: the timer fires */
     assert_int_equal(f->nreplies, 1);
@@ -1295,7 +1338,7 @@ static void test_reply_closes_conn_wait(void **state)
     beam_object_t *a = create(f, 1);
     beam_object_hold(&f->node, a);
     complete(f, a, BEAM_OBJ_OK, "a");
-    f->node.max_outq = 1;
+    f->tp.cap = 1;
     static const uint32_t ids[] = {1};
     assert_int_equal(start(f, 104, BEAM_WAIT_WAIT, 1, ids, 1, 0), 0);
     expect_dropped(f);

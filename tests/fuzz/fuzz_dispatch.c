@@ -43,7 +43,9 @@
 
 #include "actors.h"
 #include "cluster.h"
-#include "conn.h"
+#include "deaths.h"
+#include "hooks.h"
+#include "session.h"
 #include "link.h"
 #include "log.h"
 #include "node.h"
@@ -143,8 +145,7 @@ static void node_setup(fuzz_t *f)
     snprintf(node->socket_path, sizeof node->socket_path, "%s", sock_path);
     uv_timer_init(&f->loop, &node->reaper);
     node->reaper.data = node;
-    node->on_proc_output = beam_actor_worker_output;
-    node->on_proc_exit = beam_actor_worker_exited;
+    beam_hooks_wire(node); /* beamd's own wiring */
     CHECK(beam_cluster_init_self(node) == 0);
 }
 
@@ -276,7 +277,7 @@ static uint32_t inbound(beam_node_t *node, const char *id, int kind)
 static void check_empty(fuzz_t *f)
 {
     beam_node_t *node = &f->node;
-    CHECK(node->conns == NULL);
+    CHECK(node->sessions == NULL);
     for (beam_object_t *o = node->objects; o; o = o->hh.next) {
         CHECK(o->holders == 0);
         CHECK(o->pins > 0 && o->pins == inbound(node, o->id, 0));
@@ -309,12 +310,11 @@ static void node_teardown(fuzz_t *f)
     beam_server_close(&f->server);
     beam_actors_stop_all(node);
     beam_procs_kill_all(node);
-    while (node->conns)
-        beam_conn_close(node->conns, "the fuzz input ended");
+    beam_sessions_close_all(node, "the fuzz input ended");
     beam_links_stop(node);
     uv_close((uv_handle_t *)&node->reaper, NULL);
     uv_run(&f->loop, UV_RUN_DEFAULT);
-    beam_conn_reap_all(node);
+    beam_sessions_reap(node);
     beam_objects_destroy(node);
     beam_actors_destroy(node);
     beam_pgs_destroy(node);
@@ -373,7 +373,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* everyone hangs up: every connection must close and take its things */
     for (int i = 0; i < NCLIENTS; i++)
         client_hangup(&f, i);
-    for (int k = 0; k < 1000 && f.node.conns; k++)
+    for (int k = 0; k < 1000 && f.node.sessions; k++)
         uv_run(&f.loop, UV_RUN_NOWAIT);
     pump(&f, 0);
     check_empty(&f);

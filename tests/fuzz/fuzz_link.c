@@ -56,7 +56,9 @@
 
 #include "actors.h"
 #include "cluster.h"
-#include "conn.h"
+#include "deaths.h"
+#include "hooks.h"
+#include "session.h"
 #include "dispatch.h"
 #include "link.h"
 #include "log.h"
@@ -154,9 +156,7 @@ static void node_setup(fuzz_t *f)
     CHECK(beam_pool_add_gpu(&node->pool, "0") == 0);
     uv_timer_init(&f->loop, &node->reaper);
     node->reaper.data = node;
-    node->on_proc_output = beam_actor_worker_output;
-    node->on_proc_exit = beam_actor_worker_exited;
-    node->dispatch = beam_dispatch;
+    beam_hooks_wire(node); /* beamd's own wiring */
     CHECK(beam_cluster_init_self(node) == 0);
     beam_cluster_opts_t co = {.listen_ip = "127.0.0.1", .port = 0, .timeout_ms = 3600 * 1000,
                               .heartbeat_ms = 3600 * 1000};
@@ -563,7 +563,7 @@ static void check_empty(fuzz_t *f)
     beam_node_t *node = &f->node;
     beam_member_t *alive[BEAM_MAX_MEMBERS];
     CHECK(beam_cluster_alive(node, alive, BEAM_MAX_MEMBERS) == 1 && alive[0]->local);
-    CHECK(node->conns == NULL);
+    CHECK(node->sessions == NULL);
     for (beam_object_t *o = node->objects; o; o = o->hh.next) {
         CHECK(o->holders == 0);
         CHECK(o->pins > 0 && o->pins == inbound(node, o->id, 0));
@@ -594,12 +594,11 @@ static void node_teardown(fuzz_t *f)
     node->stopping = 1;
     beam_actors_stop_all(node);
     beam_procs_kill_all(node);
-    while (node->conns)
-        beam_conn_close(node->conns, "the fuzz input ended");
+    beam_sessions_close_all(node, "the fuzz input ended");
     beam_links_stop(node);
     uv_close((uv_handle_t *)&node->reaper, NULL);
     uv_run(&f->loop, UV_RUN_DEFAULT);
-    beam_conn_reap_all(node);
+    beam_sessions_reap(node);
     beam_objects_destroy(node);
     beam_actors_destroy(node);
     beam_pgs_destroy(node);
@@ -660,7 +659,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < NPEERS; i++)
         peer_hangup(&f, i);
     beam_member_t *alive[BEAM_MAX_MEMBERS];
-    for (int k = 0; k < 1000 && (f.node.conns || beam_cluster_alive(&f.node, alive, BEAM_MAX_MEMBERS) > 1); k++)
+    for (int k = 0; k < 1000 && (f.node.sessions || beam_cluster_alive(&f.node, alive, BEAM_MAX_MEMBERS) > 1); k++)
         uv_run(&f.loop, UV_RUN_NOWAIT);
     pump(&f, 0);
     check_empty(&f);

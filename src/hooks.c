@@ -1,0 +1,34 @@
+/* hooks.c — the node's hooks wired to the modules that answer them. */
+#include "hooks.h"
+
+#include "actors.h"
+#include "cluster.h"
+#include "deaths.h"
+#include "dispatch.h"
+#include "placement.h"
+#include "session.h"
+
+/* A member died: its actors die of the node's death; then its clients,
+ * whose actors elsewhere and groups go with them as owners. */
+static void on_member_lost(beam_node_t *node, beam_member_t *m, const char *why)
+{
+    (void)why;
+    beam_actors_member_lost(node, m, "The actor died because its node has died.");
+    beam_pgs_member_lost(node, m);
+    beam_sessions_member_lost(node, m);
+    beam_actors_schedule(node);
+}
+
+void beam_hooks_wire(beam_node_t *node)
+{
+    node->on_proc_output = beam_actor_worker_output;
+    node->on_proc_exit = beam_actor_worker_exited;
+    node->hooks.conn_open = beam_session_open_local;
+    node->hooks.dispatch = beam_dispatch_frame;
+    node->hooks.actor_pin = beam_actor_pin_id;
+    node->hooks.pg_removed = beam_actors_pg_removed;
+    node->hooks.pg_forget = beam_actors_pg_forget;
+    node->hooks.schedule = beam_actors_schedule;
+    node->hooks.member_lost = on_member_lost;
+    node->hooks.member_in_use = beam_actors_member_in_use;
+}
