@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks beamd's layers (docs/DESIGN.md, "Layers"): every `#include "x.h"`
 in src/ must go to the same layer's modules allowed by the table below, or
-to a lower layer, and the include graph among modules must have no cycle.
+to a lower layer, and the include graph among modules must have no cycle; and no C file of
+src/ may pass MAX_LINES lines.
 Prints every offence and exits 1 if there is one; --report prints the graph.
 
 A module is a .c/.h pair named by its stem; src/pybeam/ (the extension) and
@@ -38,6 +39,8 @@ SAME_LAYER_ORDER = [
     ["relay", "local"],
 ]
 OUTSIDE = {"beamctl"}  # its own program, on top of client
+
+MAX_LINES = 700  # no C file of src/ (the extension's included) longer than this
 
 INC = re.compile(r'^\s*#\s*include\s+"(?:beam/)?([A-Za-z0-9_]+)\.h"', re.M)
 
@@ -111,6 +114,12 @@ def main():
                     bad.append(f"{a} -> {b}: {b} is in no layer")
             elif not allowed(a, b):
                 bad.append(f"{a} (layer {LAYERS[a]}) -> {b} (layer {LAYERS[b]}): climbs")
+    for d, _, files in os.walk(os.path.join(root, "src")):
+        for f in files:
+            if f.endswith(".c"):
+                n = sum(1 for _ in open(os.path.join(d, f), encoding="utf-8"))
+                if n > MAX_LINES:
+                    bad.append(f"{os.path.relpath(os.path.join(d, f), root)}: {n} lines (at most {MAX_LINES}: split it by concern)")
     for c in cycles({k: v for k, v in edges.items() if k not in OUTSIDE}):
         bad.append("cycle: " + " -> ".join(c))
     if "--report" in sys.argv:
@@ -121,7 +130,7 @@ def main():
     if bad:
         print(f"layers: {len(bad)} offence(s)")
         return 1
-    print("layers: src/ includes only downward, no cycle")
+    print(f"layers: src/ includes only downward, no cycle, no C file over {MAX_LINES} lines")
     return 0
 
 

@@ -8,3 +8,4 @@ cppcheck --enable=warning,performance,portability --inline-suppr --quiet --std=c
   --suppress=missingIncludeSystem --suppress='*:/usr/include/*' --suppress=toomanyconfigs \
   --error-exitcode=1 src/
 echo "cppcheck: src/ clean"
+"${BEAM_PYTHON:-/usr/bin/python3}" scripts/check_layers.py
