@@ -1,4 +1,6 @@
-/* dispatch.c — request handlers: field checks, then the owning module. */
+/* dispatch.c — request handlers: each op's field table (checked by
+ * beam_req_fields), then the owning module. Handlers reply once; each that
+ * frees anything does it at its one `cleanup:`. */
 #include "dispatch.h"
 
 #include <errno.h>
@@ -20,27 +22,15 @@
 
 typedef beam_req_t req_t;
 
-/* The handlers below read fields through fields.h and reach the views of
- * status.h by the short names they have always used. */
-#define bad beam_req_bad
-#define check beam_req_check
-#define dup_str beam_dup_str
-#define dup_bin beam_dup_bin
-#define has_nul beam_has_nul
-#define refs(r, out) beam_req_refs(r, out)
-#define id_list beam_req_id_list
-#define timeout_field beam_req_timeout
-#define has_repeat beam_has_repeat
-#define str_array beam_req_str_array
-#define env_map beam_req_env
-#define add_resource_map beam_req_resource_map
-#define demand_field beam_req_demand
-#define name_field beam_req_name
-#define actor_options beam_req_actor_options
-#define bundle_demand beam_req_bundle
-#define NAME_MAX_LEN BEAM_NAME_MAX_LEN
-#define op_status beam_status
-#define op_pg_table beam_status_pg_table
+/* Field rows the ops share. */
+#define ACTOR_ID(n, fl) BEAM_FIELD((n), BEAM_F_ID, (fl), .size = BEAM_ACTOR_ID_SIZE)
+#define OBJECT_ID(n, fl) BEAM_FIELD((n), BEAM_F_ID, (fl), .size = BEAM_OBJECT_ID_SIZE)
+#define PG_ID(n, fl) BEAM_FIELD((n), BEAM_F_ID, (fl), .size = BEAM_PG_ID_SIZE)
+
+static void reply_oom(req_t *r)
+{
+    beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
+}
 
 /* A payload bin to keep, as a buffer reference the caller owns: the frame's
  * own buffer when it has one and the payload is most of it (no copy), else a
@@ -55,43 +45,54 @@ static beam_buf_t *keep_bin(beam_req_t *r, const char *s, uint32_t n)
     return b;
 }
 
+/* Where a kept payload's bytes are: in the frame's buffer, or the copy's. */
+static const char *kept_data(req_t *r, const beam_buf_t *kept, const char *s)
+{
+    return kept == r->frame_buf ? s : kept->data;
+}
 
 /* --- hello --- */
+
+enum { H_ROLE, H_PID, H_LOGS };
+static const beam_field_spec_t hello_fields[] = {
+    [H_ROLE] = BEAM_FIELD("role", BEAM_F_STR, BEAM_F_REQUIRED),
+    [H_PID] = BEAM_FIELD("pid", BEAM_F_INT, 0),
+    [H_LOGS] = BEAM_FIELD("logs", BEAM_F_BOOL, 0, .def = 1),
+};
+enum { HW_ACTOR, HW_TOKEN };
+static const beam_field_spec_t hello_worker_fields[] = {
+    [HW_ACTOR] = ACTOR_ID("actor", BEAM_F_REQUIRED),
+    [HW_TOKEN] = BEAM_FIELD("token", BEAM_F_STR, BEAM_F_REQUIRED),
+};
 
 static void op_hello(req_t *r)
 {
     beam_port_t *c = r->conn;
-    const char *role, *token;
-    uint32_t role_len, token_len;
-    int64_t pid = 0;
+    beam_field_val_t v[3], w[2];
     if (c->role != BEAM_ROLE_NONE) {
         beam_port_reply_error(c, r->msgid, "bad_request", "hello was already said on this connection");
         return;
     }
-    int logs = 1;
-    if (check(r, beam_field_str(r->params, "role", &role, &role_len), "role", "must be a str", 1) ||
-        check(r, beam_field_int(r->params, "pid", &pid), "pid", "must be an int", 0) ||
-        check(r, beam_field_bool(r->params, "logs", &logs), "logs", "must be a bool", 0))
+    if (BEAM_REQ_FIELDS(r, hello_fields, v) < 0)
         return;
-    c->no_logs = !logs;
+    const char *role = v[H_ROLE].s;
+    uint32_t role_len = v[H_ROLE].len;
     int kind = beam_str_eq(role, role_len, "driver") ? BEAM_ROLE_DRIVER
              : beam_str_eq(role, role_len, "worker") ? BEAM_ROLE_WORKER
              : beam_str_eq(role, role_len, "ctl")    ? BEAM_ROLE_CTL
                                                      : BEAM_ROLE_NONE;
     if (kind == BEAM_ROLE_NONE) {
-        bad(r, "role", "must be driver, worker or ctl");
+        beam_req_bad(r, "role", "must be driver, worker or ctl");
         return;
     }
+    c->no_logs = !v[H_LOGS].i;
     beam_actor_t *a = NULL;
     if (kind == BEAM_ROLE_WORKER) {
-        const char *actor;
-        if (check(r, beam_field_id(r->params, "actor", BEAM_ACTOR_ID_SIZE, &actor), "actor",
-                  "must be a 16-byte bin", 1) ||
-            check(r, beam_field_str(r->params, "token", &token, &token_len), "token", "must be a str", 1))
+        if (BEAM_REQ_FIELDS(r, hello_worker_fields, w) < 0)
             return;
         char tok[64];
-        snprintf(tok, sizeof tok, "%.*s", (int)(token_len < 63 ? token_len : 63), token);
-        a = beam_actor_find(r->node, actor);
+        beam_field_cstr(&w[HW_TOKEN], tok, sizeof tok);
+        a = beam_actor_find(r->node, w[HW_ACTOR].s);
         if (!a || beam_actor_attach_worker(r->node, a, c, tok) < 0) {
             beam_port_reply_error(c, r->msgid, "denied", "no actor is waiting for this worker");
             beam_port_close(c, "a worker hello that matched no starting actor");
@@ -125,7 +126,6 @@ static void op_hello(req_t *r)
     msgpack_pack_int64(&enc.pk, (int64_t)getpid());
     beam_enc_end(&enc, 0);
     beam_port_send_enc(c, &enc);
-    (void)pid;
     /* a worker's first push (init) follows the reply */
     if (a)
         beam_actor_send_init(r->node, a);
@@ -146,78 +146,92 @@ static beam_object_t *new_object(req_t *r, const char *id)
     return o;
 }
 
+enum { PUT_OBJ, PUT_DATA };
+static const beam_field_spec_t put_fields[] = {
+    [PUT_OBJ] = OBJECT_ID("obj", BEAM_F_REQUIRED),
+    [PUT_DATA] = BEAM_FIELD("data", BEAM_F_BIN, BEAM_F_REQUIRED),
+};
+
 static void op_put(req_t *r)
 {
-    const char *id, *data;
-    uint32_t len;
-    beam_refs_t rf;
-    if (check(r, beam_field_id(r->params, "obj", BEAM_OBJECT_ID_SIZE, &id), "obj", "must be a 28-byte bin", 1) ||
-        check(r, beam_field_bin(r->params, "data", &data, &len), "data", "must be a bin", 1) ||
-        refs(r, &rf) < 0)
-        return;
-    beam_buf_t *kept = keep_bin(r, data, len);
-    if (!kept) {
-        beam_refs_free(&rf);
-        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
-        return;
+    beam_field_val_t v[2];
+    beam_refs_t rf = {0};
+    beam_buf_t *kept = NULL;
+    if (BEAM_REQ_FIELDS(r, put_fields, v) < 0 || beam_req_refs(r, &rf) < 0)
+        goto cleanup;
+    if (!(kept = keep_bin(r, v[PUT_DATA].s, v[PUT_DATA].len))) {
+        reply_oom(r);
+        goto cleanup;
     }
-    beam_object_t *o = new_object(r, id);
-    if (!o) {
-        beam_buf_unref(kept);
-        beam_refs_free(&rf);
-        return;
-    }
-    beam_object_complete_buf(r->node, o, BEAM_OBJ_OK, kept, kept == r->frame_buf ? data : kept->data, len, &rf);
+    beam_object_t *o = new_object(r, v[PUT_OBJ].s);
+    if (!o)
+        goto cleanup;
+    beam_object_complete_buf(r->node, o, BEAM_OBJ_OK, kept, kept_data(r, kept, v[PUT_DATA].s), v[PUT_DATA].len,
+                             &rf);
+    kept = NULL;
+    rf = (beam_refs_t){0};
     beam_port_reply_empty(r->conn, r->msgid);
+cleanup:
+    beam_buf_unref(kept);
+    beam_refs_free(&rf);
 }
+
+enum { G_OBJS, G_TIMEOUT, G_NUM };
+static const beam_field_spec_t wait_fields[] = {
+    [G_OBJS] = BEAM_FIELD("objs", BEAM_F_IDS, BEAM_F_REQUIRED, .size = BEAM_OBJECT_ID_SIZE),
+    [G_TIMEOUT] = BEAM_FIELD("timeout_ms", BEAM_F_INT, 0, .def = -1, .min = -1, .max = INT64_MAX,
+                             .bound = "must be -1 (forever) or >= 0"),
+    [G_NUM] = BEAM_FIELD("num_returns", BEAM_F_INT, 0, .def = 1),
+};
+/* get reads the first two of wait's fields */
+#define GET_NFIELDS 2
 
 static void op_get(req_t *r)
 {
-    const msgpack_object_array *ids;
-    int64_t ms;
-    if (id_list(r, "objs", &ids) < 0 || timeout_field(r, &ms) < 0)
+    beam_field_val_t v[GET_NFIELDS];
+    if (beam_req_fields(r, wait_fields, GET_NFIELDS, v) < 0)
         return;
     if (r->msgid == 0) {
-        bad(r, "msgid", "must not be 0 for get");
+        beam_req_bad(r, "msgid", "must not be 0 for get");
         return;
     }
-    if (beam_waiter_start(r->node, r->conn, r->msgid, BEAM_WAIT_GET, ids, 0, ms) < 0)
-        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
+    if (beam_waiter_start(r->node, r->conn, r->msgid, BEAM_WAIT_GET, v[G_OBJS].a, 0, v[G_TIMEOUT].i) < 0)
+        reply_oom(r);
 }
 
 static void op_wait(req_t *r)
 {
-    const msgpack_object_array *ids;
-    int64_t ms, num = 1;
-    if (id_list(r, "objs", &ids) < 0 || timeout_field(r, &ms) < 0 ||
-        check(r, beam_field_int(r->params, "num_returns", &num), "num_returns", "must be an int", 0))
+    beam_field_val_t v[3];
+    if (BEAM_REQ_FIELDS(r, wait_fields, v) < 0)
         return;
+    const msgpack_object_array *ids = v[G_OBJS].a;
+    int64_t num = v[G_NUM].i;
     if (num < 1 || num > ids->size) {
-        bad(r, "num_returns", "must be between 1 and the number of objects");
+        beam_req_bad(r, "num_returns", "must be between 1 and the number of objects");
         return;
     }
-    int dup = has_repeat(ids);
+    int dup = beam_has_repeat(ids);
     if (dup < 0) {
-        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        reply_oom(r);
         return;
     }
     if (dup) {
-        bad(r, "objs", "must not repeat an id (wait requires unique refs)");
+        beam_req_bad(r, "objs", "must not repeat an id (wait requires unique refs)");
         return;
     }
     if (r->msgid == 0) {
-        bad(r, "msgid", "must not be 0 for wait");
+        beam_req_bad(r, "msgid", "must not be 0 for wait");
         return;
     }
-    if (beam_waiter_start(r->node, r->conn, r->msgid, BEAM_WAIT_WAIT, ids, (uint32_t)num, ms) < 0)
-        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
+    if (beam_waiter_start(r->node, r->conn, r->msgid, BEAM_WAIT_WAIT, ids, (uint32_t)num, v[G_TIMEOUT].i) < 0)
+        reply_oom(r);
 }
 
 /* hold and release share their shape: arrays of object and actor ids. */
 static void hold_or_release(req_t *r, int hold)
 {
     beam_refs_t rf;
-    if (refs(r, &rf) < 0)
+    if (beam_req_refs(r, &rf) < 0)
         return;
     beam_port_t *c = r->conn;
     for (uint32_t i = 0; i < rf.nobjs; i++) {
@@ -251,115 +265,55 @@ static void op_release(req_t *r) { hold_or_release(r, 0); }
 
 static void op_create_actor(req_t *r)
 {
-    const char *id, *cls, *cdata, *args, *python, *cwd = "";
-    uint32_t cls_len, cdata_len, args_len, python_len, cwd_len = 0;
-    char nm[NAME_MAX_LEN + 1], ns[NAME_MAX_LEN + 1], job_ns[NAME_MAX_LEN + 1];
-    int noset = 0, capture = 0;
-    int64_t bundle_index = -1;
-    double place_cpus = 0;
-    const char *pg_id = NULL;
-    beam_pg_t *pg = NULL;
-    beam_demand_t demand;
+    beam_actor_req_t q;
+    char *class_name = NULL;
     beam_actor_spec_t spec;
-    beam_actor_options_t opts;
     memset(&spec, 0, sizeof spec);
-    if (check(r, beam_field_id(r->params, "actor", BEAM_ACTOR_ID_SIZE, &id), "actor", "must be a 16-byte bin", 1) ||
-        check(r, beam_field_str(r->params, "class_name", &cls, &cls_len), "class_name", "must be a str", 1) ||
-        check(r, beam_field_bin(r->params, "class_data", &cdata, &cdata_len), "class_data", "must be a bin", 1) ||
-        check(r, beam_field_bin(r->params, "args", &args, &args_len), "args", "must be a bin", 1) ||
-        check(r, beam_field_str(r->params, "python", &python, &python_len), "python", "must be a str", 1) ||
-        check(r, beam_field_str(r->params, "cwd", &cwd, &cwd_len), "cwd", "must be a str", 0) ||
-        name_field(r, "name", nm, 0) < 0 || name_field(r, "namespace", ns, 0) < 0 ||
-        name_field(r, "job_namespace", job_ns, 0) < 0 || actor_options(r, &opts) < 0 ||
-        check(r, beam_field_bool(r->params, "noset_cuda", &noset), "noset_cuda", "must be a bool", 0) ||
-        check(r, beam_field_id(r->params, "placement_group", BEAM_PG_ID_SIZE, &pg_id), "placement_group",
-              "must be an 18-byte bin", 0) ||
-        check(r, beam_field_int(r->params, "bundle_index", &bundle_index), "bundle_index", "must be an int", 0) ||
-        check(r, beam_field_bool(r->params, "capture_child_tasks", &capture), "capture_child_tasks",
-              "must be a bool", 0) ||
-        check(r, beam_field_float(r->params, "placement_cpus", &place_cpus), "placement_cpus", "must be a number",
-              0) ||
-        demand_field(r, &demand) < 0)
-        return;
-    if (!(place_cpus >= 0 && place_cpus <= 1e9)) {
-        bad(r, "placement_cpus", "must be >= 0");
-        return;
-    }
-    if (pg_id) {
-        pg = beam_pg_find(r->node, pg_id);
-        if (!pg) {
-            beam_port_reply_error(r->conn, r->msgid, "not_found", "no such placement group");
-            return;
-        }
-        /* (a removed group's row keeps no bundles: the actor dies with it) */
-        if (bundle_index < -1 || (pg->state != BEAM_PG_REMOVED && bundle_index >= (int64_t)pg->nbundles)) {
-            bad(r, "bundle_index", "is outside the placement group's bundles");
-            return;
-        }
-    }
-    if ((opts.has_affinity || opts.spread) && pg) {
-        bad(r, opts.spread ? "spread" : "node_id", "and placement_group exclude each other");
-        return;
-    }
-    if (opts.has_affinity && opts.spread) {
-        bad(r, "spread", "and node_id exclude each other");
-        return;
-    }
-    if (cls_len == 0 || cls_len > 256 || has_nul(cls, cls_len) || python_len == 0 || has_nul(python, python_len) ||
-        has_nul(cwd, cwd_len)) {
-        bad(r, "class_name", "python and cwd must be str without NUL (class_name 1..256 bytes)");
-        return;
-    }
-    if (beam_actor_find(r->node, id)) {
+    if (beam_req_create_actor(r, &q) < 0)
+        goto cleanup;
+    if (beam_actor_find(r->node, q.id)) {
         beam_port_reply_error(r->conn, r->msgid, "exists", "actor id is already in use");
-        return;
+        goto cleanup;
     }
-    if (*nm && beam_actor_find_name(r->node, ns, nm)) {
-        beam_port_reply_error(r->conn, r->msgid, "exists", "The name %s (namespace=%s) is already taken.", nm, ns);
-        return;
+    if (*q.name && beam_actor_find_name(r->node, q.namespace, q.name)) {
+        beam_port_reply_error(r->conn, r->msgid, "exists", "The name %s (namespace=%s) is already taken.", q.name,
+                              q.namespace);
+        goto cleanup;
     }
-    if (!(spec.sys_path = str_array(r, "sys_path")))
-        return;
-    if (!(spec.env = env_map(r))) {
-        beam_strv_free(spec.sys_path);
-        return;
+    if (!(spec.sys_path = beam_req_str_array(r, "sys_path")) || !(spec.env = beam_req_env(r)) ||
+        beam_req_refs(r, &spec.refs) < 0)
+        goto cleanup;
+    spec.class_data = beam_dup_bin(q.class_data.s, q.class_data.len);
+    spec.class_len = q.class_data.len;
+    spec.args = beam_dup_bin(q.args.s, q.args.len);
+    spec.args_len = q.args.len;
+    spec.python = beam_dup_str(q.python.s, q.python.len);
+    spec.cwd = beam_dup_str(q.cwd.s, q.cwd.len);
+    spec.noset_cuda = q.noset_cuda;
+    spec.place_cpu = beam_res_units(q.place_cpus);
+    class_name = beam_dup_str(q.class_name.s, q.class_name.len);
+    q.opts.name = strdup(q.name);
+    q.opts.namespace = strdup(q.namespace);
+    q.opts.job_namespace = strdup(q.job_namespace);
+    if (!spec.class_data || !spec.args || !spec.python || !spec.cwd || !class_name || !q.opts.name ||
+        !q.opts.namespace || !q.opts.job_namespace) {
+        reply_oom(r);
+        goto cleanup;
     }
-    if (refs(r, &spec.refs) < 0) {
-        spec.refs = (beam_refs_t){0};
-        goto fail_quiet;
-    }
-    spec.class_data = dup_bin(cdata, cdata_len);
-    spec.class_len = cdata_len;
-    spec.args = dup_bin(args, args_len);
-    spec.args_len = args_len;
-    spec.python = dup_str(python, python_len);
-    spec.cwd = dup_str(cwd, cwd_len);
-    spec.noset_cuda = noset;
-    spec.place_cpu = beam_res_units(place_cpus);
-    char *class_name = dup_str(cls, cls_len);
-    opts.name = strdup(nm);
-    opts.namespace = strdup(ns);
-    opts.job_namespace = strdup(job_ns);
-    if (!spec.class_data || !spec.args || !spec.python || !spec.cwd || !class_name || !opts.name ||
-        !opts.namespace || !opts.job_namespace) {
-        free(class_name);
-        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
-        goto fail_quiet;
-    }
-    int rc = beam_actor_create(r->node, r->conn, id, class_name, &opts, &spec, &demand, pg,
-                               (int)bundle_index, capture);
+    int rc = beam_actor_create(r->node, r->conn, q.id, class_name, &q.opts, &spec, &q.demand, q.pg, q.bundle_index,
+                               q.capture);
     if (rc < 0) {
-        free(class_name);
         beam_port_reply_error(r->conn, r->msgid, rc == -EEXIST ? "exists" : "internal",
                               "the actor could not be created: %s", strerror(-rc));
-        goto fail_quiet;
+        goto cleanup;
     }
     beam_port_reply_empty(r->conn, r->msgid);
-    return;
-fail_quiet:
-    free(opts.name);
-    free(opts.namespace);
-    free(opts.job_namespace);
+    return; /* the actor owns class_name, q.opts' strings and spec now */
+cleanup:
+    free(class_name);
+    free(q.opts.name);
+    free(q.opts.namespace);
+    free(q.opts.job_namespace);
     free(spec.class_data);
     free(spec.args);
     free(spec.python);
@@ -369,74 +323,89 @@ fail_quiet:
     beam_strv_free(spec.env);
 }
 
+enum { S_ACTOR, S_OBJ, S_METHOD, S_ARGS };
+static const beam_field_spec_t submit_fields[] = {
+    [S_ACTOR] = ACTOR_ID("actor", BEAM_F_REQUIRED),
+    [S_OBJ] = OBJECT_ID("obj", BEAM_F_REQUIRED),
+    [S_METHOD] = BEAM_FIELD("method", BEAM_F_STR, BEAM_F_REQUIRED | BEAM_F_NONUL, .min = 1, .max = 1024,
+                            .bound = "must be a name of 1..1024 bytes"),
+    [S_ARGS] = BEAM_FIELD("args", BEAM_F_BIN, BEAM_F_REQUIRED),
+};
+
 static void op_submit(req_t *r)
 {
-    const char *actor, *obj, *method, *args;
-    uint32_t method_len, args_len;
-    beam_refs_t rf;
-    if (check(r, beam_field_id(r->params, "actor", BEAM_ACTOR_ID_SIZE, &actor), "actor", "must be a 16-byte bin", 1) ||
-        check(r, beam_field_id(r->params, "obj", BEAM_OBJECT_ID_SIZE, &obj), "obj", "must be a 28-byte bin", 1) ||
-        check(r, beam_field_str(r->params, "method", &method, &method_len), "method", "must be a str", 1) ||
-        check(r, beam_field_bin(r->params, "args", &args, &args_len), "args", "must be a bin", 1))
-        return;
-    if (method_len == 0 || method_len > 1024 || has_nul(method, method_len)) {
-        bad(r, "method", "must be a name of 1..1024 bytes");
-        return;
-    }
-    if (refs(r, &rf) < 0)
-        return;
-    beam_object_t *o = new_object(r, obj);
-    if (!o) {
-        beam_refs_free(&rf);
-        return;
-    }
-    beam_actor_t *a = beam_actor_find(r->node, actor);
+    beam_field_val_t v[4];
+    beam_refs_t rf = {0};
+    char *method = NULL;
+    beam_buf_t *kept = NULL;
+    if (BEAM_REQ_FIELDS(r, submit_fields, v) < 0 || beam_req_refs(r, &rf) < 0)
+        goto cleanup;
+    beam_object_t *o = new_object(r, v[S_OBJ].s);
+    if (!o)
+        goto cleanup;
+    beam_actor_t *a = beam_actor_find(r->node, v[S_ACTOR].s);
     if (!a) {
-        beam_refs_free(&rf);
         beam_object_fail(r->node, o, BEAM_OBJ_ACTOR_DIED,
                          "The actor died unexpectedly before finishing this task: beamd knows no such actor "
                          "(it ended and was forgotten, or never existed).");
         beam_port_reply_empty(r->conn, r->msgid);
-        return;
+        goto cleanup;
     }
-    char *m = dup_str(method, method_len);
-    beam_buf_t *kept = keep_bin(r, args, args_len);
-    if (!m || !kept) {
-        free(m);
-        beam_buf_unref(kept);
-        beam_refs_free(&rf);
+    method = beam_dup_str(v[S_METHOD].s, v[S_METHOD].len);
+    kept = keep_bin(r, v[S_ARGS].s, v[S_ARGS].len);
+    if (!method || !kept) {
         beam_object_fail(r->node, o, BEAM_OBJ_LOST, "beamd ran out of memory queueing the call");
         beam_port_reply_empty(r->conn, r->msgid); /* the object carries the failure */
-        return;
+        goto cleanup;
     }
-    beam_actor_submit(r->node, a, obj, m, kept, kept == r->frame_buf ? args : kept->data, args_len, &rf);
+    /* the actor takes method, kept and rf */
+    beam_actor_submit(r->node, a, v[S_OBJ].s, method, kept, kept_data(r, kept, v[S_ARGS].s), v[S_ARGS].len, &rf);
+    method = NULL;
+    kept = NULL;
+    rf = (beam_refs_t){0};
     beam_port_reply_empty(r->conn, r->msgid);
+cleanup:
+    free(method);
+    beam_buf_unref(kept);
+    beam_refs_free(&rf);
 }
+
+enum { K_ACTOR, K_NO_RESTART };
+static const beam_field_spec_t kill_fields[] = {
+    [K_ACTOR] = ACTOR_ID("actor", BEAM_F_REQUIRED),
+    [K_NO_RESTART] = BEAM_FIELD("no_restart", BEAM_F_BOOL, 0, .def = 1),
+};
 
 static void op_kill(req_t *r)
 {
-    const char *actor;
-    int no_restart = 1;
-    if (check(r, beam_field_id(r->params, "actor", BEAM_ACTOR_ID_SIZE, &actor), "actor", "must be a 16-byte bin", 1) ||
-        check(r, beam_field_bool(r->params, "no_restart", &no_restart), "no_restart", "must be a bool", 0))
+    beam_field_val_t v[2];
+    if (BEAM_REQ_FIELDS(r, kill_fields, v) < 0)
         return;
-    beam_actor_t *a = beam_actor_find(r->node, actor);
+    beam_actor_t *a = beam_actor_find(r->node, v[K_ACTOR].s);
     if (a)
         beam_actor_kill(r->node, a, "The actor is dead because it was killed by `ray.kill`.");
     beam_port_reply_empty(r->conn, r->msgid);
 }
 
+enum { GA_NAME, GA_NS };
+static const beam_field_spec_t get_actor_fields[] = {
+    [GA_NAME] = BEAM_FIELD("name", BEAM_F_STR, BEAM_F_REQUIRED), /* any str: a bad one names no actor */
+    [GA_NS] = BEAM_FIELD_NAME("namespace", 0),
+};
+
 static void op_get_actor(req_t *r)
 {
-    char nm[NAME_MAX_LEN + 1], ns[NAME_MAX_LEN + 1];
-    const char *name;
-    uint32_t len;
-    if (check(r, beam_field_str(r->params, "name", &name, &len), "name", "must be a str", 1) ||
-        name_field(r, "namespace", ns, 0) < 0)
+    beam_field_val_t v[2];
+    char nm[BEAM_NAME_MAX_LEN + 1], ns[BEAM_NAME_MAX_LEN + 1];
+    if (BEAM_REQ_FIELDS(r, get_actor_fields, v) < 0)
         return;
+    const char *name = v[GA_NAME].s;
+    uint32_t len = v[GA_NAME].len;
+    beam_field_cstr(&v[GA_NAME], nm, sizeof nm);
+    beam_field_cstr(&v[GA_NS], ns, sizeof ns);
     /* a name longer than any create_actor takes names no actor: not found */
-    snprintf(nm, sizeof nm, "%.*s", (int)(len < NAME_MAX_LEN ? len : NAME_MAX_LEN), name);
-    beam_actor_t *a = len > NAME_MAX_LEN || has_nul(name, len) ? NULL : beam_actor_find_name(r->node, ns, nm);
+    beam_actor_t *a = len > BEAM_NAME_MAX_LEN || beam_has_nul(name, len) ? NULL
+                                                                         : beam_actor_find_name(r->node, ns, nm);
     if (!a) {
         beam_port_reply_error(r->conn, r->msgid, "not_found",
                               "Failed to look up actor with name '%s'. This could because 1. You are trying to look "
@@ -460,69 +429,68 @@ static void op_get_actor(req_t *r)
 
 /* --- placement groups --- */
 
+enum { PC_PG, PC_STRATEGY, PC_BUNDLES, PC_NAME, PC_DETACHED };
+static const beam_field_spec_t pg_create_fields[] = {
+    [PC_PG] = PG_ID("pg", BEAM_F_REQUIRED),
+    [PC_STRATEGY] = BEAM_FIELD("strategy", BEAM_F_STR, BEAM_F_REQUIRED),
+    [PC_BUNDLES] = BEAM_FIELD("bundles", BEAM_F_ARRAY, BEAM_F_REQUIRED, .min = 1, .max = BEAM_PG_MAX_BUNDLES,
+                              .bound = "must hold 1..1024 bundles", .what = "must be an array of maps"),
+    [PC_NAME] = BEAM_FIELD_NAME("name", 0),
+    [PC_DETACHED] = BEAM_FIELD("detached", BEAM_F_BOOL, 0),
+};
+
 static void op_pg_create(req_t *r)
 {
-    const char *id, *strategy, *name = "";
-    uint32_t slen, name_len = 0;
-    int detached = 0;
-    const msgpack_object_array *bundles;
-    if (check(r, beam_field_id(r->params, "pg", BEAM_PG_ID_SIZE, &id), "pg", "must be an 18-byte bin", 1) ||
-        check(r, beam_field_str(r->params, "strategy", &strategy, &slen), "strategy", "must be a str", 1) ||
-        check(r, beam_field_array(r->params, "bundles", &bundles), "bundles", "must be an array of maps", 1) ||
-        check(r, beam_field_str(r->params, "name", &name, &name_len), "name", "must be a str", 0) ||
-        check(r, beam_field_bool(r->params, "detached", &detached), "detached", "must be a bool", 0))
-        return;
-    int strat = beam_pg_strategy(strategy, slen);
-    if (strat < 0)
-        {
-            bad(r, "strategy", "must be PACK, SPREAD, STRICT_PACK or STRICT_SPREAD");
-            return;
-        }
-    if (bundles->size == 0 || bundles->size > BEAM_PG_MAX_BUNDLES)
-        {
-            bad(r, "bundles", "must hold 1..1024 bundles");
-            return;
-        }
-    if (has_nul(name, name_len) || name_len > 1024)
-        {
-            bad(r, "name", "must be a str of at most 1024 bytes without NUL");
-            return;
-        }
-    if (beam_pg_find(r->node, id)) {
-        beam_port_reply_error(r->conn, r->msgid, "exists", "placement group id is already in use");
-        return;
+    beam_field_val_t v[5];
+    beam_demand_t *d = NULL;
+    char *nm = NULL;
+    if (BEAM_REQ_FIELDS(r, pg_create_fields, v) < 0)
+        goto cleanup;
+    int strat = beam_pg_strategy(v[PC_STRATEGY].s, v[PC_STRATEGY].len);
+    if (strat < 0) {
+        beam_req_bad(r, "strategy", "must be PACK, SPREAD, STRICT_PACK or STRICT_SPREAD");
+        goto cleanup;
     }
-    beam_demand_t *d = calloc(bundles->size, sizeof *d);
-    char *nm = dup_str(name, name_len);
+    if (beam_pg_find(r->node, v[PC_PG].s)) {
+        beam_port_reply_error(r->conn, r->msgid, "exists", "placement group id is already in use");
+        goto cleanup;
+    }
+    const msgpack_object_array *bundles = v[PC_BUNDLES].a;
+    d = calloc(bundles->size, sizeof *d);
+    nm = beam_dup_str(v[PC_NAME].s, v[PC_NAME].len);
     if (!d || !nm) {
-        free(d);
-        free(nm);
-        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
-        return;
+        reply_oom(r);
+        goto cleanup;
     }
     for (uint32_t i = 0; i < bundles->size; i++)
-        if (bundle_demand(r, &bundles->ptr[i], &d[i]) < 0) {
-            free(d);
-            free(nm);
-            return;
-        }
-    int rc = beam_pg_create(r->node, r->conn, id, nm, strat, d, bundles->size, detached);
-    free(d);
+        if (beam_req_bundle(r, &bundles->ptr[i], &d[i]) < 0)
+            goto cleanup;
+    int rc = beam_pg_create(r->node, r->conn, v[PC_PG].s, nm, strat, d, bundles->size, (int)v[PC_DETACHED].i);
     if (rc < 0) {
-        free(nm);
         beam_port_reply_error(r->conn, r->msgid, "internal", "the placement group could not be created: %s",
                               strerror(-rc));
-        return;
+        goto cleanup;
     }
+    nm = NULL; /* the group's now */
     beam_port_reply_empty(r->conn, r->msgid);
+cleanup:
+    free(d);
+    free(nm);
 }
 
-static beam_pg_t *pg_field(req_t *r)
+enum { PR_PG, PR_OBJ, PR_VALUE };
+static const beam_field_spec_t pg_ready_fields[] = {
+    [PR_PG] = PG_ID("pg", BEAM_F_REQUIRED),
+    [PR_OBJ] = OBJECT_ID("obj", BEAM_F_REQUIRED),
+    [PR_VALUE] = BEAM_FIELD("value", BEAM_F_BIN, BEAM_F_REQUIRED),
+};
+/* pg_remove reads the first of pg_ready's fields */
+#define PG_REMOVE_NFIELDS 1
+
+/* The group the request's "pg" names; NULL after replying not_found. */
+static beam_pg_t *find_pg(req_t *r, const beam_field_val_t *pg_id)
 {
-    const char *id;
-    if (check(r, beam_field_id(r->params, "pg", BEAM_PG_ID_SIZE, &id), "pg", "must be an 18-byte bin", 1))
-        return NULL;
-    beam_pg_t *pg = beam_pg_find(r->node, id);
+    beam_pg_t *pg = beam_pg_find(r->node, pg_id->s);
     if (!pg)
         beam_port_reply_error(r->conn, r->msgid, "not_found", "no such placement group");
     return pg;
@@ -530,8 +498,9 @@ static beam_pg_t *pg_field(req_t *r)
 
 static void op_pg_remove(req_t *r)
 {
-    beam_pg_t *pg = pg_field(r);
-    if (!pg)
+    beam_field_val_t v[PG_REMOVE_NFIELDS];
+    beam_pg_t *pg;
+    if (beam_req_fields(r, pg_ready_fields, PG_REMOVE_NFIELDS, v) < 0 || !(pg = find_pg(r, &v[PR_PG])))
         return;
     /* answered once the group's workers are gone and its bundles are back */
     beam_pg_remove(r->node, pg, r->conn, r->msgid);
@@ -539,30 +508,27 @@ static void op_pg_remove(req_t *r)
 
 static void op_pg_ready(req_t *r)
 {
-    const char *obj, *value = "";
-    uint32_t len = 0;
-    beam_pg_t *pg = pg_field(r);
-    if (!pg ||
-        check(r, beam_field_id(r->params, "obj", BEAM_OBJECT_ID_SIZE, &obj), "obj", "must be a 28-byte bin", 1) ||
-        check(r, beam_field_bin(r->params, "value", &value, &len), "value", "must be a bin", 1))
-        return;
-    char *copy = dup_bin(value, len);
-    if (!copy) {
-        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
-        return;
+    beam_field_val_t v[3];
+    beam_pg_t *pg;
+    char *copy = NULL;
+    if (BEAM_REQ_FIELDS(r, pg_ready_fields, v) < 0 || !(pg = find_pg(r, &v[PR_PG])))
+        goto cleanup;
+    if (!(copy = beam_dup_bin(v[PR_VALUE].s, v[PR_VALUE].len))) {
+        reply_oom(r);
+        goto cleanup;
     }
-    beam_object_t *o = new_object(r, obj);
-    if (!o) {
-        free(copy);
-        return;
-    }
-    if (beam_pg_ready(r->node, pg, obj, copy, len) < 0) {
-        free(copy);
+    beam_object_t *o = new_object(r, v[PR_OBJ].s);
+    if (!o)
+        goto cleanup;
+    if (beam_pg_ready(r->node, pg, v[PR_OBJ].s, copy, v[PR_VALUE].len) < 0) {
         beam_object_fail(r->node, o, BEAM_OBJ_LOST, "beamd ran out of memory waiting for the placement group");
-        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
-        return;
+        reply_oom(r);
+        goto cleanup;
     }
+    copy = NULL; /* the group's now */
     beam_port_reply_empty(r->conn, r->msgid);
+cleanup:
+    free(copy);
 }
 
 /* --- worker ops --- */
@@ -576,65 +542,75 @@ static beam_actor_t *worker_actor(req_t *r)
     return r->conn->actor;
 }
 
+enum { AR_OK, AR_ERROR };
+static const beam_field_spec_t actor_ready_fields[] = {
+    [AR_OK] = BEAM_FIELD("ok", BEAM_F_BOOL, BEAM_F_REQUIRED),
+    [AR_ERROR] = BEAM_FIELD("error", BEAM_F_STR, 0),
+};
+
 static void op_actor_ready(req_t *r)
 {
+    beam_field_val_t v[2];
     beam_actor_t *a = worker_actor(r);
-    const char *error = "";
-    uint32_t len = 0;
-    int ok;
-    if (!a || check(r, beam_field_bool(r->params, "ok", &ok), "ok", "must be a bool", 1) ||
-        check(r, beam_field_str(r->params, "error", &error, &len), "error", "must be a str", 0))
+    if (!a || BEAM_REQ_FIELDS(r, actor_ready_fields, v) < 0)
         return;
-    beam_actor_ready(r->node, a, ok, error, len);
+    beam_actor_ready(r->node, a, (int)v[AR_OK].i, v[AR_ERROR].s, v[AR_ERROR].len);
     beam_port_reply_empty(r->conn, r->msgid);
 }
+
+static const beam_field_spec_t blocked_fields[] = {BEAM_FIELD("blocked", BEAM_F_BOOL, BEAM_F_REQUIRED)};
 
 /* The worker waits in ray.get/ray.wait ("blocked": true) or is back. */
 static void op_blocked(req_t *r)
 {
+    beam_field_val_t v[1];
     beam_actor_t *a = worker_actor(r);
-    int blocked;
-    if (!a || check(r, beam_field_bool(r->params, "blocked", &blocked), "blocked", "must be a bool", 1))
+    if (!a || BEAM_REQ_FIELDS(r, blocked_fields, v) < 0)
         return;
-    beam_actor_set_blocked(r->node, a, blocked);
+    beam_actor_set_blocked(r->node, a, (int)v[0].i);
     beam_port_reply_empty(r->conn, r->msgid);
 }
 
+enum { TD_OBJ, TD_STATUS, TD_DATA, TD_EXITING };
+static const beam_field_spec_t task_done_fields[] = {
+    [TD_OBJ] = OBJECT_ID("obj", BEAM_F_REQUIRED),
+    [TD_STATUS] = BEAM_FIELD("status", BEAM_F_INT, BEAM_F_REQUIRED, .min = BEAM_OBJ_OK, .max = BEAM_OBJ_TASK_ERROR,
+                             .bound = "must be 0 (ok) or 1 (task error)"),
+    [TD_DATA] = BEAM_FIELD("data", BEAM_F_BIN, BEAM_F_REQUIRED),
+    [TD_EXITING] = BEAM_FIELD("exiting", BEAM_F_BOOL, 0),
+};
+
 static void op_task_done(req_t *r)
 {
+    beam_field_val_t v[4];
+    beam_refs_t rf = {0};
+    beam_buf_t *kept = NULL;
     beam_actor_t *a = worker_actor(r);
-    const char *obj, *data;
-    uint32_t len;
-    int64_t status;
-    int exiting = 0;
-    beam_refs_t rf;
-    if (!a || check(r, beam_field_id(r->params, "obj", BEAM_OBJECT_ID_SIZE, &obj), "obj", "must be a 28-byte bin", 1) ||
-        check(r, beam_field_int(r->params, "status", &status), "status", "must be an int", 1) ||
-        check(r, beam_field_bin(r->params, "data", &data, &len), "data", "must be a bin", 1) ||
-        check(r, beam_field_bool(r->params, "exiting", &exiting), "exiting", "must be a bool", 0))
-        return;
-    if (status != BEAM_OBJ_OK && status != BEAM_OBJ_TASK_ERROR) {
-        bad(r, "status", "must be 0 (ok) or 1 (task error)");
-        return;
-    }
-    if (refs(r, &rf) < 0)
-        return;
-    beam_buf_t *kept = keep_bin(r, data, len);
-    if (!kept) {
-        beam_refs_free(&rf);
-        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
-        return;
+    if (!a || BEAM_REQ_FIELDS(r, task_done_fields, v) < 0 || beam_req_refs(r, &rf) < 0)
+        goto cleanup;
+    const char *data = v[TD_DATA].s;
+    uint32_t len = v[TD_DATA].len;
+    if (!(kept = keep_bin(r, data, len))) {
+        reply_oom(r);
+        goto cleanup;
     }
     int dead = a->state == BEAM_ACTOR_DEAD;
-    if (exiting)
+    if (v[TD_EXITING].i)
         a->exiting = 1; /* its worker ends after this: never pooled */
-    if (beam_actor_task_done(r->node, a, obj, (int)status, kept, kept == r->frame_buf ? data : kept->data, len,
-                             &rf) < 0 && !dead) {
+    /* the actor takes kept and rf */
+    int rc = beam_actor_task_done(r->node, a, v[TD_OBJ].s, (int)v[TD_STATUS].i, kept, kept_data(r, kept, data), len,
+                                  &rf);
+    kept = NULL;
+    rf = (beam_refs_t){0};
+    if (rc < 0 && !dead) {
         /* (a dead actor's late results are dropped quietly: its calls already failed) */
         beam_port_reply_error(r->conn, r->msgid, "not_found", "this worker was given no call with that id");
-        return;
+        goto cleanup;
     }
     beam_port_reply_empty(r->conn, r->msgid);
+cleanup:
+    beam_buf_unref(kept);
+    beam_refs_free(&rf);
 }
 
 /* --- the table --- */
@@ -648,9 +624,9 @@ static const op_t ops[] = {
     {"hello", op_hello},         {"put", op_put},           {"get", op_get},
     {"wait", op_wait},           {"submit", op_submit},     {"create_actor", op_create_actor},
     {"kill", op_kill},           {"hold", op_hold},         {"release", op_release},
-    {"status", op_status},       {"get_actor", op_get_actor}, {"actor_ready", op_actor_ready},
+    {"status", beam_status},      {"get_actor", op_get_actor}, {"actor_ready", op_actor_ready},
     {"task_done", op_task_done}, {"pg_create", op_pg_create}, {"pg_remove", op_pg_remove},
-    {"pg_ready", op_pg_ready},   {"pg_table", op_pg_table},   {"blocked", op_blocked},
+    {"pg_ready", op_pg_ready},   {"pg_table", beam_status_pg_table}, {"blocked", op_blocked},
     {NULL, NULL},
 };
 

@@ -1,7 +1,8 @@
-/* fields.c — a request's fields as the handlers read them: the error reply
- * for a bad field, copies of what a handler keeps, id lists, timeouts, and
- * create_actor's and pg_create's options (names, env, resource amounts).
- * Every function that takes a request replies itself when it fails. */
+/* fields.c — a request's fields as the handlers read them: the field table's
+ * checker, the error reply for a bad field, copies of what a handler keeps,
+ * and create_actor's and pg_create's options (names, env, resource
+ * amounts). Every function that takes a request replies itself when it
+ * fails, and returns 0 or a negative errno. */
 #include "fields.h"
 
 #include <errno.h>
@@ -14,13 +15,135 @@ void beam_req_bad(beam_req_t *r, const char *field, const char *what)
     beam_port_reply_error(r->conn, r->msgid, "bad_request", "field '%s' %s", field, what);
 }
 
-/* Reports a field error from a beam_field_* code and returns -1, else 0. */
-int beam_req_check(beam_req_t *r, int rc, const char *field, const char *what, int required)
+/* beam_req_bad, then -EINVAL for the caller to return. */
+static int refuse(beam_req_t *r, const char *field, const char *what)
+{
+    beam_req_bad(r, field, what);
+    return -EINVAL;
+}
+
+/* Reports a field error from a beam_field_* code and returns -EINVAL, else 0. */
+static int req_check(beam_req_t *r, int rc, const char *field, const char *what, int required)
 {
     if (rc == 0 || (rc == -ENOENT && !required))
         return 0;
     beam_req_bad(r, field, rc == -ENOENT ? "is required" : what);
-    return -1;
+    return -EINVAL;
+}
+
+/* --- the field table --- */
+
+/* The wrong-type error of a spec, written into buf when it is an id's. */
+static const char *type_error(const beam_field_spec_t *f, char *buf, size_t cap)
+{
+    if (f->what)
+        return f->what;
+    switch (f->type) {
+    case BEAM_F_ID:
+        /* "a 16-byte", "a 28-byte", "an 18-byte" */
+        snprintf(buf, cap, "must be %s %u-byte bin", f->size == 18 || f->size == 8 || f->size == 11 ? "an" : "a",
+                 f->size);
+        return buf;
+    case BEAM_F_IDS: return "must be an array of ids";
+    case BEAM_F_BIN: return "must be a bin";
+    case BEAM_F_STR: return "must be a str";
+    case BEAM_F_INT: return "must be an int";
+    case BEAM_F_BOOL: return "must be a bool";
+    case BEAM_F_NUMBER: return "must be a number";
+    case BEAM_F_ARRAY: return "must be an array";
+    case BEAM_F_MAP: return "must be a map";
+    }
+    return "has the wrong type";
+}
+
+/* Reads one field by its type into v: a beam_field_* code. */
+static int read_field(const msgpack_object *params, const beam_field_spec_t *f, beam_field_val_t *v)
+{
+    int b = 0;
+    int rc;
+    switch (f->type) {
+    case BEAM_F_ID: return beam_field_id(params, f->name, f->size, &v->s);
+    case BEAM_F_IDS:
+    case BEAM_F_ARRAY: return beam_field_array(params, f->name, &v->a);
+    case BEAM_F_BIN: return beam_field_bin(params, f->name, &v->s, &v->len);
+    case BEAM_F_STR: return beam_field_str(params, f->name, &v->s, &v->len);
+    case BEAM_F_INT: return beam_field_int(params, f->name, &v->i);
+    case BEAM_F_BOOL:
+        rc = beam_field_bool(params, f->name, &b);
+        if (rc == 0)
+            v->i = b;
+        return rc;
+    case BEAM_F_NUMBER: return beam_field_float(params, f->name, &v->d);
+    case BEAM_F_MAP: return beam_field_map(params, f->name, &v->m);
+    }
+    return -EINVAL;
+}
+
+/* 1 when a present value lies outside its spec's bounds. */
+static int out_of_bounds(const beam_field_spec_t *f, const beam_field_val_t *v)
+{
+    int64_t x;
+    switch (f->type) {
+    case BEAM_F_INT: x = v->i; break;
+    case BEAM_F_BIN:
+    case BEAM_F_STR:
+        if ((f->flags & BEAM_F_NONUL) && beam_has_nul(v->s, v->len))
+            return 1;
+        x = v->len;
+        break;
+    case BEAM_F_IDS:
+    case BEAM_F_ARRAY: x = v->a->size; break;
+    case BEAM_F_MAP: x = v->m->size; break;
+    default: return 0;
+    }
+    return x < f->min || x > f->max;
+}
+
+int beam_req_fields(beam_req_t *r, const beam_field_spec_t *spec, size_t n, beam_field_val_t *out)
+{
+    char buf[64];
+    for (size_t i = 0; i < n; i++) {
+        const beam_field_spec_t *f = &spec[i];
+        beam_field_val_t *v = &out[i];
+        memset(v, 0, sizeof *v);
+        v->s = "";
+        v->i = f->def;
+        int rc = read_field(r->params, f, v);
+        if (req_check(r, rc, f->name, type_error(f, buf, sizeof buf), f->flags & BEAM_F_REQUIRED) < 0)
+            return -EINVAL;
+        if (rc == 0) {
+            v->present = 1;
+        } else { /* absent: the defaults again (a failed read may have written) */
+            v->s = "";
+            v->len = 0;
+            v->i = f->def;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        const beam_field_spec_t *f = &spec[i];
+        const beam_field_val_t *v = &out[i];
+        if (!v->present)
+            continue;
+        if (f->type == BEAM_F_IDS)
+            for (uint32_t j = 0; j < v->a->size; j++) {
+                const msgpack_object *o = &v->a->ptr[j];
+                if (o->type != MSGPACK_OBJECT_BIN || o->via.bin.size != f->size) {
+                    snprintf(buf, sizeof buf, "must hold %u-byte bin object ids", f->size);
+                    beam_req_bad(r, f->name, buf);
+                    return -EINVAL;
+                }
+            }
+        if (f->bound && out_of_bounds(f, v)) {
+            beam_req_bad(r, f->name, f->bound);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+void beam_field_cstr(const beam_field_val_t *v, char *out, size_t cap)
+{
+    snprintf(out, cap, "%.*s", (int)(v->len < cap ? v->len : cap - 1), v->s);
 }
 
 char *beam_dup_str(const char *s, uint32_t n)
@@ -51,33 +174,7 @@ int beam_req_refs(beam_req_t *r, beam_refs_t *out)
     char err[160];
     if (beam_refs_parse(r->params, out, err, sizeof err) < 0) {
         beam_port_reply_error(r->conn, r->msgid, "bad_request", "%s", err);
-        return -1;
-    }
-    return 0;
-}
-
-int beam_req_id_list(beam_req_t *r, const char *field, const msgpack_object_array **ids)
-{
-    if (beam_req_check(r, beam_field_array(r->params, field, ids), field, "must be an array of ids", 1))
-        return -1;
-    for (uint32_t i = 0; i < (*ids)->size; i++) {
-        const msgpack_object *o = &(*ids)->ptr[i];
-        if (o->type != MSGPACK_OBJECT_BIN || o->via.bin.size != BEAM_OBJECT_ID_SIZE) {
-            beam_req_bad(r, field, "must hold 28-byte bin object ids");
-            return -1;
-        }
-    }
-    return 0;
-}
-
-int beam_req_timeout(beam_req_t *r, int64_t *ms)
-{
-    *ms = -1;
-    if (beam_req_check(r, beam_field_int(r->params, "timeout_ms", ms), "timeout_ms", "must be an int", 0))
-        return -1;
-    if (*ms < -1) {
-        beam_req_bad(r, "timeout_ms", "must be -1 (forever) or >= 0");
-        return -1;
+        return -EINVAL;
     }
     return 0;
 }
@@ -95,7 +192,7 @@ int beam_has_repeat(const msgpack_object_array *ids)
         return 0;
     const char **v = malloc(ids->size * sizeof *v);
     if (!v)
-        return -1;
+        return -ENOMEM;
     for (uint32_t i = 0; i < ids->size; i++)
         v[i] = ids->ptr[i].via.bin.ptr;
     qsort(v, ids->size, sizeof *v, cmp_id);
@@ -110,7 +207,7 @@ char **beam_req_str_array(beam_req_t *r, const char *field)
 {
     const msgpack_object_array *a;
     int rc = beam_field_array(r->params, field, &a);
-    if (beam_req_check(r, rc, field, "must be an array of str", 0))
+    if (req_check(r, rc, field, "must be an array of str", 0))
         return NULL;
     uint32_t n = rc == 0 ? a->size : 0;
     char **v = calloc((size_t)n + 1, sizeof *v);
@@ -139,7 +236,7 @@ char **beam_req_env(beam_req_t *r)
 {
     const msgpack_object_map *m;
     int rc = beam_field_map(r->params, "env", &m);
-    if (beam_req_check(r, rc, "env", "must be a map of str to str", 0))
+    if (req_check(r, rc, "env", "must be a map of str to str", 0))
         return NULL;
     uint32_t n = rc == 0 ? m->size : 0;
     char **v = calloc((size_t)n + 1, sizeof *v);
@@ -176,121 +273,190 @@ char **beam_req_env(beam_req_t *r)
  * Amounts are checked as Ray does (beam_res_amount); a name given twice is
  * refused, never summed. For `resources=` (plain) CPU, GPU, memory and
  * object_store_memory are refused, as Ray refuses them there. */
-int beam_req_resource_map(beam_req_t *r, const char *field, const msgpack_object_map *m, beam_demand_t *d, int plain)
+static int resource_map(beam_req_t *r, const char *field, const msgpack_object_map *m, beam_demand_t *d, int plain)
 {
     if (m->size > MAX_RESOURCE_NAMES)
-        return beam_req_bad(r, field, "must name at most 256 resources"), -1;
+        return refuse(r, field, "must name at most 256 resources");
     for (uint32_t i = 0; i < m->size; i++) {
         const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
         double amount;
         int64_t units = 0;
         if (k->type != MSGPACK_OBJECT_STR || k->via.str.size == 0 || k->via.str.size >= BEAM_RES_NAME_LEN ||
             beam_has_nul(k->via.str.ptr, k->via.str.size))
-            return beam_req_bad(r, field, "resource names must be str of 1..127 bytes"), -1;
+            return refuse(r, field, "resource names must be str of 1..127 bytes");
         for (uint32_t j = 0; j < i; j++)
             if (m->ptr[j].key.via.str.size == k->via.str.size &&
                 memcmp(m->ptr[j].key.via.str.ptr, k->via.str.ptr, k->via.str.size) == 0)
-                return beam_req_bad(r, field, "must not name a resource twice"), -1;
+                return refuse(r, field, "must not name a resource twice");
         char name[BEAM_RES_NAME_LEN];
         snprintf(name, sizeof name, "%.*s", (int)k->via.str.size, k->via.str.ptr);
         if (plain && (strcmp(name, "CPU") == 0 || strcmp(name, "GPU") == 0))
-            return beam_req_bad(r, field, "must not hold CPU or GPU: use num_cpus and num_gpus "
+            return refuse(r, field, "must not hold CPU or GPU: use num_cpus and num_gpus "
                                  "(Use the 'num_cpus' and 'num_gpus' keyword instead of 'CPU' and 'GPU' "
-                                 "in 'resources' keyword)"), -1;
+                                 "in 'resources' keyword)");
         if (plain && (strcmp(name, "memory") == 0 || strcmp(name, "object_store_memory") == 0))
-            return beam_req_bad(r, field, "must not hold memory or object_store_memory (The resources dictionary "
-                                 "must not contain the key 'memory' or 'object_store_memory')"), -1;
+            return refuse(r, field, "must not hold memory or object_store_memory (The resources dictionary "
+                                 "must not contain the key 'memory' or 'object_store_memory')");
         if (v->type == MSGPACK_OBJECT_FLOAT64 || v->type == MSGPACK_OBJECT_FLOAT32)
             amount = v->via.f64;
         else if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
             amount = (double)v->via.u64;
         else
-            return beam_req_bad(r, field, "amounts must be numbers >= 0"), -1;
+            return refuse(r, field, "amounts must be numbers >= 0");
         int rc = beam_res_amount(amount, &units);
         if (rc == -ERANGE)
-            return beam_req_bad(r, field, "amounts must be 0, or from 0.0001 up to 1e14 (Ray's range)"), -1;
+            return refuse(r, field, "amounts must be 0, or from 0.0001 up to 1e14 (Ray's range)");
         if (rc < 0)
-            return beam_req_bad(r, field, "amounts must be numbers >= 0"), -1;
+            return refuse(r, field, "amounts must be numbers >= 0");
         if (beam_demand_add(d, name, units) < 0)
-            return beam_req_bad(r, field, "must name at most 32 resources above zero"), -1;
+            return refuse(r, field, "must name at most 32 resources above zero");
     }
     return 0;
 }
 
-/* One of num_cpus, num_gpus, memory: checked as a resources= amount. */
-static int demand_number(beam_req_t *r, const char *field, const char *name, beam_demand_t *d)
+/* One of num_cpus, num_gpus, memory (a checked number, 0 when absent) as
+ * a resources= amount of name. */
+static int demand_number(beam_req_t *r, const char *field, double amount, const char *name, beam_demand_t *d)
 {
-    double amount = 0;
     int64_t units = 0;
-    if (beam_req_check(r, beam_field_float(r->params, field, &amount), field, "must be a number", 0))
-        return -1;
     int rc = beam_res_amount(amount, &units);
     if (rc == -ERANGE)
-        return beam_req_bad(r, field, "must be 0, or from 0.0001 up to 1e14 (Ray's range)"), -1;
+        return refuse(r, field, "must be 0, or from 0.0001 up to 1e14 (Ray's range)");
     if (rc < 0 || beam_demand_add(d, name, units) < 0)
-        return beam_req_bad(r, field, "must be a number >= 0"), -1;
+        return refuse(r, field, "must be a number >= 0");
     return 0;
 }
 
-int beam_req_demand(beam_req_t *r, beam_demand_t *d)
+enum { D_CPUS, D_GPUS, D_MEMORY, D_RESOURCES };
+static const beam_field_spec_t demand_fields[] = {
+    [D_CPUS] = BEAM_FIELD("num_cpus", BEAM_F_NUMBER, 0),
+    [D_GPUS] = BEAM_FIELD("num_gpus", BEAM_F_NUMBER, 0),
+    [D_MEMORY] = BEAM_FIELD("memory", BEAM_F_NUMBER, 0),
+    [D_RESOURCES] = BEAM_FIELD("resources", BEAM_F_MAP, 0, .what = "must be a map of str to number"),
+};
+
+/* num_cpus, num_gpus, memory and resources= as one demand (d is cleared). */
+static int demand(beam_req_t *r, beam_demand_t *d)
 {
-    const msgpack_object_map *m;
+    beam_field_val_t v[4];
     memset(d, 0, sizeof *d);
-    if (demand_number(r, "num_cpus", "CPU", d) < 0 || demand_number(r, "num_gpus", "GPU", d) < 0 ||
-        demand_number(r, "memory", "memory", d) < 0)
-        return -1;
-    int rc = beam_field_map(r->params, "resources", &m);
-    if (beam_req_check(r, rc, "resources", "must be a map of str to number", 0))
-        return -1;
-    if (rc == 0 && beam_req_resource_map(r, "resources", m, d, 1) < 0)
-        return -1;
-    return 0;
+    int rc = BEAM_REQ_FIELDS(r, demand_fields, v);
+    if (rc == 0)
+        rc = demand_number(r, "num_cpus", v[D_CPUS].d, "CPU", d);
+    if (rc == 0)
+        rc = demand_number(r, "num_gpus", v[D_GPUS].d, "GPU", d);
+    if (rc == 0)
+        rc = demand_number(r, "memory", v[D_MEMORY].d, "memory", d);
+    if (rc == 0 && v[D_RESOURCES].present)
+        rc = resource_map(r, "resources", v[D_RESOURCES].m, d, 1);
+    return rc;
 }
 
-/* A str field of at most BEAM_NAME_MAX_LEN bytes without NUL, copied into out
- * (NUL-terminated); absent is "" unless required. Replies and returns -1 on
- * a beam_req_bad one. */
-int beam_req_name(beam_req_t *r, const char *field, char out[BEAM_NAME_MAX_LEN + 1], int required)
-{
-    const char *s = "";
-    uint32_t n = 0;
-    if (beam_req_check(r, beam_field_str(r->params, field, &s, &n), field, "must be a str", required))
-        return -1;
-    if (n > BEAM_NAME_MAX_LEN || beam_has_nul(s, n)) {
-        beam_req_bad(r, field, "must be a str of at most 1024 bytes without NUL");
-        return -1;
-    }
-    memcpy(out, s, n);
-    out[n] = '\0';
-    return 0;
-}
+enum { O_DETACHED, O_CONCURRENCY, O_NODE, O_SOFT, O_SPREAD, O_TASK };
+static const beam_field_spec_t actor_option_fields[] = {
+    [O_DETACHED] = BEAM_FIELD("detached", BEAM_F_BOOL, 0),
+    [O_CONCURRENCY] = BEAM_FIELD("max_concurrency", BEAM_F_INT, 0, .def = 1, .min = 1, .max = 100000,
+                                 .bound = "must be 1..100000"),
+    [O_NODE] = BEAM_FIELD("node_id", BEAM_F_ID, 0, .size = BEAM_NODE_ID_SIZE),
+    [O_SOFT] = BEAM_FIELD("soft", BEAM_F_BOOL, 0),
+    [O_SPREAD] = BEAM_FIELD("spread", BEAM_F_BOOL, 0),
+    [O_TASK] = BEAM_FIELD("task", BEAM_F_BOOL, 0),
+};
 
 /* The scheduling options of create_actor beyond the placement group:
- * lifetime, concurrency and node affinity. Replies and returns -1 on a beam_req_bad
- * field. */
-int beam_req_actor_options(beam_req_t *r, beam_actor_options_t *o)
+ * lifetime, concurrency and node affinity. */
+static int actor_options(beam_req_t *r, beam_actor_options_t *o)
 {
-    int64_t conc = 1;
-    const char *node_id = NULL;
+    beam_field_val_t v[6];
     memset(o, 0, sizeof *o);
-    if (beam_req_check(r, beam_field_bool(r->params, "detached", &o->detached), "detached", "must be a bool", 0) ||
-        beam_req_check(r, beam_field_int(r->params, "max_concurrency", &conc), "max_concurrency", "must be an int", 0) ||
-        beam_req_check(r, beam_field_id(r->params, "node_id", BEAM_NODE_ID_SIZE, &node_id), "node_id",
-              "must be a 28-byte bin", 0) ||
-        beam_req_check(r, beam_field_bool(r->params, "soft", &o->affinity_soft), "soft", "must be a bool", 0) ||
-        beam_req_check(r, beam_field_bool(r->params, "spread", &o->spread), "spread", "must be a bool", 0) ||
-        beam_req_check(r, beam_field_bool(r->params, "task", &o->task), "task", "must be a bool", 0))
-        return -1;
-    if (conc < 1 || conc > 100000) {
-        beam_req_bad(r, "max_concurrency", "must be 1..100000");
-        return -1;
-    }
-    o->max_concurrency = (int)conc;
-    if (node_id) {
+    if (BEAM_REQ_FIELDS(r, actor_option_fields, v) < 0)
+        return -EINVAL;
+    o->detached = (int)v[O_DETACHED].i;
+    o->max_concurrency = (int)v[O_CONCURRENCY].i;
+    o->affinity_soft = (int)v[O_SOFT].i;
+    o->spread = (int)v[O_SPREAD].i;
+    o->task = (int)v[O_TASK].i;
+    if (v[O_NODE].present) {
         o->has_affinity = 1;
-        memcpy(o->affinity, node_id, BEAM_NODE_ID_SIZE);
+        memcpy(o->affinity, v[O_NODE].s, BEAM_NODE_ID_SIZE);
     }
     return 0;
+}
+
+enum {
+    CA_ACTOR, CA_CLASS, CA_CLASS_DATA, CA_ARGS, CA_PYTHON, CA_CWD, CA_NAME, CA_NS, CA_JOB_NS, CA_NOSET,
+    CA_PG, CA_BUNDLE, CA_CAPTURE, CA_PLACE_CPUS, CA_NFIELDS
+};
+static const beam_field_spec_t create_actor_fields[] = {
+    [CA_ACTOR] = BEAM_FIELD("actor", BEAM_F_ID, BEAM_F_REQUIRED, .size = BEAM_ACTOR_ID_SIZE),
+    [CA_CLASS] = BEAM_FIELD("class_name", BEAM_F_STR, BEAM_F_REQUIRED),
+    [CA_CLASS_DATA] = BEAM_FIELD("class_data", BEAM_F_BIN, BEAM_F_REQUIRED),
+    [CA_ARGS] = BEAM_FIELD("args", BEAM_F_BIN, BEAM_F_REQUIRED),
+    [CA_PYTHON] = BEAM_FIELD("python", BEAM_F_STR, BEAM_F_REQUIRED),
+    [CA_CWD] = BEAM_FIELD("cwd", BEAM_F_STR, 0),
+    [CA_NAME] = BEAM_FIELD_NAME("name", 0),
+    [CA_NS] = BEAM_FIELD_NAME("namespace", 0),
+    [CA_JOB_NS] = BEAM_FIELD_NAME("job_namespace", 0),
+    [CA_NOSET] = BEAM_FIELD("noset_cuda", BEAM_F_BOOL, 0),
+    [CA_PG] = BEAM_FIELD("placement_group", BEAM_F_ID, 0, .size = BEAM_PG_ID_SIZE),
+    [CA_BUNDLE] = BEAM_FIELD("bundle_index", BEAM_F_INT, 0, .def = -1),
+    [CA_CAPTURE] = BEAM_FIELD("capture_child_tasks", BEAM_F_BOOL, 0),
+    [CA_PLACE_CPUS] = BEAM_FIELD("placement_cpus", BEAM_F_NUMBER, 0),
+};
+
+/* create_actor's checks across fields, after each field's own: the group
+ * and its bundle, affinity against group and spread, the class and paths. */
+static int actor_across(beam_req_t *r, const beam_field_val_t *v, beam_actor_req_t *q)
+{
+    const beam_field_val_t *cls = &v[CA_CLASS], *py = &v[CA_PYTHON], *cwd = &v[CA_CWD];
+    const beam_actor_options_t *o = &q->opts;
+    int64_t bundle = v[CA_BUNDLE].i;
+    if (!(q->place_cpus >= 0 && q->place_cpus <= 1e9))
+        return refuse(r, "placement_cpus", "must be >= 0");
+    if (v[CA_PG].present) {
+        if (!(q->pg = beam_pg_find(r->node, v[CA_PG].s))) {
+            beam_port_reply_error(r->conn, r->msgid, "not_found", "no such placement group");
+            return -ENOENT;
+        }
+        /* (a removed group's row keeps no bundles: the actor dies with it) */
+        if (bundle < -1 || (q->pg->state != BEAM_PG_REMOVED && bundle >= (int64_t)q->pg->nbundles))
+            return refuse(r, "bundle_index", "is outside the placement group's bundles");
+    }
+    if ((o->has_affinity || o->spread) && q->pg)
+        return refuse(r, o->spread ? "spread" : "node_id", "and placement_group exclude each other");
+    if (o->has_affinity && o->spread)
+        return refuse(r, "spread", "and node_id exclude each other");
+    if (cls->len == 0 || cls->len > 256 || beam_has_nul(cls->s, cls->len) || py->len == 0 ||
+        beam_has_nul(py->s, py->len) || beam_has_nul(cwd->s, cwd->len))
+        return refuse(r, "class_name", "python and cwd must be str without NUL (class_name 1..256 bytes)");
+    return 0;
+}
+
+int beam_req_create_actor(beam_req_t *r, beam_actor_req_t *q)
+{
+    beam_field_val_t v[CA_NFIELDS];
+    memset(q, 0, sizeof *q);
+    int rc = BEAM_REQ_FIELDS(r, create_actor_fields, v);
+    if (rc == 0)
+        rc = actor_options(r, &q->opts);
+    if (rc == 0)
+        rc = demand(r, &q->demand);
+    if (rc < 0)
+        return rc;
+    q->id = v[CA_ACTOR].s;
+    q->class_name = v[CA_CLASS];
+    q->class_data = v[CA_CLASS_DATA];
+    q->args = v[CA_ARGS];
+    q->python = v[CA_PYTHON];
+    q->cwd = v[CA_CWD];
+    beam_field_cstr(&v[CA_NAME], q->name, sizeof q->name);
+    beam_field_cstr(&v[CA_NS], q->namespace, sizeof q->namespace);
+    beam_field_cstr(&v[CA_JOB_NS], q->job_namespace, sizeof q->job_namespace);
+    q->noset_cuda = (int)v[CA_NOSET].i;
+    q->capture = (int)v[CA_CAPTURE].i;
+    q->bundle_index = (int)v[CA_BUNDLE].i;
+    q->place_cpus = v[CA_PLACE_CPUS].d;
+    return actor_across(r, v, q);
 }
 
 /* A bundle: a map of resource name to amount (at least one above zero). */
@@ -298,10 +464,11 @@ int beam_req_bundle(beam_req_t *r, const msgpack_object *o, beam_demand_t *d)
 {
     memset(d, 0, sizeof *d);
     if (o->type != MSGPACK_OBJECT_MAP || o->via.map.size == 0)
-        return beam_req_bad(r, "bundles", "must hold non-empty maps of resource name to amount"), -1;
-    if (beam_req_resource_map(r, "bundles", &o->via.map, d, 0) < 0)
-        return -1;
+        return refuse(r, "bundles", "must hold non-empty maps of resource name to amount");
+    int rc = resource_map(r, "bundles", &o->via.map, d, 0);
+    if (rc < 0)
+        return rc;
     if (d->n == 0)
-        return beam_req_bad(r, "bundles", "must not be all zero"), -1;
+        return refuse(r, "bundles", "must not be all zero");
     return 0;
 }

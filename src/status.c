@@ -11,11 +11,14 @@
 #include "objects.h"
 #include "placement.h"
 
+static const beam_field_spec_t pg_table_fields[] = {BEAM_FIELD("pg", BEAM_F_ID, 0, .size = BEAM_PG_ID_SIZE)};
+
 void beam_status_pg_table(beam_req_t *r)
 {
-    const char *id = NULL;
-    if (beam_req_check(r, beam_field_id(r->params, "pg", BEAM_PG_ID_SIZE, &id), "pg", "must be an 18-byte bin", 0))
+    beam_field_val_t v[1];
+    if (BEAM_REQ_FIELDS(r, pg_table_fields, v) < 0)
         return;
+    const char *id = v[0].present ? v[0].s : NULL;
     beam_pg_t *one = id ? beam_pg_find(r->node, id) : NULL;
     beam_enc_t enc;
     beam_enc_init(&enc);
