@@ -218,7 +218,8 @@ def test_init_without_daemon_starts_private_one(tmp_path, ending):
     # the private daemon and its workers are gone with the driver
     assert wait_until(lambda: processes(sock, "cmdline") == [], 5)
     assert wait_until(lambda: beam_processes(sock) == [], 5)
-    assert not any(alive(p) for p in workers)
+    # (an exiting worker's environ reads empty before it is gone: wait for it)
+    assert wait_until(lambda: not any(alive(p) for p in workers), 5)
     assert not os.path.exists(sock)
 
 
