@@ -183,6 +183,12 @@ int beam_outq_push(beam_outq_t *q, char *buf, size_t len)
     return rc < 0 ? rc : settle(q);
 }
 
+int beam_outq_push_own(beam_outq_t *q, char *buf, size_t len)
+{
+    int rc = queue_own(q, buf, len);
+    return rc < 0 ? rc : settle(q);
+}
+
 int beam_outq_push_enc(beam_outq_t *q, beam_enc_t *enc)
 {
     if (enc->failed) {
