@@ -1,10 +1,8 @@
 /* link.c — TCP links between a member and the head (see link.h): listen and
  * connect, the handshake's messages (auth.c computes them), sealing,
- * heartbeats, the deferred close, reconnects. Writes go through outq (the
- * queue conn.c uses: its cap, its write status); reads land in the
- * decoder's free space. What a link carries past the handshake goes to its
- * owner (relay.c). Errors are 0 or a negative errno; a libuv error (UV_E*)
- * is one too on Linux, and is passed on as such. */
+ * heartbeats, the deferred close, reconnects; writes through outq (conn.c's
+ * queue), reads into the decoder's space. What a link carries past the
+ * handshake goes to its owner (relay.c). Errors: 0 or a negative errno. */
 #define _GNU_SOURCE
 #include "link.h"
 
@@ -134,26 +132,22 @@ void beam_link_close(beam_link_t *l, const char *why, int quiet)
     uv_timer_start(&l->timer, link_finish, 0, 0);
 }
 
-/* A write finished (its cost is off the queue already). A failed one ends
- * the link; a cancelled one means the link is closing already. */
+/* A write finished (its cost is off the queue already): what waited while
+ * the socket was full goes next. A failed write ends the link; a cancelled
+ * one (UV_ECANCELED, a negative errno as every UV_E* on Linux) was cut by
+ * the link's close. */
 static void on_written(beam_outq_t *q, int status)
 {
     beam_link_t *l = q->data;
-    if (status < 0) {
-        if (status != UV_ECANCELED)
-            beam_link_close(l, uv_strerror(status), 0);
-        return;
-    }
-    int rc = l->closing ? 0 : beam_outq_flush(q); /* what waited while the socket was full */
-    if (rc < 0)
+    int rc = status < 0 ? status : l->closing ? 0 : beam_outq_flush(q);
+    if (rc < 0 && rc != UV_ECANCELED)
         beam_link_close(l, rc == -ENOMEM ? "out of memory writing a message" : uv_strerror(rc), 0);
 }
 
-/* Queues buf (malloc'd, taken; NULL: out of memory) as its own block and
- * writes it at once if the socket has nothing unwritten; what it does not
- * take waits, counted, for the write before it. No read backpressure at the
- * soft cap (docs/DESIGN.md, "Layers"): past node->max_outq the link is
- * dropped (-ENOBUFS), on the loop's next turn. */
+/* Queues buf (malloc'd, taken; NULL: out of memory) as a block of its own,
+ * written at once if the socket has nothing unwritten. Past the soft cap a
+ * link goes on reading (docs/DESIGN.md, "Layers"); past node->max_outq it is
+ * dropped (-ENOBUFS), on the loop's next turn like every close. */
 static int send_raw(beam_link_t *l, char *buf, size_t len)
 {
     if (l->closing) {
@@ -165,11 +159,11 @@ static int send_raw(beam_link_t *l, char *buf, size_t len)
         /* a peer that does not read is dropped, not grown without bound */
         beam_log(BEAM_LOG_WARN, "link with %s is not reading: %zu bytes queued", l->peer, l->outq.cost);
         beam_link_close(l, "too many unread bytes queued", 0);
-        rc = -ENOBUFS;
+        return -ENOBUFS;
     }
-    if (rc >= 0) /* OK, or past the soft cap: a link goes on reading */
+    if (rc >= 0)
         rc = beam_outq_flush(&l->outq);
-    if (rc < 0 && rc != -EPIPE && rc != -ENOBUFS)
+    if (rc < 0)
         beam_link_close(l, rc == -ENOMEM ? "out of memory queueing a message" : uv_strerror(rc), 0);
     return rc;
 }
@@ -339,8 +333,7 @@ static void handshake(beam_link_t *l, const beam_msg_t *m)
 
 /* ---------- reading, timers, making links ---------- */
 
-/* A read lands in the decoder's free space, as conn.c's do (no staging
- * buffer). Out of memory: an empty buffer, and on_read gets UV_ENOBUFS. */
+/* A read lands in the decoder's free space (none: on_read gets UV_ENOBUFS). */
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     (void)suggested;
@@ -388,7 +381,7 @@ cleanup:
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     beam_link_t *l = s->data;
-    (void)buf; /* the decoder's own space (on_alloc) */
+    (void)buf; /* the decoder's space (on_alloc) */
     if (nread < 0 && !l->dec.failed) {
         beam_link_close(l, nread == UV_EOF ? "the peer closed the link" : uv_strerror((int)nread), 0);
         return;
@@ -641,7 +634,7 @@ static int connect_head(beam_node_t *node)
     l->connect.data = l;
     node->head_link = l;
     uv_getaddrinfo_t *req = malloc(sizeof *req);
-    int rc = req ? uv_getaddrinfo(node->loop, req, on_resolved, ls->opts.head_host, port, &hints) : UV_ENOMEM;
+    int rc = req ? uv_getaddrinfo(node->loop, req, on_resolved, ls->opts.head_host, port, &hints) : -ENOMEM;
     if (rc < 0) {
         free(req);
         unreachable(l, rc);
