@@ -581,9 +581,8 @@ int beam_links_port(beam_node_t *node)
     links_t *ls = node->links;
     struct sockaddr_storage ss;
     int len = sizeof ss;
-    if (!ls || !ls->listening || uv_tcp_getsockname(&ls->listener, (struct sockaddr *)&ss, &len) != 0)
-        return -1;
-    return port_of(&ss);
+    int rc = ls && ls->listening ? uv_tcp_getsockname(&ls->listener, (struct sockaddr *)&ss, &len) : -ENOTCONN;
+    return rc < 0 ? rc : port_of(&ss);
 }
 
 /* A connect that failed: the close schedules the retry. */

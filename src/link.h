@@ -65,7 +65,8 @@ typedef struct beam_cluster_opts_s {
 /* Head: listens for member nodes on opts->listen_ip:port (port 0: any free
  * one, see beam_links_port). 0, or a negative errno with err set. */
 int beam_links_listen(beam_node_t *node, const beam_cluster_opts_t *opts, char *err, size_t errlen);
-/* Head: the TCP port it listens on, or -1. */
+/* Head: the TCP port it listens on, or a negative errno (-ENOTCONN: not
+ * listening). */
 int beam_links_port(beam_node_t *node);
 /* Member: connects to the head (node->head_link), and again after every
  * loss. 0 or -ENOMEM (a failed connect is retried, not returned). */
