@@ -111,23 +111,21 @@ void beam_conn_accept(beam_node_t *node, uv_stream_t *server)
     c->pipe.data = c;
     beam_outq_init(&c->outq, (uv_stream_t *)&c->pipe, &node->soft_outq, &node->max_outq, on_written, c);
     c->handles = 1;
-    if (uv_accept(server, (uv_stream_t *)&c->pipe) != 0) {
-        uv_close((uv_handle_t *)&c->pipe, on_close);
-        return;
-    }
+    if (uv_accept(server, (uv_stream_t *)&c->pipe) != 0)
+        goto cleanup;
     if (!peer_allowed(c)) {
         beam_log(BEAM_LOG_WARN, "refused a connection from uid %u (pid %ld): not this daemon's owner",
                  (unsigned)c->uid, c->pid);
-        uv_close((uv_handle_t *)&c->pipe, on_close);
-        return;
+        goto cleanup;
     }
-    if (!node->hooks.conn_open || node->hooks.conn_open(node, c) < 0) {
-        /* (a member that has not joined its head has nothing to serve yet) */
-        uv_close((uv_handle_t *)&c->pipe, on_close);
-        return;
-    }
+    /* (a member that has not joined its head has nothing to serve yet) */
+    if (!node->hooks.conn_open || node->hooks.conn_open(node, c) < 0)
+        goto cleanup;
     c->reading = 1;
     uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+    return;
+cleanup: /* refused: the pipe's close frees c */
+    uv_close((uv_handle_t *)&c->pipe, on_close);
 }
 
 static void send_drop_marker(beam_conn_t *c);
