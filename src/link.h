@@ -2,7 +2,8 @@
  * the listener and the connect (with DNS, again after every loss), the
  * authenticated handshake (auth.h: HMAC-SHA256 both ways, then every frame
  * sealed with a libsodium secretstream each way), heartbeats and timeouts,
- * the handshake caps, and a write queue with an output cap.
+ * the handshake caps, and writes through outq.h (conn's queue: coalesced,
+ * counted by cost, capped at node->max_outq; no read backpressure).
  *
  * A link knows bytes and closes only: it hands each opened message, and
  * its own end, to the callbacks its owner set (beam_link_hooks_t; relay.c
