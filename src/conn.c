@@ -1,6 +1,6 @@
 /* conn.c — client streams: accept with a peer-credential check, the
  * bounded read path, the write queue (outq), and closing (reported to the
- * owner). */
+ * owner). Errors are 0 or a negative errno (a libuv UV_E* is one on Linux). */
 #define _GNU_SOURCE
 #include "conn.h"
 
@@ -32,16 +32,12 @@ static void on_close(uv_handle_t *h)
  * of a large frame's own buffer (so its body is never copied again). */
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
+    (void)suggested;
     beam_conn_t *c = h->data;
-    char *p;
-    size_t n;
-    if (beam_decoder_space(&c->dec, &p, &n) < 0) {
+    if (beam_decoder_space(&c->dec, &buf->base, &buf->len) < 0) {
         buf->base = NULL;
         buf->len = 0; /* libuv reports UV_ENOBUFS: on_read closes with the decoder's error */
-        return;
     }
-    buf->base = p;
-    buf->len = n > UINT32_MAX ? UINT32_MAX : n;
 }
 
 static void send_error_push(beam_conn_t *c, const char *message)
@@ -115,23 +111,21 @@ void beam_conn_accept(beam_node_t *node, uv_stream_t *server)
     c->pipe.data = c;
     beam_outq_init(&c->outq, (uv_stream_t *)&c->pipe, &node->soft_outq, &node->max_outq, on_written, c);
     c->handles = 1;
-    if (uv_accept(server, (uv_stream_t *)&c->pipe) != 0) {
-        uv_close((uv_handle_t *)&c->pipe, on_close);
-        return;
-    }
+    if (uv_accept(server, (uv_stream_t *)&c->pipe) != 0)
+        goto cleanup;
     if (!peer_allowed(c)) {
         beam_log(BEAM_LOG_WARN, "refused a connection from uid %u (pid %ld): not this daemon's owner",
                  (unsigned)c->uid, c->pid);
-        uv_close((uv_handle_t *)&c->pipe, on_close);
-        return;
+        goto cleanup;
     }
-    if (!node->hooks.conn_open || node->hooks.conn_open(node, c) < 0) {
-        /* (a member that has not joined its head has nothing to serve yet) */
-        uv_close((uv_handle_t *)&c->pipe, on_close);
-        return;
-    }
+    /* (a member that has not joined its head has nothing to serve yet) */
+    if (!node->hooks.conn_open || node->hooks.conn_open(node, c) < 0)
+        goto cleanup;
     c->reading = 1;
     uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+    return;
+cleanup: /* refused: the pipe's close frees c */
+    uv_close((uv_handle_t *)&c->pipe, on_close);
 }
 
 static void send_drop_marker(beam_conn_t *c);
@@ -225,14 +219,14 @@ static int after_push(beam_conn_t *c, int rc)
 {
     if (rc < 0) {
         close_soon(c, "out of memory queueing a reply");
-        return -1;
+        return rc;
     }
     flush_soon(c);
     if (rc == BEAM_OUTQ_OVER) {
         beam_log(BEAM_LOG_WARN, "client %u (pid %ld) is not reading: %zu bytes queued", c->id, c->pid,
                  c->outq.cost);
         close_soon(c, "too many unread bytes queued");
-        return -1;
+        return -ENOBUFS;
     }
     if (rc == BEAM_OUTQ_SOFT && c->reading) {
         /* backpressure: read nothing more from a client that does not read */
@@ -246,21 +240,26 @@ int beam_conn_send(beam_conn_t *c, char *buf, size_t len)
 {
     if (c->closing || !buf) {
         free(buf);
-        return -1;
+        return c->closing ? -EPIPE : -ENOMEM;
     }
     return after_push(c, beam_outq_push(&c->outq, buf, len));
+}
+
+void beam_conn_enc_log(beam_enc_t *enc, int stream, const char *text, size_t len)
+{
+    beam_enc_init(enc);
+    beam_enc_push(enc, "log", 2);
+    beam_pack_key(&enc->pk, "stream");
+    msgpack_pack_int(&enc->pk, stream);
+    beam_pack_key(&enc->pk, "text");
+    beam_pack_strn(&enc->pk, text, len);
+    beam_enc_end(enc, 0);
 }
 
 static void send_log_push(beam_conn_t *c, int stream, const char *text, size_t len)
 {
     beam_enc_t enc;
-    beam_enc_init(&enc);
-    beam_enc_push(&enc, "log", 2);
-    beam_pack_key(&enc.pk, "stream");
-    msgpack_pack_int(&enc.pk, stream);
-    beam_pack_key(&enc.pk, "text");
-    beam_pack_strn(&enc.pk, text, len);
-    beam_enc_end(&enc, 0);
+    beam_conn_enc_log(&enc, stream, text, len);
     beam_conn_send_enc(c, &enc);
 }
 
@@ -294,11 +293,11 @@ int beam_conn_send_enc(beam_conn_t *c, beam_enc_t *enc)
     if (enc->failed) {
         beam_enc_destroy(enc);
         close_soon(c, "out of memory encoding a message");
-        return -1;
+        return -ENOMEM;
     }
     if (c->closing) {
         beam_enc_destroy(enc);
-        return -1;
+        return -EPIPE;
     }
     return after_push(c, beam_outq_push_enc(&c->outq, enc));
 }

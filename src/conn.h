@@ -45,19 +45,23 @@ typedef struct beam_conn_s {
 /* Accepts a pending connection on server; refuses peers of another uid,
  * and those node->hooks.conn_open does not take. */
 void beam_conn_accept(beam_node_t *node, uv_stream_t *server);
-/* Queues buf (malloc'd; ownership passes here) for writing. Whatever a loop
- * turn queues goes out in one write once the turn is over. Past max_outq
- * (or on a failed write) the connection stops at once and is torn down on
- * the loop's next turn, never under the caller. Returns 0, or -1 if the
- * connection is closing. */
+/* Queues buf (malloc'd; ownership passes here; NULL: out of memory) for
+ * writing. Whatever a loop turn queues goes out in one write once the turn
+ * is over. Past max_outq (or on a failed write, or out of memory) the
+ * connection stops at once and is torn down on the loop's next turn, never
+ * under the caller. Returns 0; -EPIPE if the connection is closing,
+ * -ENOBUFS past max_outq, -ENOMEM. */
 int beam_conn_send(beam_conn_t *conn, char *buf, size_t len);
 /* Sends one line an actor printed as a `log` push (text is borrowed). While
  * the queue is past soft_outq the line is dropped and counted instead, and
  * once it is back under half of that the client gets one line saying how
  * many were dropped: a driver that does not read cannot grow beamd. */
 void beam_conn_send_log(beam_conn_t *conn, int stream, const char *text, size_t len);
+/* Encodes that `log` push into enc (initialised here; text is borrowed):
+ * for a client the daemon reaches another way (session.c's remote kind). */
+void beam_conn_enc_log(beam_enc_t *enc, int stream, const char *text, size_t len);
 /* Sends what enc holds and leaves enc destroyed. Its spans (beam_pack_bin_buf)
- * are written from their buffers, not copied. */
+ * are written from their buffers, not copied. Returns as beam_conn_send. */
 int beam_conn_send_enc(beam_conn_t *conn, beam_enc_t *enc);
 /* Stops reading and sending at once; the teardown (beam_conn_close) runs on
  * the loop's next turn, never under the caller. why must outlive the call. */

@@ -1,7 +1,8 @@
 /* link.c — TCP links between a member and the head (see link.h): listen and
  * connect, the handshake's messages (auth.c computes them), sealing,
- * heartbeats, the write queue and its cap, the deferred close, reconnects.
- * What a link carries past the handshake goes to its owner (relay.c). */
+ * heartbeats, the deferred close, reconnects; writes through outq (conn.c's
+ * queue), reads into the decoder's space. What a link carries past the
+ * handshake goes to its owner (relay.c). Errors: 0 or a negative errno. */
 #define _GNU_SOURCE
 #include "link.h"
 
@@ -13,6 +14,7 @@
 #include <sys/resource.h>
 
 #include "log.h"
+#include "outq.h"
 
 #define PREAUTH_MAX_FRAME 4096
 #define RECONNECT_MS 1000
@@ -29,11 +31,12 @@ struct beam_link_s {
     int side, state;
     int closing;  /* nothing more is read or sent; the teardown is on the loop */
     int quiet;    /* refused (at accept, or a malformed message): the close logs at debug only */
-    int handles;  /* what holds the memory: its handles, writes in flight, a name lookup */
+    int handles;  /* what holds the memory: its handles and a name lookup (writes
+                   * in flight end, cancelled, before the tcp handle's close) */
     char why[160];
     beam_auth_t auth;
     beam_decoder_t dec;
-    size_t outq; /* bytes handed to uv_write and not yet written */
+    beam_outq_t outq; /* what is not yet written, and what it costs (outq.h) */
     void *data;  /* the owner's */
     uint64_t born_ms, last_rx_ms;
     char peer[64];
@@ -52,12 +55,6 @@ typedef struct links_s {
     int fd_floor; /* head: an accepted fd this high leaves too few */
     uint64_t refused, refused_logged_ms;
 } links_t;
-
-typedef struct write_req_s {
-    uv_write_t req; /* req.handle->data: the link */
-    size_t len;
-    char *buf;
-} write_req_t;
 
 static void link_unref(beam_link_t *l);
 static void schedule_reconnect(beam_node_t *node);
@@ -135,44 +132,39 @@ void beam_link_close(beam_link_t *l, const char *why, int quiet)
     uv_timer_start(&l->timer, link_finish, 0, 0);
 }
 
-static void on_write(uv_write_t *req, int status)
+/* A write finished (its cost is off the queue already): what waited while
+ * the socket was full goes next. A failed write ends the link; a cancelled
+ * one (UV_ECANCELED, a negative errno as every UV_E* on Linux) was cut by
+ * the link's close. */
+static void on_written(beam_outq_t *q, int status)
 {
-    write_req_t *w = (write_req_t *)req;
-    beam_link_t *l = req->handle->data;
-    l->outq -= w->len;
-    free(w->buf);
-    free(w);
-    if (status < 0 && status != UV_ECANCELED)
-        beam_link_close(l, uv_strerror(status), 0);
-    link_unref(l);
+    beam_link_t *l = q->data;
+    int rc = status < 0 ? status : l->closing ? 0 : beam_outq_flush(q);
+    if (rc < 0 && rc != UV_ECANCELED)
+        beam_link_close(l, rc == -ENOMEM ? "out of memory writing a message" : uv_strerror(rc), 0);
 }
 
-/* Queues buf (malloc'd, taken; NULL: out of memory) for writing. */
+/* Queues buf (malloc'd, taken; NULL: out of memory) as a block of its own,
+ * written at once if the socket has nothing unwritten. Past the soft cap a
+ * link goes on reading (docs/DESIGN.md, "Layers"); past node->max_outq it is
+ * dropped (-ENOBUFS), on the loop's next turn like every close. */
 static int send_raw(beam_link_t *l, char *buf, size_t len)
 {
-    write_req_t *w = NULL;
-    int rc = l->closing ? -EPIPE : buf && (w = malloc(sizeof *w)) ? 0 : -ENOMEM;
-    if (rc < 0)
-        goto cleanup;
-    *w = (write_req_t){.len = len, .buf = buf};
-    uv_buf_t b = uv_buf_init(buf, (unsigned)len);
-    if ((rc = uv_write(&w->req, (uv_stream_t *)&l->tcp, &b, 1, on_write)) < 0)
-        goto cleanup;
-    buf = NULL;
-    w = NULL;
-    l->handles++; /* a write in flight holds the link's memory */
-    l->outq += len;
-    if (l->outq > l->node->max_outq) {
-        /* a peer that does not read is dropped, not grown without bound */
-        beam_log(BEAM_LOG_WARN, "link with %s is not reading: %zu bytes queued", l->peer, l->outq);
-        beam_link_close(l, "too many unread bytes queued", 0);
-        rc = -ENOBUFS;
+    if (l->closing) {
+        free(buf);
+        return -EPIPE;
     }
-cleanup:
-    if (rc < 0 && rc != -EPIPE && rc != -ENOBUFS)
+    int rc = buf ? beam_outq_push_own(&l->outq, buf, len) : -ENOMEM; /* buf is the queue's */
+    if (rc == BEAM_OUTQ_OVER) {
+        /* a peer that does not read is dropped, not grown without bound */
+        beam_log(BEAM_LOG_WARN, "link with %s is not reading: %zu bytes queued", l->peer, l->outq.cost);
+        beam_link_close(l, "too many unread bytes queued", 0);
+        return -ENOBUFS;
+    }
+    if (rc >= 0)
+        rc = beam_outq_flush(&l->outq);
+    if (rc < 0)
         beam_link_close(l, rc == -ENOMEM ? "out of memory queueing a message" : uv_strerror(rc), 0);
-    free(buf);
-    free(w);
     return rc;
 }
 
@@ -341,15 +333,20 @@ static void handshake(beam_link_t *l, const beam_msg_t *m)
 
 /* ---------- reading, timers, making links ---------- */
 
+/* A read lands in the decoder's free space (none: on_read gets UV_ENOBUFS). */
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
-    buf->base = malloc(suggested);
-    buf->len = buf->base ? suggested : 0;
+    (void)suggested;
+    beam_link_t *l = h->data;
+    if (beam_decoder_space(&l->dec, &buf->base, &buf->len) < 0) {
+        buf->base = NULL;
+        buf->len = 0;
+    }
 }
 
-/* One frame off the wire: opened (once sealed), parsed, and handed on.
- * 0, or -1 once the link is closing. */
-static int take_frame(beam_link_t *l, const char *frame, size_t len)
+/* One frame off the wire: opened (once sealed), parsed, and handed on;
+ * anything wrong with it closes the link. */
+static void take_frame(beam_link_t *l, const char *frame, size_t len)
 {
     links_t *ls = l->node->links;
     beam_msg_t m;
@@ -379,25 +376,28 @@ static int take_frame(beam_link_t *l, const char *frame, size_t len)
     beam_msg_destroy(&m);
 cleanup:
     free(plain);
-    return l->closing ? -1 : 0;
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     beam_link_t *l = s->data;
-    int rc = nread > 0 && !l->closing ? beam_decoder_feed(&l->dec, buf->base, (size_t)nread) : 0;
-    free(buf->base);
-    if (nread < 0) {
+    (void)buf; /* the decoder's space (on_alloc) */
+    if (nread < 0 && !l->dec.failed) {
         beam_link_close(l, nread == UV_EOF ? "the peer closed the link" : uv_strerror((int)nread), 0);
         return;
     }
-    if (nread > 0)
+    if (l->closing)
+        return;
+    if (nread > 0) {
+        beam_decoder_commit(&l->dec, (size_t)nread);
         l->last_rx_ms = uv_now(s->loop);
+    }
     const char *frame;
     size_t len;
-    while (rc == 0 && !l->closing && (rc = beam_decoder_next(&l->dec, &frame, &len)) == 1)
-        rc = take_frame(l, frame, len);
-    if (rc < 0 && !l->closing)
+    /* a frame in a buffer of its own is freed by the decoder's next call */
+    while (!l->closing && beam_decoder_next(&l->dec, &frame, &len) == 1)
+        take_frame(l, frame, len);
+    if (l->dec.failed && !l->closing)
         beam_link_close(l, l->dec.err, 0);
 }
 
@@ -428,6 +428,7 @@ static void on_timer(uv_timer_t *t)
 static void link_unref(beam_link_t *l)
 {
     if (--l->handles == 0) {
+        beam_outq_destroy(&l->outq);
         beam_decoder_destroy(&l->dec);
         free(l);
     }
@@ -446,6 +447,7 @@ static beam_link_t *link_new(beam_node_t *node, int side)
     beam_limits_t lim = node->limits;
     lim.max_frame = PREAUTH_MAX_FRAME; /* raised once the peer is known */
     beam_decoder_init(&l->dec, &lim);
+    beam_outq_init(&l->outq, (uv_stream_t *)&l->tcp, &node->soft_outq, &node->max_outq, on_written, l);
     uv_tcp_init(node->loop, &l->tcp);
     uv_timer_init(node->loop, &l->timer);
     l->tcp.data = l->timer.data = l;
@@ -579,9 +581,8 @@ int beam_links_port(beam_node_t *node)
     links_t *ls = node->links;
     struct sockaddr_storage ss;
     int len = sizeof ss;
-    if (!ls || !ls->listening || uv_tcp_getsockname(&ls->listener, (struct sockaddr *)&ss, &len) != 0)
-        return -1;
-    return port_of(&ss);
+    int rc = ls && ls->listening ? uv_tcp_getsockname(&ls->listener, (struct sockaddr *)&ss, &len) : -ENOTCONN;
+    return rc < 0 ? rc : port_of(&ss);
 }
 
 /* A connect that failed: the close schedules the retry. */
@@ -632,7 +633,7 @@ static int connect_head(beam_node_t *node)
     l->connect.data = l;
     node->head_link = l;
     uv_getaddrinfo_t *req = malloc(sizeof *req);
-    int rc = req ? uv_getaddrinfo(node->loop, req, on_resolved, ls->opts.head_host, port, &hints) : UV_ENOMEM;
+    int rc = req ? uv_getaddrinfo(node->loop, req, on_resolved, ls->opts.head_host, port, &hints) : -ENOMEM;
     if (rc < 0) {
         free(req);
         unreachable(l, rc);

@@ -2,7 +2,8 @@
  * the listener and the connect (with DNS, again after every loss), the
  * authenticated handshake (auth.h: HMAC-SHA256 both ways, then every frame
  * sealed with a libsodium secretstream each way), heartbeats and timeouts,
- * the handshake caps, and a write queue with an output cap.
+ * the handshake caps, and writes through outq.h (conn's queue: coalesced,
+ * counted by cost, capped at node->max_outq; no read backpressure).
  *
  * A link knows bytes and closes only: it hands each opened message, and
  * its own end, to the callbacks its owner set (beam_link_hooks_t; relay.c
@@ -65,7 +66,8 @@ typedef struct beam_cluster_opts_s {
 /* Head: listens for member nodes on opts->listen_ip:port (port 0: any free
  * one, see beam_links_port). 0, or a negative errno with err set. */
 int beam_links_listen(beam_node_t *node, const beam_cluster_opts_t *opts, char *err, size_t errlen);
-/* Head: the TCP port it listens on, or -1. */
+/* Head: the TCP port it listens on, or a negative errno (-ENOTCONN: not
+ * listening). */
 int beam_links_port(beam_node_t *node);
 /* Member: connects to the head (node->head_link), and again after every
  * loss. 0 or -ENOMEM (a failed connect is retried, not returned). */

@@ -183,6 +183,12 @@ int beam_outq_push(beam_outq_t *q, char *buf, size_t len)
     return rc < 0 ? rc : settle(q);
 }
 
+int beam_outq_push_own(beam_outq_t *q, char *buf, size_t len)
+{
+    int rc = queue_own(q, buf, len);
+    return rc < 0 ? rc : settle(q);
+}
+
 int beam_outq_push_enc(beam_outq_t *q, beam_enc_t *enc)
 {
     if (enc->failed) {
@@ -240,7 +246,7 @@ int beam_outq_flush(beam_outq_t *q)
         uv_buf_t bufs[WRITE_BATCH];
         unsigned n = 0;
         size_t cost = sizeof *w + MALLOC_OVERHEAD, spanned = 0;
-        blk_t *b = q->head, *last = NULL;
+        blk_t *b = q->head, *last = q->head; /* q->head is set: the loop takes it at least */
         for (; b && n < WRITE_BATCH; b = b->next) {
             bufs[n++] = uv_buf_init(b->data, (unsigned)b->len);
             cost += b->cost;

@@ -48,6 +48,11 @@ void beam_outq_init(beam_outq_t *q, uv_stream_t *stream, const size_t *soft, con
 /* Queues buf (malloc'd, len bytes; ownership passes here). Returns
  * BEAM_OUTQ_OK/SOFT/OVER, or -ENOMEM (buf is freed, nothing queued). */
 int beam_outq_push(beam_outq_t *q, char *buf, size_t len);
+/* Queues buf (malloc'd, len bytes; ownership passes here) as a block of its
+ * own whatever its length: for a buffer made for this one message (a link's
+ * sealed frame), which a copy would only duplicate. Returns as
+ * beam_outq_push. */
+int beam_outq_push_own(beam_outq_t *q, char *buf, size_t len);
 /* Queues what enc holds: its bytes, with its spans written from their
  * buffers (references kept until written). enc is left destroyed. Returns as
  * beam_outq_push; on -ENOMEM a part of the message may have been queued, so

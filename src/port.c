@@ -14,9 +14,10 @@ int beam_port_closing(const beam_port_t *p)
 
 int beam_port_send(beam_port_t *p, char *buf, size_t len)
 {
-    if (!buf || beam_port_closing(p)) {
+    int rc = !buf ? -ENOMEM : beam_port_closing(p) ? -EPIPE : 0;
+    if (rc < 0) {
         free(buf);
-        return -1;
+        return rc;
     }
     return p->ops->send(p, buf, len);
 }
@@ -27,7 +28,7 @@ int beam_port_send_enc(beam_port_t *p, beam_enc_t *enc)
     if (enc->failed) {
         beam_enc_destroy(enc);
         beam_port_close(p, "out of memory encoding a message");
-        return -1;
+        return -ENOMEM;
     }
     if (p->ops->send_enc && !p->ops->closing(p))
         return p->ops->send_enc(p, enc);

@@ -28,8 +28,8 @@ typedef struct beam_held_s {
 struct beam_port_s;
 
 typedef struct beam_port_ops_s {
-    /* Queues buf (malloc'd, taken) for the client. 0, or -1 if it is
-     * closing. A send that cannot go on closes the client on the loop's
+    /* Queues buf (malloc'd, taken) for the client. 0, or a negative errno
+     * (-EPIPE if it is closing). A send that cannot go on closes the client on the loop's
      * next turn, never under the caller. */
     int (*send)(struct beam_port_s *p, char *buf, size_t len);
     /* Sends one line an actor printed (text borrowed); the kind may drop
@@ -63,7 +63,7 @@ typedef struct beam_port_s {
 
 /* The ops, or nothing when p is closing. beam_port_send frees buf then. */
 int beam_port_send(beam_port_t *p, char *buf, size_t len);
-/* Sends what enc holds and leaves enc destroyed. 0 or -1. */
+/* Sends what enc holds and leaves enc destroyed. 0 or a negative errno. */
 int beam_port_send_enc(beam_port_t *p, beam_enc_t *enc);
 /* Replies with an error; for msgid 0, sends an `error` push instead. */
 void beam_port_reply_error(beam_port_t *p, uint64_t msgid, const char *code, const char *fmt, ...)

@@ -185,13 +185,7 @@ static void remote_send_log(beam_port_t *p, int stream, const char *text, size_t
 {
     /* the link has its own queue and caps (link.c) */
     beam_enc_t enc;
-    beam_enc_init(&enc);
-    beam_enc_push(&enc, "log", 2);
-    beam_pack_key(&enc.pk, "stream");
-    msgpack_pack_int(&enc.pk, stream);
-    beam_pack_key(&enc.pk, "text");
-    beam_pack_strn(&enc.pk, text, len);
-    beam_enc_end(&enc, 0);
+    beam_conn_enc_log(&enc, stream, text, len);
     beam_port_send_enc(p, &enc);
 }
 

@@ -44,7 +44,8 @@ typedef struct beam_session_s {
 } beam_session_t;
 
 /* node->hooks.conn_open: a local (or, on a member, relayed) client on a new
- * stream. 0, or -1 when it cannot be served (a member not joined yet). */
+ * stream. 0, -EAGAIN when it cannot be served yet (a member not joined to
+ * its head), or -ENOMEM. */
 int beam_session_open_local(beam_node_t *node, beam_conn_t *conn);
 /* Head: a client that said hello on member m's node, as vconn there. NULL
  * if that vconn is open already or memory ran out. */

@@ -173,6 +173,25 @@ static void test_caps(void **state)
     beam_outq_destroy(&f->q); /* never written: freed here */
 }
 
+/* A small buffer pushed as its own (a link's sealed frame) is queued as it
+ * is, not copied into a block; messages around it keep their order. */
+static void test_own_buffer_kept_whatever_its_length(void **state)
+{
+    fixture_t *f = *state;
+    assert_int_equal(beam_outq_push(&f->q, dup_mem("ab", 2), 2), BEAM_OUTQ_OK);
+    char *own = dup_mem("cdef", 4);
+    assert_int_equal(beam_outq_push_own(&f->q, own, 4), BEAM_OUTQ_OK);
+    assert_ptr_not_equal(f->q.head, f->q.tail); /* a block of its own after "ab"'s */
+    assert_true(f->q.cost < 2048);
+    assert_int_equal(beam_outq_push(&f->q, dup_mem("g", 1), 1), BEAM_OUTQ_OK);
+    assert_int_equal(beam_outq_flush(&f->q), 0);
+    char out[7];
+    drain(f, out, sizeof out);
+    assert_memory_equal(out, "abcdefg", 7);
+    assert_int_equal(f->written, 1); /* still one write (scatter/gather) */
+    assert_int_equal(f->q.cost, 0);
+}
+
 /* A write to a peer that is gone reports its error to the owner. */
 static void test_failed_write_reported(void **state)
 {
@@ -199,6 +218,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_small_messages_coalesce, setup, teardown),
         cmocka_unit_test_setup_teardown(test_span_written_in_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_caps, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_own_buffer_kept_whatever_its_length, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_write_reported, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
