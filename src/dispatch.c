@@ -15,6 +15,7 @@
 #include "objects.h"
 #include "placement.h"
 #include "procs.h"
+#include "sentcalls.h"
 #include "fields.h"
 #include "status.h"
 
@@ -421,6 +422,8 @@ static void op_kill(req_t *r)
         check(r, beam_field_bool(r->params, "no_restart", &no_restart), "no_restart", "must be a bool", 0))
         return;
     beam_actor_t *a = beam_actor_find(r->node, actor);
+    if (a) /* local: a kill from its worker's member cuts its local calls (sentcalls.h) */
+        beam_actor_cut_local(r->node, a, r->conn->member);
     if (a)
         beam_actor_kill(r->node, a, "The actor is dead because it was killed by `ray.kill`.");
     beam_port_reply_empty(r->conn, r->msgid);
