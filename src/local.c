@@ -9,7 +9,7 @@
  * which the head takes no more results of a local call: a local client's
  * `kill` of it, the worker's `worker_exit`, the worker's `client_closed`.
  * The head, for its part, keeps a local call of a dead actor open until one
- * of those arrives (actors.c), so a result the member gave a local caller
+ * of those arrives (sentcalls.c), so a result the member gave a local caller
  * is the result the head holds, and a call the head failed was never
  * answered here. */
 #include "local.h"
@@ -72,28 +72,13 @@ typedef struct beam_local_s {
     lheld_t *held, **held_tail;
     size_t nheld, held_bytes;
     uv_timer_t hold_timer; /* sends what is held after BEAM_LOCAL_HOLD_MS */
-    /* a send can close the link, and the link's end resets this table,
-     * synchronously (link.c): inside a hook the reset waits for its end */
-    int depth, reset_wanted;
 } beam_local_t;
 
-static void reset_now(beam_local_t *lo);
-
-/* The table, entered by a hook (leave() when done); NULL on a head. */
-static beam_local_t *enter(const beam_node_t *node)
+/* The table; NULL on a head. (A send never ends the link under its caller,
+ * link.h, so no hook runs into a reset of this table.) */
+static beam_local_t *table(const beam_node_t *node)
 {
-    beam_local_t *lo = node->is_member ? node->local : NULL;
-    if (lo)
-        lo->depth++;
-    return lo;
-}
-
-static void leave(beam_local_t *lo)
-{
-    if (lo && --lo->depth == 0 && lo->reset_wanted) {
-        lo->reset_wanted = 0;
-        reset_now(lo);
-    }
+    return node->is_member ? node->local : NULL;
 }
 
 /* ---------- peeking at a frame's op without parsing it ---------- */
@@ -260,7 +245,7 @@ static int hold_frame(beam_local_t *lo, uint32_t vconn, const char *body, size_t
 
 void beam_local_flush(beam_node_t *node)
 {
-    beam_local_t *lo = node->is_member ? node->local : NULL;
+    beam_local_t *lo = table(node);
     if (lo && lo->held)
         flush_held(lo);
 }
@@ -434,9 +419,7 @@ static int up_frame(beam_local_t *lo, uint32_t vconn, const char *body, size_t l
         op_len = m.op_len;
     }
     if (m.type == BEAM_MSG_REQUEST && (peeked || wanted_up(lo, cl, op, op_len))) {
-        enter(node);
         taken = up_msg(lo, vconn, cl, op, op_len, &m, body, len);
-        leave(lo);
     }
     beam_msg_destroy(&m);
     return taken;
@@ -444,7 +427,7 @@ static int up_frame(beam_local_t *lo, uint32_t vconn, const char *body, size_t l
 
 int beam_local_up(beam_node_t *node, uint32_t vconn, const char *body, size_t len)
 {
-    beam_local_t *lo = node->is_member ? node->local : NULL;
+    beam_local_t *lo = table(node);
     if (!lo || !beam_link_up(node))
         return 0;
     int taken = 0;
@@ -506,7 +489,7 @@ void beam_local_down(beam_node_t *node, uint32_t vconn, const char *body, size_t
 {
     const char *op;
     uint32_t op_len;
-    beam_local_t *lo = node->is_member ? node->local : NULL;
+    beam_local_t *lo = table(node);
     if (!lo || peek_op(body, len, 1, &op, &op_len) < 0)
         return;
     int init = beam_str_eq(op, op_len, "init");
@@ -516,18 +499,16 @@ void beam_local_down(beam_node_t *node, uint32_t vconn, const char *body, size_t
     if ((!init && !(beam_str_eq(op, op_len, "call") && cl && cl->is_worker && lo->pairs)) ||
         beam_msg_parse(body, len, &node->limits, &m, err, sizeof err) < 0)
         return;
-    enter(node);
     if (init)
         saw_init(lo, vconn, &m);
     else
         saw_call(lo, cl, &m);
     beam_msg_destroy(&m);
-    leave(lo);
 }
 
 void beam_local_client_closed(beam_node_t *node, uint32_t vconn)
 {
-    beam_local_t *lo = enter(node);
+    beam_local_t *lo = table(node);
     lclient_t *cl = lo ? find_client(lo, vconn, 0) : NULL;
     if (cl) {
         lworker_t *w = cl->is_worker ? find_worker(lo, cl->actor) : NULL;
@@ -545,16 +526,14 @@ void beam_local_client_closed(beam_node_t *node, uint32_t vconn)
     }
     if (lo)
         beam_kept_client_gone(lo->kept, vconn);
-    leave(lo);
 }
 
 void beam_local_worker_gone(beam_node_t *node, const char *actor)
 {
-    beam_local_t *lo = enter(node);
+    beam_local_t *lo = table(node);
     lworker_t *w = lo ? find_worker(lo, actor) : NULL;
     if (w)
         cut_worker(lo, w);
-    leave(lo);
 }
 
 #define FREE_ALL(head, type)                                                                                           \
@@ -566,8 +545,11 @@ void beam_local_worker_gone(beam_node_t *node, const char *actor)
         }                                                                                                              \
     } while (0)
 
-static void reset_now(beam_local_t *lo)
+void beam_local_reset(beam_node_t *node)
 {
+    beam_local_t *lo = node->local;
+    if (!lo)
+        return;
     beam_kept_clear(lo->kept);
     while (lo->held) {
         lheld_t *h = lo->held;
@@ -576,7 +558,7 @@ static void reset_now(beam_local_t *lo)
         free(h);
     }
     lo->held_tail = &lo->held;
-    lo->nheld = 0;
+    lo->nheld = lo->held_bytes = 0;
     uv_timer_stop(&lo->hold_timer);
     if (lo->node->stopping && !uv_is_closing((uv_handle_t *)&lo->hold_timer))
         uv_close((uv_handle_t *)&lo->hold_timer, NULL); /* (lo is freed after the loop) */
@@ -585,15 +567,6 @@ static void reset_now(beam_local_t *lo)
     FREE_ALL(lo->pairs, lpair_t);
     lo->npairs = 0;
     lo->unordered = 0;
-}
-
-void beam_local_reset(beam_node_t *node)
-{
-    beam_local_t *lo = node->local;
-    if (lo && lo->depth > 0)
-        lo->reset_wanted = 1; /* under a hook: when it is done */
-    else if (lo)
-        reset_now(lo);
 }
 
 int beam_local_init(beam_node_t *node)
