@@ -11,7 +11,9 @@ Cases (driver node -> actor node):
   head->head      the baseline: one daemon, no TCP
   head->member    one link hop each way (driver's daemon is the head)
   member->head    one link hop each way (the member relays its driver)
-  member->member  same node, but every frame goes through the head: two hops
+  member->member  driver and actor on the same member: the member runs the
+                  call itself (docs/DESIGN.md, "Calls that stay on a member");
+                  printed again as "member-local / head-local sync call"
 
 Workloads, each in a fresh driver process per case, the cases interleaved
 round by round and the median round kept:
@@ -113,6 +115,10 @@ def main():
         print(f"{name:<16} {f['sync_us']:>13.1f} {f['sync_us'] / base['sync_us']:>12.2f} "
               f"{f['pipe_calls_per_s']:>18.0f} {base['pipe_calls_per_s'] / f['pipe_calls_per_s']:>12.2f}")
     print("(x same-node: time per call relative to head->head; above 1.0 is slower)")
+    # a driver on a member calling an actor on that same member, against a
+    # driver on the head calling an actor on the head (issue 14's goal: <= 1.15)
+    print(f"member-local / head-local sync call: "
+          f"{figures['member->member']['sync_us'] / base['sync_us']:.2f}")
     if args.json:
         print(json.dumps(figures))
 

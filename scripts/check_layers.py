@@ -20,23 +20,23 @@ LAYERS = {
     # 2 port
     "port": 2,
     # 3 tables (ordered inside the layer: a table may include those after it)
-    "deaths": 3, "actors": 3, "spec": 3, "calls": 3, "fit": 3, "placement": 3, "cluster": 3, "objects": 3,
+    "deaths": 3, "sentcalls": 3, "actors": 3, "spec": 3, "calls": 3, "fit": 3, "placement": 3, "cluster": 3, "objects": 3,
     # 4 session
     "session": 4,
     # 5 relay
-    "relay": 5, "local": 5,
+    "relay": 5, "local": 5, "kept": 5,
     # 6 top
     "dispatch": 6, "status": 6, "fields": 6, "beamd": 6, "hooks": 6,
 }
 # Inside one layer, who may include whom (a module may include the ones
 # listed after it); anything not listed may include nothing of its own layer.
 SAME_LAYER_ORDER = [
-    ["deaths", "actors", "spec", "calls", "fit", "placement", "cluster", "objects"],
+    ["deaths", "sentcalls", "actors", "spec", "calls", "fit", "placement", "cluster", "objects"],
     ["beamd", "hooks", "dispatch", "status", "fields"],
     ["server", "conn", "outq"],
     ["link", "outq"],
     ["node", "resources", "gpu", "client", "codec", "decoder", "buf", "ids", "log", "auth", "protocol", "notify"],
-    ["relay", "local"],
+    ["relay", "local", "kept"],
 ]
 OUTSIDE = {"beamctl"}  # its own program, on top of client
 

@@ -567,7 +567,8 @@ static void actor_die(beam_node_t *node, beam_actor_t *a, const char *message)
      * cannot free the record under this walk */
     a->pins++;
     /* fail everything it was asked, in order: sent calls first */
-    beam_callq_fail_all(node, &a->calls, a->death_status, a->death ? a->death : message);
+    beam_callq_fail_all(node, &a->calls, a->death_status, a->death ? a->death : message,
+                        beam_actor_local_open(a)); /* local: sentcalls.h */
     beam_spec_free(node, &a->spec);
     if (a->running)
         beam_cluster_kill(node, a->member, a->id);

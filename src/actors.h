@@ -84,6 +84,7 @@ typedef struct beam_actor_s {
     int retiring;      /* on the stack of pool_retire: not to be freed there */
     int exiting;       /* its worker said it ends after its last result (task_done "exiting") */
     uint32_t blocked;  /* its worker waits in ray.get/ray.wait (nested count) */
+    int local_cut;     /* its member takes no more of its results (a kill from there; sentcalls.h) */
     int64_t blocked_cpu; /* the CPU given back while blocked */
     struct beam_actor_s *pending_next;
     UT_hash_handle hh;
@@ -152,6 +153,13 @@ void beam_actor_worker_started(beam_node_t *node, const char *actor, long pid);
  * death can free other records (through the refs its results carried), so
  * the walk restarts after each. */
 void beam_actors_kill_doomed(beam_node_t *node, const char *message);
+/* A dead actor's local calls stay open (sentcalls.h) while its member may
+ * still take its worker's results: the worker is attached and running, and
+ * no kill came from that member. */
+static inline int beam_actor_local_open(const beam_actor_t *a)
+{
+    return a->worker && a->running && !a->local_cut;
+}
 /* Its worker went with its node (no exit will be reported): its grant goes
  * back and the record may be freed. */
 void beam_actor_worker_lost(beam_node_t *node, beam_actor_t *a);

@@ -25,6 +25,7 @@
 #include "deaths.h"
 #include "hooks.h"
 #include "link.h"
+#include "local.h"
 #include "relay.h"
 #include "procs.h"
 #include "gpu.h"
@@ -405,6 +406,7 @@ static void stop(beam_node_t *node, const char *why)
     beam_procs_kill_all(node);
     beam_sessions_close_all(node, "beamd is shutting down");
     beam_links_stop(node);
+    beam_local_reset(node); /* (closes its timer, even with no link left to close) */
     uv_close((uv_handle_t *)&node->reaper, NULL);
     uv_close((uv_handle_t *)&sigterm, NULL);
     uv_close((uv_handle_t *)&sigint, NULL);
@@ -522,6 +524,7 @@ int main(int argc, char **argv)
     beam_pgs_destroy(&node);
     beam_cluster_destroy(&node);
     beam_links_destroy(&node);
+    beam_local_destroy(&node);
     beam_pool_destroy(&node.pool);
     int rc = uv_loop_close(loop);
     if (rc != 0)

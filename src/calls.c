@@ -126,14 +126,28 @@ beam_call_t *beam_callq_take_sent(beam_callq_t *q, const char *obj)
     return call;
 }
 
-void beam_callq_fail_all(beam_node_t *node, beam_callq_t *q, int status, const char *message)
+void beam_callq_push_sent(beam_callq_t *q, beam_call_t *call)
 {
-    while (q->sent) {
-        beam_call_t *call = q->sent;
-        q->sent = call->next;
-        beam_call_fail(node, call, status, message);
+    call->next = NULL;
+    if (q->sent_tail)
+        q->sent_tail->next = call;
+    else
+        q->sent = call;
+    q->sent_tail = call;
+}
+
+void beam_callq_fail_all(beam_node_t *node, beam_callq_t *q, int status, const char *message, int keep_local)
+{
+    beam_call_t *sent = q->sent;
+    q->sent = q->sent_tail = NULL;
+    while (sent) {
+        beam_call_t *call = sent;
+        sent = call->next;
+        if (keep_local && call->local)
+            beam_callq_push_sent(q, call);
+        else
+            beam_call_fail(node, call, status, message);
     }
-    q->sent_tail = NULL;
     while (q->queue) {
         beam_call_t *call = q->queue;
         q->queue = call->next;

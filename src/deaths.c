@@ -3,6 +3,7 @@
 
 #include "cluster.h"
 #include "placement.h"
+#include "sentcalls.h"
 
 void beam_actors_pg_removed(beam_node_t *node, beam_pg_t *pg)
 {
@@ -52,6 +53,7 @@ void beam_actors_member_lost(beam_node_t *node, beam_member_t *m, const char *me
             }
         if (!victim)
             return;
+        beam_actor_close_local(node, victim); /* local: its member took no more results */
         beam_actor_worker_lost(node, victim);
     }
 }

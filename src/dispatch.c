@@ -17,6 +17,7 @@
 #include "objects.h"
 #include "placement.h"
 #include "procs.h"
+#include "sentcalls.h"
 #include "fields.h"
 #include "status.h"
 
@@ -382,6 +383,8 @@ static void op_kill(req_t *r)
     if (BEAM_REQ_FIELDS(r, kill_fields, v) < 0)
         return;
     beam_actor_t *a = beam_actor_find(r->node, v[K_ACTOR].s);
+    if (a) /* local: a kill from its worker's member cuts its local calls (sentcalls.h) */
+        beam_actor_cut_local(r->node, a, r->conn->member);
     if (a)
         beam_actor_kill(r->node, a, "The actor is dead because it was killed by `ray.kill`.");
     beam_port_reply_empty(r->conn, r->msgid);

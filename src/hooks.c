@@ -5,6 +5,7 @@
 #include "cluster.h"
 #include "deaths.h"
 #include "dispatch.h"
+#include "local.h"
 #include "placement.h"
 #include "session.h"
 
@@ -31,4 +32,5 @@ void beam_hooks_wire(beam_node_t *node)
     node->hooks.schedule = beam_actors_schedule;
     node->hooks.member_lost = on_member_lost;
     node->hooks.member_in_use = beam_actors_member_in_use;
+    node->hooks.relay_up = beam_local_up;
 }

@@ -21,6 +21,7 @@ struct beam_pg_s;
 struct beam_proc_s;
 struct beam_member_s;
 struct beam_link_s;
+struct beam_local_s;
 
 typedef struct beam_node_s {
     uv_loop_t *loop;
@@ -54,6 +55,8 @@ typedef struct beam_node_s {
     struct beam_link_s *head_link; /* a member node: its link to the head */
     struct links_s *links;         /* the cluster side: listener, links, options (link.c) */
     int is_member;                 /* joined a head (--address): relays its clients */
+    struct beam_local_s *local;    /* a member: the calls that stay on it (local.c) */
+    uint64_t local_calls;          /* the head: calls members ran the local way (local_submit) */
     struct beam_session_s *closing_sessions; /* remote clients to end next turn (session.c) */
     uv_timer_t reaper;
 
@@ -85,6 +88,10 @@ typedef struct beam_node_s {
         void (*member_lost)(struct beam_node_s *node, struct beam_member_s *m, const char *why);
         /* cluster: 1 while an actor or a bundle still points at m */
         int (*member_in_use)(struct beam_node_s *node, const struct beam_member_s *m);
+        /* a member's relayed client: a frame on its way to the head, or its
+         * end (frame NULL), before the head hears of it; 1 when the member
+         * took the frame itself (local.c: calls that stay on the member) */
+        int (*relay_up)(struct beam_node_s *node, uint32_t vconn, const char *frame, size_t len);
     } hooks;
     int ready_fd;
     int announced;

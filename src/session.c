@@ -14,6 +14,7 @@
 #include "log.h"
 #include "objects.h"
 #include "placement.h"
+#include "sentcalls.h" /* local */
 
 /* --- the end of a client --- */
 
@@ -48,6 +49,8 @@ static void session_end(beam_session_t *s, const char *why)
     beam_waiters_cancel(node, p);
     /* groups first: a worker's pass to its driver, found through its actor */
     beam_pgs_conn_gone(node, p, p->role == BEAM_ROLE_WORKER ? beam_actors_job_driver(p) : NULL);
+    if (p->actor) /* local: a worker gone takes no more results */
+        beam_actor_close_local(node, p->actor);
     beam_actors_conn_gone(node, p);
     release_all(s);
     DL_DELETE(node->sessions, s);
@@ -95,6 +98,8 @@ static void local_ended(beam_session_t *s)
 
 static void relayed_ended(beam_session_t *s)
 {
+    if (s->port.node->hooks.relay_up) /* local: the member forgets it first */
+        s->port.node->hooks.relay_up(s->port.node, s->port.id, NULL, 0);
     if (!s->remote_closed)
         beam_link_client_closed(s->port.node, s->port.id);
 }
@@ -122,6 +127,8 @@ static void on_relayed_frame(void *owner, const char *frame, size_t len, beam_bu
 {
     (void)buf;
     beam_session_t *s = owner;
+    if (s->port.node->hooks.relay_up && s->port.node->hooks.relay_up(s->port.node, s->port.id, frame, len))
+        return; /* local: a call that stays on this node */
     beam_link_forward(s->port.node, s->port.id, frame, len);
 }
 

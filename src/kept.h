@@ -1,0 +1,66 @@
+/* kept.h — the results of a member's local calls (local.h), kept for the
+ * gets of its local clients, and the gets held here until they finish. A
+ * result is added pending when its call is written to the worker, filled
+ * by the worker's task_done, and dropped when its caller releases it or
+ * ends, when its actor is cut (its results are the head's to give), or
+ * past the bounds below (oldest first: the head has every result too). A
+ * get that names a result not kept here goes to the head. */
+#ifndef BEAM_KEPT_H
+#define BEAM_KEPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "beam/codec.h"
+#include "node.h"
+
+/* At most this many bytes of finished results (no single one over a
+ * quarter of it), and this many results, finished or not. */
+#define BEAM_KEPT_BYTES (64u << 20)
+#define BEAM_KEPT_MAX 65536
+
+typedef struct beam_kept_s beam_kept_t;
+
+/* NULL when out of memory. before_up (may be NULL) runs before a held get
+ * goes up to the head: what the member holds for the head goes first. */
+beam_kept_t *beam_kept_new(beam_node_t *node, void (*before_up)(beam_node_t *node));
+/* Forgets everything; held gets are dropped unanswered (their clients are
+ * being closed). beam_kept_free also frees k (a held get's timer memory
+ * goes with the loop's close callback). */
+void beam_kept_clear(beam_kept_t *k);
+void beam_kept_free(beam_kept_t *k);
+/* 1 if any result is kept. */
+int beam_kept_any(const beam_kept_t *k);
+/* obj's record: -1 none, 0 pending, 1 done (with its status and bytes,
+ * borrowed, in *status, *data, *len when not NULL). */
+int beam_kept_state(beam_kept_t *k, const char *obj, int *status, const char **data, size_t *len);
+
+/* A local call by client caller to actor, whose result obj is pending: 0,
+ * -EEXIST (obj is one already), -ENOSPC (no room), -ENOMEM. */
+int beam_kept_add(beam_kept_t *k, const char *obj, const char *actor, uint32_t caller);
+/* Drops obj's record (its call could not be written after all). */
+void beam_kept_drop(beam_kept_t *k, const char *obj);
+/* task_done {obj, status, data} from actor's worker, parsed: fills obj's
+ * record if it is a pending call of that actor (1; else 0). */
+int beam_kept_done(beam_kept_t *k, const char *actor, const beam_msg_t *m);
+/* release {objects} from client caller: its results go, pending or not. */
+void beam_kept_release(beam_kept_t *k, uint32_t caller, const beam_msg_t *m);
+/* The actor is cut: its pending results go, and gets held on them go to
+ * the head. */
+void beam_kept_cut(beam_kept_t *k, const char *actor);
+/* Client vconn ended: what it called and its held gets go. */
+void beam_kept_client_gone(beam_kept_t *k, uint32_t vconn);
+/* get {objs, timeout_ms} from local client vconn, parsed: 1 when answered
+ * or held here, 0 when it must go to the head as it is. */
+int beam_kept_get(beam_kept_t *k, uint32_t vconn, const beam_msg_t *m);
+
+/* Wraps what req holds (one request, destroyed here) as the link message
+ * op {vconn, frame} for local client vconn, into out (initialised here):
+ * 0, or -1 when out of memory (out is then destroyed). */
+int beam_kept_wrap(const char *op, uint32_t vconn, beam_enc_t *req, beam_enc_t *out);
+/* The same, sent to the head: 0, or -1 (out of memory, the link down). */
+int beam_kept_send_up(beam_node_t *node, const char *op, uint32_t vconn, beam_enc_t *req);
+/* key: [n ids of size bytes each] */
+void beam_kept_pack_ids(msgpack_packer *pk, const char *key, const char *ids, uint32_t n, size_t size);
+
+#endif

@@ -1,0 +1,43 @@
+/* sentcalls.c — the head's record of the calls its members ran themselves
+ * (sentcalls.h). */
+#include "sentcalls.h"
+
+#include "calls.h"
+#include "cluster.h"
+
+void beam_actor_submit_sent(beam_node_t *node, beam_actor_t *a, const beam_member_t *m, const char *obj,
+                            beam_refs_t *refs)
+{
+    beam_call_t *call = beam_call_new(node, obj, NULL, NULL, NULL, 0, refs);
+    if (!call)
+        return;
+    call->local = 1;
+    node->local_calls++;
+    int there = m && a->worker && a->worker->member == m;
+    if (there && (a->state == BEAM_ACTOR_ALIVE || (a->state == BEAM_ACTOR_DEAD && beam_actor_local_open(a))))
+        beam_callq_push_sent(&a->calls, call);
+    else if (a->state == BEAM_ACTOR_DEAD)
+        beam_call_fail(node, call, a->death_status, a->death);
+    else
+        beam_call_fail(node, call, BEAM_OBJ_LOST,
+                       "beamd lost this call: a node ran it for an actor whose worker was not ready there");
+}
+
+void beam_actor_cut_local(beam_node_t *node, beam_actor_t *a, const beam_member_t *m)
+{
+    if (m && a->worker && a->worker->member == m) {
+        a->local_cut = 1;
+        beam_actor_close_local(node, a);
+    }
+}
+
+void beam_actor_close_local(beam_node_t *node, beam_actor_t *a)
+{
+    if (a->state != BEAM_ACTOR_DEAD || !a->calls.sent)
+        return;
+    /* a failed call's refs may carry the last pin on a: hold one meanwhile */
+    a->pins++;
+    beam_callq_fail_all(node, &a->calls, a->death_status,
+                        a->death ? a->death : "The actor died unexpectedly before finishing this task.", 0);
+    a->pins--;
+}

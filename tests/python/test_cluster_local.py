@@ -1,0 +1,299 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Calls that stay on a member (docs/DESIGN.md, "Calls that stay on a
+member"): a driver on a member calling an actor whose worker runs on that
+same member. The member writes the call to the worker itself and answers
+the driver's get from the results it keeps; the head records every such
+call (`local_calls` in `beamctl status --json` counts them) and stays the
+one that fails them when the actor dies.
+
+What is checked: that the local way is really taken; order of many calls
+across the actor becoming ready; a kill (by the driver, and from the head)
+during local calls; a worker crash mid-call; results passed to an actor on
+another node; a get mixing local and remote results; an actor calling back
+into another local actor; threaded and asyncio actors."""
+
+import json
+import textwrap
+
+from beamkit.daemon import driver_env, run_driver
+from beamkit.procs import beam_processes, wait_until
+
+HEAD_IP, M1 = "127.0.0.1", "127.0.0.2"
+
+PRELUDE = textwrap.dedent("""
+    import json, os, signal, sys, time
+    import ray
+    ray.init()
+
+    def on(ip):
+        return {"resources": {"node:" + ip: 0.001}}
+
+    HEAD, M1 = "127.0.0.1", "127.0.0.2"
+
+    @ray.remote(num_cpus=0)
+    class Log:
+        def __init__(self, slow_init=0.0):
+            time.sleep(slow_init)
+            self.seen = []
+
+        def add(self, tag):
+            self.seen.append(tag)
+            return tag
+
+        def seen_all(self):
+            return self.seen
+
+        def pid(self):
+            return os.getpid()
+
+        def sleep(self, s, tag=None):
+            time.sleep(s)
+            return tag
+
+        def get_of(self, refs):
+            return ray.get(refs[0]) + 1
+
+        def call_other(self, other, k):
+            return ray.get(other.add.remote(k)) * 10
+
+    def out(**kw):
+        print("RESULT " + json.dumps(kw), flush=True)
+""")
+
+
+def run_on_member(c, body, timeout=60):
+    r = run_driver(PRELUDE + textwrap.dedent(body), driver_env(c.members[0]), timeout=timeout)
+    assert r.returncode == 0, r.stdout + r.stderr + c.logs()
+    return json.loads(r.stdout.split("RESULT ", 1)[1].splitlines()[0])
+
+
+def local_calls(c):
+    return c.head.status()["local_calls"]
+
+
+def test_local_way_is_taken_and_counted(cluster):
+    before = local_calls(cluster)
+    out = run_on_member(cluster, """
+        a = Log.options(**on(M1)).remote()
+        pid = ray.get(a.pid.remote(), timeout=20)
+        got = [ray.get(a.add.remote(i)) for i in range(50)]
+        out(pid=pid, got=got, seen=ray.get(a.seen_all.remote()))
+    """)
+    assert out["got"] == list(range(50)) and out["seen"] == list(range(50))
+    # the first call may go through the head (sent before the actor was
+    # ready); the 50 after it were run by the member
+    assert local_calls(cluster) - before >= 50
+    assert wait_until(lambda: not beam_processes(cluster.members[0].socket), 10)
+
+
+def test_order_across_the_actor_becoming_ready(cluster):
+    """Calls submitted before the actor is ready (through the head), while
+    it becomes ready and after (locally), from one caller, run in order."""
+    out = run_on_member(cluster, """
+        a = Log.options(**on(M1)).remote(0.5)
+        refs = []
+        t = time.time()
+        i = 0
+        while time.time() - t < 1.5:   # submits straddle the ready
+            refs.append(a.add.remote(i))
+            i += 1
+            if i % 50 == 0:
+                ray.get(refs[-1])      # some gets in the middle
+            time.sleep(0.0005)
+        refs += [a.add.remote(j) for j in range(i, i + 300)]
+        got = ray.get(refs, timeout=60)
+        out(n=i + 300, got=got, seen=ray.get(a.seen_all.remote()))
+    """)
+    n = out["n"]
+    assert out["got"] == list(range(n))
+    assert out["seen"] == list(range(n))
+
+
+def test_threaded_and_async_actors(cluster):
+    out = run_on_member(cluster, """
+        import asyncio
+
+        @ray.remote(num_cpus=0, max_concurrency=4)
+        class Pool:
+            def slow(self, s, k):
+                time.sleep(s)
+                return k
+
+        @ray.remote(num_cpus=0)
+        class Aio:
+            async def slow(self, s, k):
+                await asyncio.sleep(s)
+                return k
+
+        p = Pool.options(**on(M1)).remote()
+        q = Aio.options(**on(M1)).remote()
+        ray.get([p.slow.remote(0, 0), q.slow.remote(0, 0)], timeout=20)
+        t = time.time()
+        got = ray.get([p.slow.remote(0.4, k) for k in range(4)] + [q.slow.remote(0.4, k) for k in range(8)],
+                      timeout=30)
+        out(got=got, took=time.time() - t)
+    """)
+    assert out["got"] == list(range(4)) + list(range(8))
+    assert out["took"] < 3.2  # they ran at once, not one after the other (8 x 0.4 s)
+
+
+def test_kill_during_local_calls(cluster):
+    out = run_on_member(cluster, """
+        a = Log.options(**on(M1)).remote()
+        ray.get(a.pid.remote(), timeout=20)
+        done = ray.get(a.add.remote("before"))
+        pending = [a.sleep.remote(5, k) for k in range(3)]
+        time.sleep(0.3)
+        ray.kill(a)
+        errs = []
+        for r in pending:
+            try:
+                ray.get(r, timeout=20)
+                errs.append("value")
+            except ray.exceptions.ActorDiedError:
+                errs.append("died")
+        try:
+            ray.get(a.add.remote("after"), timeout=20)
+            after = "value"
+        except ray.exceptions.ActorDiedError:
+            after = "died"
+        out(done=done, errs=errs, after=after)
+    """)
+    assert out == {"done": "before", "errs": ["died"] * 3, "after": "died"}
+
+
+def test_kill_from_the_head_during_local_calls(cluster):
+    """A kill the member does not see: the head keeps the local calls open
+    until the worker is gone, and they fail then."""
+    out = run_on_member(cluster, """
+        a = Log.options(name="victim", lifetime="detached", **on(M1)).remote()
+        ray.get(a.pid.remote(), timeout=20)
+        pending = [a.sleep.remote(5, k) for k in range(3)]
+        time.sleep(0.3)
+        import subprocess
+        ns = ray.get_runtime_context().namespace
+        code = f"import ray; ray.init(); ray.kill(ray.get_actor('victim', namespace={ns!r}))"
+        env = dict(os.environ, BEAM_SOCKET=os.environ["HEAD_SOCKET"], RAY_ADDRESS=os.environ["HEAD_SOCKET"])
+        subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=30)
+        errs = []
+        for r in pending:
+            try:
+                ray.get(r, timeout=20)
+                errs.append("value")
+            except ray.exceptions.ActorDiedError:
+                errs.append("died")
+        out(errs=errs)
+    """.replace('os.environ["HEAD_SOCKET"]', repr(cluster.head.socket)))
+    assert out["errs"] == ["died"] * 3
+
+
+def test_worker_crash_mid_call(cluster):
+    out = run_on_member(cluster, """
+        a = Log.options(**on(M1)).remote()
+        pid = ray.get(a.pid.remote(), timeout=20)
+        ok = ray.get(a.add.remote(1))
+        slow = a.sleep.remote(5)
+        queued = a.add.remote(2)
+        time.sleep(0.3)
+        os.kill(pid, signal.SIGKILL)  # the worker crashes mid-call, one more call queued behind
+        res = []
+        for r in (slow, queued):
+            try:
+                ray.get(r, timeout=20)
+                res.append("value")
+            except ray.exceptions.ActorDiedError as e:
+                res.append("died")
+        out(ok=ok, res=res)
+    """)
+    assert out == {"ok": 1, "res": ["died", "died"]}
+
+
+def test_results_to_another_node_and_mixed_gets(cluster):
+    out = run_on_member(cluster, """
+        here = Log.options(**on(M1)).remote()
+        far = Log.options(**on(HEAD)).remote()
+        ray.get([here.pid.remote(), far.pid.remote()], timeout=20)
+        r_local = here.add.remote(41)
+        r_far = far.add.remote(7)
+        mixed = ray.get([r_local, r_far, here.add.remote(2)], timeout=20)
+        # a local result passed (inside a list, so as a ref) to an actor on the head
+        passed = ray.get(far.get_of.remote([here.add.remote(99)]), timeout=20)
+        # and a far result to the local actor
+        back = ray.get(here.get_of.remote([far.add.remote(5)]), timeout=20)
+        # a local result as a direct argument (resolved before the call)
+        direct = ray.get(far.add.remote(here.add.remote(3)), timeout=20)
+        ready, _ = ray.wait([r_local, r_far], num_returns=2, timeout=20)
+        out(mixed=mixed, passed=passed, back=back, direct=direct, ready=len(ready))
+    """)
+    assert out == {"mixed": [41, 7, 2], "passed": 100, "back": 6, "direct": 3, "ready": 2}
+
+
+def test_actor_calls_back_into_another_local_actor(cluster):
+    before = local_calls(cluster)
+    out = run_on_member(cluster, """
+        a = Log.options(**on(M1)).remote()
+        b = Log.options(**on(M1)).remote()
+        ray.get([a.pid.remote(), b.pid.remote()], timeout=20)
+        got = [ray.get(a.call_other.remote(b, k), timeout=20) for k in range(20)]
+        out(got=got, seen=ray.get(b.seen_all.remote()))
+    """)
+    assert out["got"] == [k * 10 for k in range(20)]
+    assert out["seen"] == list(range(20))
+    # the worker's own calls into b went the local way too
+    assert local_calls(cluster) - before >= 40
+
+
+def test_get_timeout_then_value_and_large_results(cluster):
+    out = run_on_member(cluster, """
+        a = Log.options(**on(M1)).remote()
+        ray.get(a.pid.remote(), timeout=20)
+        r = a.sleep.remote(1.0, "late")
+        try:
+            ray.get(r, timeout=0.1)
+            first = "value"
+        except ray.exceptions.GetTimeoutError:
+            first = "timeout"
+        polled = ray.wait([r], timeout=0)[0]
+        late = ray.get(r, timeout=20)
+        # a result too large to be kept on the member: the head answers its get
+        big = ray.get(a.add.remote(b"x" * (20 << 20)), timeout=60)
+        small = ray.get(a.add.remote(b"y" * 1000), timeout=20)
+        out(first=first, polled=len(polled), late=late, big=len(big), small=len(small))
+    """)
+    assert out == {"first": "timeout", "polled": 0, "late": "late", "big": 20 << 20, "small": 1000}
+
+
+def test_detached_named_actor_outlives_its_owner_and_serves_locally(cluster):
+    run_on_member(cluster, """
+        a = Log.options(name="keeper", namespace="loc", lifetime="detached", **on(M1)).remote()
+        ray.get(a.add.remote("from the owner"), timeout=20)
+        out(ok=1)
+    """)
+    before = local_calls(cluster)
+    out = run_on_member(cluster, """
+        a = ray.get_actor("keeper", namespace="loc")
+        got = [ray.get(a.add.remote(i), timeout=20) for i in range(10)]
+        seen = ray.get(a.seen_all.remote(), timeout=20)
+        ray.kill(a)
+        out(got=got, seen=seen)
+    """)
+    assert out["got"] == list(range(10))
+    assert out["seen"] == ["from the owner"] + list(range(10))
+    assert local_calls(cluster) - before >= 10
+    assert wait_until(lambda: not beam_processes(cluster.members[0].socket), 10)
+
+
+def test_owner_gone_with_local_calls_pending(cluster):
+    """The driver ends with local calls still running: its actor dies with
+    it, and the member forgets what it kept for that driver."""
+    out = run_on_member(cluster, """
+        a = Log.options(**on(M1)).remote()
+        out(pid=ray.get(a.pid.remote(), timeout=20), refs=[a.sleep.remote(3) for _ in range(3)] and 3)
+    """)
+    assert wait_until(lambda: not beam_processes(cluster.members[0].socket), 15)
+    # the member serves the next driver as before
+    out2 = run_on_member(cluster, """
+        a = Log.options(**on(M1)).remote()
+        out(got=[ray.get(a.add.remote(i), timeout=20) for i in range(5)])
+    """)
+    assert out2["got"] == list(range(5))
