@@ -324,14 +324,8 @@ cleanup:
     beam_strv_free(spec.env);
 }
 
-enum { S_ACTOR, S_OBJ, S_METHOD, S_ARGS };
-static const beam_field_spec_t submit_fields[] = {
-    [S_ACTOR] = ACTOR_ID("actor", BEAM_F_REQUIRED),
-    [S_OBJ] = OBJECT_ID("obj", BEAM_F_REQUIRED),
-    [S_METHOD] = BEAM_FIELD("method", BEAM_F_STR, BEAM_F_REQUIRED | BEAM_F_NONUL, .min = 1, .max = 1024,
-                            .bound = "must be a name of 1..1024 bytes"),
-    [S_ARGS] = BEAM_FIELD("args", BEAM_F_BIN, BEAM_F_REQUIRED),
-};
+/* submit's table is shared with a member's local calls (fieldspec.h) */
+enum { S_ACTOR = BEAM_SUBMIT_ACTOR, S_OBJ = BEAM_SUBMIT_OBJ, S_METHOD = BEAM_SUBMIT_METHOD, S_ARGS = BEAM_SUBMIT_ARGS };
 
 static void op_submit(req_t *r)
 {
@@ -339,7 +333,7 @@ static void op_submit(req_t *r)
     beam_refs_t rf = {0};
     char *method = NULL;
     beam_buf_t *kept = NULL;
-    if (BEAM_REQ_FIELDS(r, submit_fields, v) < 0 || beam_req_refs(r, &rf) < 0)
+    if (beam_req_fields(r, beam_submit_fields, BEAM_SUBMIT_NFIELDS, v) < 0 || beam_req_refs(r, &rf) < 0)
         goto cleanup;
     beam_object_t *o = new_object(r, v[S_OBJ].s);
     if (!o)

@@ -33,111 +33,12 @@ static int req_check(beam_req_t *r, int rc, const char *field, const char *what,
 
 /* --- the field table --- */
 
-/* The wrong-type error of a spec, written into buf when it is an id's. */
-static const char *type_error(const beam_field_spec_t *f, char *buf, size_t cap)
-{
-    if (f->what)
-        return f->what;
-    switch (f->type) {
-    case BEAM_F_ID:
-        /* "a 16-byte", "a 28-byte", "an 18-byte" */
-        snprintf(buf, cap, "must be %s %u-byte bin", f->size == 18 || f->size == 8 || f->size == 11 ? "an" : "a",
-                 f->size);
-        return buf;
-    case BEAM_F_IDS: return "must be an array of ids";
-    case BEAM_F_BIN: return "must be a bin";
-    case BEAM_F_STR: return "must be a str";
-    case BEAM_F_INT: return "must be an int";
-    case BEAM_F_BOOL: return "must be a bool";
-    case BEAM_F_NUMBER: return "must be a number";
-    case BEAM_F_ARRAY: return "must be an array";
-    case BEAM_F_MAP: return "must be a map";
-    }
-    return "has the wrong type";
-}
-
-/* Reads one field by its type into v: a beam_field_* code. */
-static int read_field(const msgpack_object *params, const beam_field_spec_t *f, beam_field_val_t *v)
-{
-    int b = 0;
-    int rc;
-    switch (f->type) {
-    case BEAM_F_ID: return beam_field_id(params, f->name, f->size, &v->s);
-    case BEAM_F_IDS:
-    case BEAM_F_ARRAY: return beam_field_array(params, f->name, &v->a);
-    case BEAM_F_BIN: return beam_field_bin(params, f->name, &v->s, &v->len);
-    case BEAM_F_STR: return beam_field_str(params, f->name, &v->s, &v->len);
-    case BEAM_F_INT: return beam_field_int(params, f->name, &v->i);
-    case BEAM_F_BOOL:
-        rc = beam_field_bool(params, f->name, &b);
-        if (rc == 0)
-            v->i = b;
-        return rc;
-    case BEAM_F_NUMBER: return beam_field_float(params, f->name, &v->d);
-    case BEAM_F_MAP: return beam_field_map(params, f->name, &v->m);
-    }
-    return -EINVAL;
-}
-
-/* 1 when a present value lies outside its spec's bounds. */
-static int out_of_bounds(const beam_field_spec_t *f, const beam_field_val_t *v)
-{
-    int64_t x;
-    switch (f->type) {
-    case BEAM_F_INT: x = v->i; break;
-    case BEAM_F_BIN:
-    case BEAM_F_STR:
-        if ((f->flags & BEAM_F_NONUL) && beam_has_nul(v->s, v->len))
-            return 1;
-        x = v->len;
-        break;
-    case BEAM_F_IDS:
-    case BEAM_F_ARRAY: x = v->a->size; break;
-    case BEAM_F_MAP: x = v->m->size; break;
-    default: return 0;
-    }
-    return x < f->min || x > f->max;
-}
-
 int beam_req_fields(beam_req_t *r, const beam_field_spec_t *spec, size_t n, beam_field_val_t *out)
 {
     char buf[64];
-    for (size_t i = 0; i < n; i++) {
-        const beam_field_spec_t *f = &spec[i];
-        beam_field_val_t *v = &out[i];
-        memset(v, 0, sizeof *v);
-        v->s = "";
-        v->i = f->def;
-        int rc = read_field(r->params, f, v);
-        if (req_check(r, rc, f->name, type_error(f, buf, sizeof buf), f->flags & BEAM_F_REQUIRED) < 0)
-            return -EINVAL;
-        if (rc == 0) {
-            v->present = 1;
-        } else { /* absent: the defaults again (a failed read may have written) */
-            v->s = "";
-            v->len = 0;
-            v->i = f->def;
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        const beam_field_spec_t *f = &spec[i];
-        const beam_field_val_t *v = &out[i];
-        if (!v->present)
-            continue;
-        if (f->type == BEAM_F_IDS)
-            for (uint32_t j = 0; j < v->a->size; j++) {
-                const msgpack_object *o = &v->a->ptr[j];
-                if (o->type != MSGPACK_OBJECT_BIN || o->via.bin.size != f->size) {
-                    snprintf(buf, sizeof buf, "must hold %u-byte bin object ids", f->size);
-                    beam_req_bad(r, f->name, buf);
-                    return -EINVAL;
-                }
-            }
-        if (f->bound && out_of_bounds(f, v)) {
-            beam_req_bad(r, f->name, f->bound);
-            return -EINVAL;
-        }
-    }
+    const char *field = NULL, *what = NULL;
+    if (beam_fields_check(r->params, spec, n, out, &field, &what, buf, sizeof buf) < 0)
+        return refuse(r, field, what);
     return 0;
 }
 
@@ -162,11 +63,6 @@ char *beam_dup_bin(const char *s, uint32_t n)
     if (d)
         memcpy(d, s, n);
     return d;
-}
-
-int beam_has_nul(const char *s, uint32_t n)
-{
-    return memchr(s, '\0', n) != NULL;
 }
 
 int beam_req_refs(beam_req_t *r, beam_refs_t *out)

@@ -20,6 +20,7 @@
 #include <uthash.h>
 #include <utlist.h>
 
+#include "fieldspec.h"
 #include "kept.h"
 #include "link.h"
 #include "log.h"
@@ -334,19 +335,22 @@ static int submit_way(beam_local_t *lo, uint32_t vconn, uint64_t msgid, const be
     return 0;
 }
 
-/* A submit's fields as the head's dispatch checks them (op_submit): 0, or
- * -1 when one is wrong (the submit then goes to the head, which answers
- * it). Stricter is safe here, never looser: a submit refused here goes the
- * head's way, one taken here must be one the head takes. */
+/* A submit's fields by the head's own table (fieldspec.h: op_submit checks
+ * the same): 0, or -EINVAL when one is wrong (the submit then goes to the
+ * head, which answers it), so a call taken here is one the head takes. */
 static int check_submit(const msgpack_object *params, beam_submit_req_t *s, char *err, size_t errlen)
 {
+    beam_field_val_t v[BEAM_SUBMIT_NFIELDS];
+    const char *field, *what;
     memset(s, 0, sizeof *s);
-    if (beam_field_id(params, "actor", BEAM_ACTOR_ID_SIZE, &s->actor) != 0 ||
-        beam_field_id(params, "obj", BEAM_OBJECT_ID_SIZE, &s->obj) != 0 ||
-        beam_field_str(params, "method", &s->method, &s->method_len) != 0 ||
-        beam_field_bin(params, "args", &s->args, &s->args_len) != 0 || s->method_len == 0 ||
-        s->method_len > 1024 || memchr(s->method, '\0', s->method_len))
-        return -1;
+    if (beam_fields_check(params, beam_submit_fields, BEAM_SUBMIT_NFIELDS, v, &field, &what, err, errlen) < 0)
+        return -EINVAL;
+    s->actor = v[BEAM_SUBMIT_ACTOR].s;
+    s->obj = v[BEAM_SUBMIT_OBJ].s;
+    s->method = v[BEAM_SUBMIT_METHOD].s;
+    s->method_len = v[BEAM_SUBMIT_METHOD].len;
+    s->args = v[BEAM_SUBMIT_ARGS].s;
+    s->args_len = v[BEAM_SUBMIT_ARGS].len;
     return beam_refs_parse(params, &s->refs, err, errlen);
 }
 
