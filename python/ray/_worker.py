@@ -24,16 +24,22 @@ import signal
 import sys
 import threading
 import traceback
+import types
+
+_FunctionType = types.FunctionType
 
 
 def _resolve_args(args, kwargs):
     """Top-level ObjectRef arguments are passed as their values, as in Ray."""
-    import ray
+    from ray._private.object_ref import ObjectRef
 
-    refs = [a for a in args if isinstance(a, ray.ObjectRef)]
-    refs += [v for v in kwargs.values() if isinstance(v, ray.ObjectRef)]
+    refs = [a for a in args if isinstance(a, ObjectRef)]
+    if kwargs:
+        refs += [v for v in kwargs.values() if isinstance(v, ObjectRef)]
     if not refs:
         return args, kwargs
+    import ray
+
     return _substitute(args, kwargs, refs, ray.get(refs))
 
 
@@ -198,6 +204,11 @@ class Worker:
         # the method comes from the class, as Ray's method table: neither an
         # instance attribute of the same name nor an instance __getattr__ counts
         cls = type(self.instance)
+        attr = cls.__dict__.get(name)
+        if type(attr) is _FunctionType and type(cls) is type:
+            # a plain function in the class's own dict: what getattr_static
+            # finds first, bound as below
+            return attr.__get__(self.instance, cls)
         try:
             attr = inspect.getattr_static(cls, name)
         except AttributeError:
