@@ -99,6 +99,9 @@ def _actor_repr(instance):
 
 class Worker:
     def __init__(self, rt):
+        from ray._private import serialization
+
+        self.ser = serialization
         self.rt = rt
         self.client = rt.client
         self.instance = None
@@ -235,7 +238,7 @@ class Worker:
 
     def call(self, params):
         """Runs one call on this thread and sends its result."""
-        from ray._private import serialization as ser
+        ser = self.ser  # imported once: a call's path runs this per call
 
         name = params["method"]
         if name == "__ray_terminate__":
@@ -325,7 +328,7 @@ class Worker:
     def finish(self, params, outcome):
         """Pickles a call's outcome, (True, value) or (False, exception),
         sends it as the call's result, and sends queued releases."""
-        from ray._private import serialization as ser
+        ser = self.ser  # imported once: a call's path runs this per call
 
         name = params["method"]
         status, objs, actors = 0, [], []
@@ -356,7 +359,7 @@ class Worker:
             os._exit(0)
 
     def reply(self, obj, status, data, objs, actors):
-        from ray._private import serialization as ser
+        ser = self.ser  # imported once: a call's path runs this per call
 
         self.client.send("task_done", ser.with_refs({"obj": obj, "status": status, "data": data}, objs, actors))
 
