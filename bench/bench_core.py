@@ -9,10 +9,17 @@ ratios (beam time / Pipe time; lower is better, 1.0 is parity).
 Workloads: sync actor calls (call, wait, repeat); 1000 calls in flight on
 one actor, then wait for all; put + get of a small object; ray.init plus 4
 actors ready (against starting 4 subprocesses and a round trip with each).
+
+For the sync calls it also prints the CPU time each process spent per call
+(all its threads, user + kernel, from /proc/PID/task/*/schedstat): less
+swayed by the machine's other load than the wall time, and it says where a
+call's cost goes (driver, beamd, worker; against the Pipe's two ends).
+Run it under `taskset -c N` to see the CPU cost without cross-CPU wake-ups.
 """
 
 import argparse
 import os
+import statistics
 import sys
 
 import ray
@@ -21,6 +28,33 @@ import benchutil
 from benchutil import PipeActor, timed
 
 Counter = ray.remote(benchutil.Counter)
+
+
+def cpu_ns(pid):
+    """The CPU time pid's threads have run, in ns (None where unreadable)."""
+    total = 0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass
+    except OSError:
+        return None
+    return total
+
+
+def cpu_per_call(fn, pids, ops, repeat):
+    """The median over repeat runs of fn() of each pid's CPU time per op, in us."""
+    runs = []
+    for _ in range(repeat):
+        before = [cpu_ns(p) for p in pids]
+        fn()
+        after = [cpu_ns(p) for p in pids]
+        runs.append([None if a is None or b is None else (b - a) / ops / 1000 for a, b in zip(before, after)])
+    return [None if any(r[i] is None for r in runs) else statistics.median(r[i] for r in runs)
+            for i in range(len(pids))]
 
 
 def main():
@@ -46,6 +80,13 @@ def main():
             pipe.call("add", 1)
 
     rows.append(("sync actor call", n_sync, timed(beam_sync, repeat), timed(pipe_sync, repeat)))
+    from ray._private import worker as _rt
+
+    private = _rt.runtime().private
+    beamd_pid = private.proc.pid if private is not None else None
+    worker_pid = ray.get(actor.__ray_call__.remote(lambda self: os.getpid()))
+    beam_cpu = cpu_per_call(beam_sync, [os.getpid(), beamd_pid, worker_pid], n_sync, repeat)
+    pipe_cpu = cpu_per_call(pipe_sync, [os.getpid(), pipe.proc.pid], n_sync, repeat)
 
     def beam_inflight():
         ray.get([actor.add.remote(1) for _ in range(1000)])
@@ -90,6 +131,14 @@ def main():
     print(f"{'workload':28} {'ops':>6} {'beam/op':>11} {'pipe/op':>11} {'beam/pipe':>10}")
     for name, ops, b, p in rows:
         print(f"{name:28} {ops:>6} {1e6 * b / ops:>9.1f}us {1e6 * p / ops:>9.1f}us {b / p:>10.2f}")
+
+    def us(v):
+        return "?" if v is None else f"{v:.1f}us"
+
+    known = [v for v in beam_cpu if v is not None]
+    print(f"sync actor call, CPU per call: beam {us(sum(known))} (driver {us(beam_cpu[0])}, beamd "
+          f"{us(beam_cpu[1])}, worker {us(beam_cpu[2])}); pipe {us(sum(v for v in pipe_cpu if v is not None))} "
+          f"(caller {us(pipe_cpu[0])}, server {us(pipe_cpu[1])})")
     return 0
 
 

@@ -24,16 +24,22 @@ import signal
 import sys
 import threading
 import traceback
+import types
+
+_FunctionType = types.FunctionType
 
 
 def _resolve_args(args, kwargs):
     """Top-level ObjectRef arguments are passed as their values, as in Ray."""
-    import ray
+    from ray._private.object_ref import ObjectRef
 
-    refs = [a for a in args if isinstance(a, ray.ObjectRef)]
-    refs += [v for v in kwargs.values() if isinstance(v, ray.ObjectRef)]
+    refs = [a for a in args if isinstance(a, ObjectRef)]
+    if kwargs:
+        refs += [v for v in kwargs.values() if isinstance(v, ObjectRef)]
     if not refs:
         return args, kwargs
+    import ray
+
     return _substitute(args, kwargs, refs, ray.get(refs))
 
 
@@ -93,6 +99,9 @@ def _actor_repr(instance):
 
 class Worker:
     def __init__(self, rt):
+        from ray._private import serialization
+
+        self.ser = serialization
         self.rt = rt
         self.client = rt.client
         self.instance = None
@@ -198,6 +207,11 @@ class Worker:
         # the method comes from the class, as Ray's method table: neither an
         # instance attribute of the same name nor an instance __getattr__ counts
         cls = type(self.instance)
+        attr = cls.__dict__.get(name)
+        if type(attr) is _FunctionType and type(cls) is type:
+            # a plain function in the class's own dict: what getattr_static
+            # finds first, bound as below
+            return attr.__get__(self.instance, cls)
         try:
             attr = inspect.getattr_static(cls, name)
         except AttributeError:
@@ -224,7 +238,7 @@ class Worker:
 
     def call(self, params):
         """Runs one call on this thread and sends its result."""
-        from ray._private import serialization as ser
+        ser = self.ser  # imported once: a call's path runs this per call
 
         name = params["method"]
         if name == "__ray_terminate__":
@@ -314,7 +328,7 @@ class Worker:
     def finish(self, params, outcome):
         """Pickles a call's outcome, (True, value) or (False, exception),
         sends it as the call's result, and sends queued releases."""
-        from ray._private import serialization as ser
+        ser = self.ser  # imported once: a call's path runs this per call
 
         name = params["method"]
         status, objs, actors = 0, [], []
@@ -345,7 +359,7 @@ class Worker:
             os._exit(0)
 
     def reply(self, obj, status, data, objs, actors):
-        from ray._private import serialization as ser
+        ser = self.ser  # imported once: a call's path runs this per call
 
         self.client.send("task_done", ser.with_refs({"obj": obj, "status": status, "data": data}, objs, actors))
 

@@ -106,11 +106,45 @@ def _method_signatures(cls, names):
     return sigs
 
 
+# id(signature) -> (signature, fewest, most positional arguments), or
+# (signature, None, None) where keyword-only parameters need sig.bind; it
+# keeps the signature (so the id stays its own), and starts over past
+# _ARITY_MAX (classes made on the fly)
+_ARITY = {}
+_ARITY_MAX = 4096
+
+
+def _arity(sig):
+    entry = _ARITY.get(id(sig))
+    if entry is None:
+        lo = hi = 0
+        for p in sig.parameters.values():
+            if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+                hi += 1
+                if p.default is inspect.Parameter.empty:
+                    lo = hi
+            elif p.kind is inspect.Parameter.VAR_POSITIONAL:
+                hi = float("inf")
+            elif p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is inspect.Parameter.empty:
+                lo = hi = None
+                break
+        if len(_ARITY) >= _ARITY_MAX:
+            _ARITY.clear()
+        entry = _ARITY[id(sig)] = (sig, lo, hi)
+    return entry
+
+
 def _bind(sig, args, kwargs):
     """Raises the TypeError Ray raises at .remote() for arguments that do
-    not fit the signature."""
-    if sig is not None:
-        sig.bind(*args, **kwargs)
+    not fit the signature. Positional arguments alone fit when their count
+    does (what sig.bind would find, without its cost on every call)."""
+    if sig is None:
+        return
+    if not kwargs:
+        _, lo, hi = _arity(sig)
+        if lo is not None and lo <= len(args) <= hi:
+            return
+    sig.bind(*args, **kwargs)
 
 
 def _actor_resources(opts):

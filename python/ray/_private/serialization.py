@@ -33,8 +33,48 @@ MAGIC = b"BEAMOOB1"
 ALIGN = 64
 
 
+# Types the plain C pickler writes exactly as cloudpickle does (cloudpickle
+# only adds by-value pickling of functions and classes, and these hold none):
+# a small value made only of them skips the CloudPickler and the ref
+# collection (it can carry no ObjectRef or ActorHandle). Exact types only: a
+# subclass may reduce to anything.
+_ATOMS = frozenset((type(None), bool, int, float, str, bytes))
+_PLAIN_MAX = 32  # items checked at most, so a large container goes to cloudpickle at once
+
+
+def _plain(value, budget):
+    """budget left (>= 0) if value is made only of _ATOMS in tuples, lists
+    and dicts, with at most budget items in all; -1 otherwise."""
+    t = type(value)
+    if t in _ATOMS:
+        return budget
+    if t is tuple or t is list:
+        budget -= len(value)
+        if budget < 0:
+            return -1
+        for item in value:
+            budget = _plain(item, budget)
+            if budget < 0:
+                return -1
+        return budget
+    if t is dict:
+        budget -= 2 * len(value)
+        if budget < 0:
+            return -1
+        for k, v in value.items():
+            budget = _plain(k, budget)
+            if budget >= 0:
+                budget = _plain(v, budget)
+            if budget < 0:
+                return -1
+        return budget
+    return -1
+
+
 def dumps(value):
     """Returns (bytes, [object ids], [actor ids]) for value."""
+    if _plain(value, _PLAIN_MAX) >= 0:
+        return pickle.dumps(value, protocol=PROTOCOL), [], []
     buffers = []
     with _refcount.collect() as found:
         data = cloudpickle.dumps(value, protocol=PROTOCOL, buffer_callback=buffers.append)
@@ -92,6 +132,8 @@ def with_refs(params, objs, actors):
 
 def loads(data):
     """The value data (bytes or a bytes-like object) was dumped from."""
+    if type(data) is bytes and not data.startswith(MAGIC):
+        return pickle.loads(data)
     view = memoryview(data)
     if view[:len(MAGIC)] != MAGIC:
         return cloudpickle.loads(view)

@@ -421,6 +421,17 @@ def _get_values(ids, timeout_ms):
 def get(object_refs, *, timeout=None):
     """ray.get: one ref or a list of refs; order kept, duplicates allowed."""
     single = isinstance(object_refs, ObjectRef)
+    if single:
+        # one ref (a sync call's): what the list path below does for [ref]
+        timeout_ms = _timeout_ms(timeout)
+        with _Blocked(runtime(), timeout_ms):
+            entry = _get_values([object_refs._id], timeout_ms)[0]
+        if entry is None:
+            raise _exc.GetTimeoutError("Get timed out: some object(s) not ready.")
+        value, error = _value(entry[0], entry[1], object_refs)
+        if error is not None:
+            raise error
+        return value
     cg = sys.modules.get("ray.experimental.compiled_dag_ref")  # compiled-graph refs, if any were made
     if cg is not None and not single and (isinstance(object_refs, cg.CompiledDAGRef) or (
             isinstance(object_refs, list) and any(isinstance(r, cg.CompiledDAGRef) for r in object_refs))):
