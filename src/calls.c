@@ -60,14 +60,20 @@ void beam_call_fail(beam_node_t *node, beam_call_t *call, int status, const char
     call_free(call);
 }
 
-void beam_callq_push(beam_callq_t *q, beam_call_t *call)
+/* Appends call to the list (head, tail). */
+static void append(beam_call_t **head, beam_call_t **tail, beam_call_t *call)
 {
     call->next = NULL;
-    if (q->queue_tail)
-        q->queue_tail->next = call;
+    if (*tail)
+        (*tail)->next = call;
     else
-        q->queue = call;
-    q->queue_tail = call;
+        *head = call;
+    *tail = call;
+}
+
+void beam_callq_push(beam_callq_t *q, beam_call_t *call)
+{
+    append(&q->queue, &q->queue_tail, call);
 }
 
 void beam_callq_send(beam_callq_t *q, beam_port_t *worker, beam_call_t *call)
@@ -89,12 +95,7 @@ void beam_callq_send(beam_callq_t *q, beam_port_t *worker, beam_call_t *call)
     call->args_buf = NULL;
     call->args = NULL;
     call->args_len = 0;
-    call->next = NULL;
-    if (q->sent_tail)
-        q->sent_tail->next = call;
-    else
-        q->sent = call;
-    q->sent_tail = call;
+    append(&q->sent, &q->sent_tail, call);
 }
 
 void beam_callq_flush(beam_callq_t *q, beam_port_t *worker)
@@ -128,12 +129,7 @@ beam_call_t *beam_callq_take_sent(beam_callq_t *q, const char *obj)
 
 void beam_callq_push_sent(beam_callq_t *q, beam_call_t *call)
 {
-    call->next = NULL;
-    if (q->sent_tail)
-        q->sent_tail->next = call;
-    else
-        q->sent = call;
-    q->sent_tail = call;
+    append(&q->sent, &q->sent_tail, call);
 }
 
 void beam_callq_fail_all(beam_node_t *node, beam_callq_t *q, int status, const char *message, int keep_local)
