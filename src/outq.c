@@ -30,7 +30,8 @@ typedef struct beam_outq_blk_s {
     struct beam_outq_blk_s *next;
     char *own;       /* the message's own buffer, or NULL */
     beam_buf_t *buf; /* a span's buffer (one reference), or NULL */
-    char *data;      /* own, buf's bytes, or (neither) the bytes following this header */
+    char *data;      /* own, buf's bytes, or (neither) the bytes following this header;
+                        past what a write took of them at once */
     size_t len;      /* bytes held */
     size_t cap;      /* bytes data has room for */
     size_t cost;
@@ -247,9 +248,9 @@ static void on_write(uv_write_t *req, int status)
 }
 
 /* The stream took wrote bytes of bufs[0..*n) at once: the blocks they
- * covered, from the queue's head, are freed as a finished write's are, and
- * bufs is left holding what is still to write (*n of them, the first one
- * past what a cut block already sent). */
+ * covered, from the queue's head, are freed as a finished write's are, a
+ * block written in part is advanced past what went, and bufs is left
+ * holding what is still to write (*n of them). */
 static void take_written(beam_outq_t *q, size_t wrote, uv_buf_t *bufs, unsigned *n)
 {
     unsigned i = 0;
@@ -266,9 +267,16 @@ static void take_written(beam_outq_t *q, size_t wrote, uv_buf_t *bufs, unsigned 
         blocks_free(b);
         i++;
     }
-    if (i < *n && wrote > 0) { /* a block cut in two: the rest of it goes next */
-        bufs[i].base += wrote;
-        bufs[i].len -= wrote;
+    if (i < *n && wrote > 0) {
+        /* a block cut in two: it keeps only the rest (so the queue stays
+         * true whatever becomes of this flush), which goes next */
+        blk_t *b = q->head;
+        b->data += wrote;
+        b->len -= wrote;
+        b->cap -= wrote;
+        if (b->buf)
+            q->spanned -= wrote;
+        bufs[i] = uv_buf_init(b->data, (unsigned)b->len);
     }
     memmove(bufs, bufs + i, (*n - i) * sizeof *bufs);
     *n -= i;
