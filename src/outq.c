@@ -8,7 +8,10 @@
  * buffer and a write request of its own, a value sent from where it is kept
  * costs no copy, and the cost counts what each holds. Blocks are handed to
  * the stream only when it has nothing unwritten, so a peer that does not
- * read leaves its messages here, coalesced and counted. */
+ * read leaves its messages here, coalesced and counted; they are tried at
+ * once (uv_try_write), and only what the socket did not take becomes a
+ * write request, so a reply to a reading peer costs one write(2) and no
+ * turn of the loop. */
 #define _GNU_SOURCE
 #include "outq.h"
 
@@ -27,7 +30,8 @@ typedef struct beam_outq_blk_s {
     struct beam_outq_blk_s *next;
     char *own;       /* the message's own buffer, or NULL */
     beam_buf_t *buf; /* a span's buffer (one reference), or NULL */
-    char *data;      /* own, buf's bytes, or (neither) the bytes following this header */
+    char *data;      /* own, buf's bytes, or (neither) the bytes following this header;
+                        past what a write took of them at once */
     size_t len;      /* bytes held */
     size_t cap;      /* bytes data has room for */
     size_t cost;
@@ -220,6 +224,16 @@ int beam_outq_push_enc(beam_outq_t *q, beam_enc_t *enc)
     return rc < 0 ? rc : settle(q);
 }
 
+/* Cost released (a write done): a burst that is over gives its memory back
+ * (small blocks live in the heap). */
+static void released(beam_outq_t *q)
+{
+    if (q->cost == 0 && q->peak >= TRIM_PEAK) {
+        q->peak = 0;
+        malloc_trim(0);
+    }
+}
+
 static void on_write(uv_write_t *req, int status)
 {
     batch_t *w = (batch_t *)req;
@@ -228,39 +242,89 @@ static void on_write(uv_write_t *req, int status)
     q->spanned -= w->spanned;
     blocks_free(w->blocks);
     free(w);
-    if (status == 0 && q->cost == 0 && q->peak >= TRIM_PEAK) {
-        /* a burst is over: give its memory back (small blocks live in the heap) */
-        q->peak = 0;
-        malloc_trim(0);
-    }
+    if (status == 0)
+        released(q);
     q->on_written(q, status);
+}
+
+/* The stream took wrote bytes of bufs[0..*n) at once: the blocks they
+ * covered, from the queue's head, are freed as a finished write's are, a
+ * block written in part is advanced past what went, and bufs is left
+ * holding what is still to write (*n of them). */
+static void take_written(beam_outq_t *q, size_t wrote, uv_buf_t *bufs, unsigned *n)
+{
+    unsigned i = 0;
+    while (i < *n && wrote >= bufs[i].len) {
+        blk_t *b = q->head;
+        wrote -= bufs[i].len;
+        q->head = b->next;
+        if (!q->head)
+            q->tail = NULL;
+        q->cost -= b->cost;
+        if (b->buf)
+            q->spanned -= b->len;
+        b->next = NULL;
+        blocks_free(b);
+        i++;
+    }
+    if (i < *n && wrote > 0) {
+        /* a block cut in two: it keeps only the rest (so the queue stays
+         * true whatever becomes of this flush), which goes next */
+        blk_t *b = q->head;
+        b->data += wrote;
+        b->len -= wrote;
+        b->cap -= wrote;
+        if (b->buf)
+            q->spanned -= wrote;
+        bufs[i] = uv_buf_init(b->data, (unsigned)b->len);
+    }
+    memmove(bufs, bufs + i, (*n - i) * sizeof *bufs);
+    *n -= i;
+    released(q);
 }
 
 int beam_outq_flush(beam_outq_t *q)
 {
     uv_stream_t *s = q->stream;
+    int done = 0; /* a batch went out whole at once: the owner hears of it below */
     while (q->head && !uv_is_closing((uv_handle_t *)s) && uv_stream_get_write_queue_size(s) == 0) {
+        uv_buf_t bufs[WRITE_BATCH];
+        unsigned n = 0;
+        blk_t *b = q->head;
+        for (; b && n < WRITE_BATCH; b = b->next)
+            bufs[n++] = uv_buf_init(b->data, (unsigned)b->len);
+        /* the stream has nothing unwritten, so these bytes may go now, in
+         * order, without a request and a turn of the loop for its callback.
+         * UV_EAGAIN (the socket is full) writes nothing; any other error
+         * also leaves it all to uv_write, which meets the error again and
+         * reports it through on_write on a later turn, as before: never
+         * under the caller of this flush. */
+        int wrote = uv_try_write(s, bufs, n);
+        if (wrote > 0)
+            take_written(q, (size_t)wrote, bufs, &n);
+        if (n == 0) {
+            done = 1;
+            continue;
+        }
         batch_t *w = malloc(sizeof *w);
         if (!w)
             return -ENOMEM;
-        uv_buf_t bufs[WRITE_BATCH];
-        unsigned n = 0;
         size_t cost = sizeof *w + MALLOC_OVERHEAD, spanned = 0;
-        blk_t *b = q->head, *last = q->head; /* q->head is set: the loop takes it at least */
-        for (; b && n < WRITE_BATCH; b = b->next) {
-            bufs[n++] = uv_buf_init(b->data, (unsigned)b->len);
-            cost += b->cost;
-            if (b->buf)
-                spanned += b->len;
-            last = b;
+        blk_t *last = q->head; /* the n blocks left start at q->head (n >= 1) */
+        for (unsigned i = 0; i < n; i++) {
+            if (i > 0)
+                last = last->next;
+            cost += last->cost;
+            if (last->buf)
+                spanned += last->len;
         }
         w->q = q;
         w->blocks = q->head;
         w->cost = cost;
         w->spanned = spanned;
+        q->head = last->next;
         last->next = NULL;
-        q->head = b;
-        if (!b)
+        if (!q->head)
             q->tail = NULL;
         q->cost += sizeof *w + MALLOC_OVERHEAD;
         int rc = uv_write(&w->req, s, bufs, n, on_write);
@@ -272,6 +336,8 @@ int beam_outq_flush(beam_outq_t *q)
             return rc;
         }
     }
+    if (done)
+        q->on_written(q, 0);
     return 0;
 }
 

@@ -18,7 +18,11 @@ struct beam_outq_s;
 /* A write handed to the stream finished (status 0) or failed (a negative
  * libuv error; UV_ECANCELED when the stream was closed with it pending). Its
  * cost is already off the queue. The queue does not start another write by
- * itself: the owner calls beam_outq_flush when it still wants to send. */
+ * itself: the owner calls beam_outq_flush when it still wants to send.
+ * Status 0 may come from inside beam_outq_flush (the stream took a batch at
+ * once), once per flush, after the flush is done with the queue, so the
+ * owner may flush again from it; a failure always comes from libuv's write
+ * callback, on a later turn of the loop, never under a flush's caller. */
 typedef void (*beam_outq_written_cb)(struct beam_outq_s *q, int status);
 
 typedef struct beam_outq_s {
@@ -59,7 +63,9 @@ int beam_outq_push_own(beam_outq_t *q, char *buf, size_t len);
  * the owner must not send on the stream again. */
 int beam_outq_push_enc(beam_outq_t *q, beam_enc_t *enc);
 /* Hands the queue to the stream, a batch of blocks a write, while the stream
- * has nothing unwritten (libuv then writes at once); what is left waits for
+ * has nothing unwritten: each batch is written at once as far as the socket
+ * takes it (those blocks freed, their cost off the queue, on_written(q, 0)
+ * before returning), the rest of it goes to uv_write; what is left waits for
  * the write before it. Returns 0, -ENOMEM, or a libuv error from uv_write. */
 int beam_outq_flush(beam_outq_t *q);
 /* Whether the queue is back under half of *soft (the owner reads again). */

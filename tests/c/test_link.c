@@ -246,10 +246,11 @@ static void test_a_queue_past_its_cap_closes_on_the_next_turn(void **state)
 {
     (void)state;
     bring_up();
-    /* the member reads nothing: what the head queues is counted until
-     * written, and written only as the loop turns */
+    /* the member reads nothing: once the sockets' buffers are full, what
+     * the head queues is counted until written, and written only as the
+     * loop turns */
     int rc = 0, sends = 0;
-    while (rc == 0 && sends < 100) {
+    while (rc == 0 && sends < 4000) {
         rc = head_send(16 << 10);
         sends++;
     }

@@ -3,7 +3,10 @@
  * write, a large one keeps its own buffer, a span is written from the
  * buffer that holds it and its reference is dropped in the write callback,
  * the cost counts what is held (span bytes included) against the caps, and
- * a failed write is reported with its status. */
+ * a failed write is reported with its status, on a later turn of the loop.
+ * What the socket takes at once is written without a request (in whole or in
+ * part: the rest goes through one), a full socket is no error. */
+#define _GNU_SOURCE /* memmem */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -211,6 +214,146 @@ static void test_failed_write_reported(void **state)
     assert_int_equal(f->q.cost, 0);
 }
 
+/* A stream with nothing unwritten takes a batch at once: no write request,
+ * no turn of the loop; the blocks and the span's reference are let go, the
+ * cost is off the queue and the owner is told before the flush returns. */
+static void test_written_at_once(void **state)
+{
+    enum { SPAN = 2 * BEAM_ENC_SPAN_MIN }; /* written from its buffer, not copied */
+    fixture_t *f = *state;
+    beam_buf_t *b = beam_buf_new(SPAN);
+    assert_non_null(b);
+    memset(b->data, 's', SPAN);
+    beam_enc_t enc;
+    beam_enc_init(&enc);
+    beam_enc_push(&enc, "call", 1);
+    beam_pack_key(&enc.pk, "args");
+    beam_pack_bin_buf(&enc, b, b->data, SPAN);
+    assert_int_equal(beam_enc_end(&enc, 0), 0);
+    assert_int_equal(beam_outq_push(&f->q, dup_mem("abc", 3), 3), BEAM_OUTQ_OK);
+    assert_int_equal(beam_outq_push_enc(&f->q, &enc), BEAM_OUTQ_OK);
+    assert_int_equal(b->refs, 2);
+    assert_int_equal(beam_outq_flush(&f->q), 0);
+    assert_int_equal(f->written, 1);
+    assert_int_equal(f->last_status, 0);
+    assert_null(f->q.head);
+    assert_null(f->q.tail);
+    assert_int_equal(f->q.cost, 0);
+    assert_int_equal(f->q.spanned, 0);
+    assert_int_equal(b->refs, 1); /* the span was written: its reference dropped */
+    assert_int_equal(uv_stream_get_write_queue_size((uv_stream_t *)&f->pipe), 0);
+    static char out[2 * SPAN];
+    size_t got = 0; /* there already, the loop not run */
+    for (ssize_t n; (n = read(f->peer, out + got, sizeof out - got)) > 0;)
+        got += (size_t)n;
+    assert_true(got > 3 + SPAN);
+    assert_memory_equal(out, "abc", 3);
+    assert_non_null(memmem(out, got, b->data, SPAN)); /* the span, whole */
+    uv_run(&f->loop, UV_RUN_NOWAIT);
+    assert_int_equal(f->written, 1); /* no request's callback to come */
+    beam_buf_unref(b);
+    /* the queue is used again as before */
+    assert_int_equal(beam_outq_push(&f->q, dup_mem("de", 2), 2), BEAM_OUTQ_OK);
+    assert_int_equal(beam_outq_flush(&f->q), 0);
+    assert_int_equal(f->written, 2);
+    drain(f, out, 2);
+    assert_memory_equal(out, "de", 2);
+}
+
+/* What the socket does not take at once goes through a write request, from
+ * where the written part ended: the blocks written whole are freed at once,
+ * the cut one and those after it when the request is done. */
+static void test_partial_then_written_by_request(void **state)
+{
+    fixture_t *f = *state;
+    size_t big = 4u << 20; /* more than a unix socket's buffer */
+    char *own = malloc(big);
+    assert_non_null(own);
+    for (size_t i = 0; i < big; i++)
+        own[i] = (char)(i * 7 + 1);
+    char *want = malloc(big + 5);
+    assert_non_null(want);
+    memcpy(want, "head", 4);
+    memcpy(want + 4, own, big);
+    want[4 + big] = '!';
+    assert_int_equal(beam_outq_push(&f->q, dup_mem("head", 4), 4), BEAM_OUTQ_OK);
+    assert_int_equal(beam_outq_push(&f->q, own, big), BEAM_OUTQ_SOFT);
+    assert_int_equal(beam_outq_push(&f->q, dup_mem("!", 1), 1), BEAM_OUTQ_SOFT);
+    size_t before = f->q.cost;
+    assert_int_equal(beam_outq_flush(&f->q), 0);
+    size_t unwritten = uv_stream_get_write_queue_size((uv_stream_t *)&f->pipe);
+    assert_true(unwritten > 0);
+    assert_true(unwritten < big); /* a part went at once... */
+    assert_int_equal(f->written, 0); /* ...the rest is a request in flight */
+    assert_null(f->q.head);
+    assert_true(f->q.cost < before); /* "head"'s block is freed */
+    assert_true(f->q.cost > big);    /* the cut buffer is held until written */
+    assert_false(beam_outq_drained(&f->q));
+    char *out = malloc(big + 5);
+    assert_non_null(out);
+    drain(f, out, big + 5);
+    assert_memory_equal(out, want, big + 5);
+    assert_int_equal(f->written, 1);
+    assert_int_equal(f->last_status, 0);
+    assert_int_equal(f->q.cost, 0);
+    assert_true(beam_outq_drained(&f->q));
+    free(out);
+    free(want);
+}
+
+/* A full socket (UV_EAGAIN) is no error: the batch waits in a request, in
+ * order after what the socket holds. */
+static void test_socket_full_waits_in_request(void **state)
+{
+    fixture_t *f = *state;
+    uv_os_fd_t fd;
+    assert_int_equal(uv_fileno((uv_handle_t *)&f->pipe, &fd), 0);
+    char fill[4096];
+    memset(fill, 'f', sizeof fill);
+    size_t filled = 0;
+    for (;;) {
+        ssize_t n = write(fd, fill, sizeof fill);
+        if (n < 0) {
+            assert_int_equal(errno, EAGAIN);
+            break;
+        }
+        filled += (size_t)n;
+    }
+    assert_int_equal(beam_outq_push(&f->q, dup_mem("xyz", 3), 3), BEAM_OUTQ_OK);
+    assert_int_equal(beam_outq_flush(&f->q), 0);
+    assert_int_equal(f->written, 0);
+    assert_null(f->q.head);
+    assert_int_equal(uv_stream_get_write_queue_size((uv_stream_t *)&f->pipe), 3);
+    assert_true(f->q.cost > 0);
+    char *out = malloc(filled + 3);
+    assert_non_null(out);
+    drain(f, out, filled + 3);
+    assert_memory_equal(out + filled, "xyz", 3);
+    assert_int_equal(f->written, 1);
+    assert_int_equal(f->last_status, 0);
+    assert_int_equal(f->q.cost, 0);
+    free(out);
+}
+
+/* A write that fails at once is reported as a failed request is: on a later
+ * turn of the loop, not under the caller of the flush (an owner that
+ * closes on it would free what its caller is using). */
+static void test_failed_write_not_reported_under_flush(void **state)
+{
+    fixture_t *f = *state;
+    close(f->peer);
+    f->peer = -1;
+    assert_int_equal(beam_outq_push(&f->q, dup_mem("gone", 4), 4), BEAM_OUTQ_OK);
+    assert_int_equal(beam_outq_flush(&f->q), 0);
+    assert_int_equal(f->written, 0);
+    assert_true(f->q.cost > 0); /* held by the failed request until its callback */
+    for (int i = 0; i < 1000 && f->written == 0; i++)
+        uv_run(&f->loop, UV_RUN_NOWAIT);
+    assert_int_equal(f->written, 1);
+    assert_int_equal(f->last_status, UV_EPIPE);
+    assert_int_equal(f->q.cost, 0);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* as beamd: a write to a gone peer is an error, not a signal */
@@ -220,6 +363,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_caps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_own_buffer_kept_whatever_its_length, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_write_reported, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_written_at_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_partial_then_written_by_request, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_socket_full_waits_in_request, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_write_not_reported_under_flush, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
