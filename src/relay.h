@@ -1,6 +1,6 @@
 /* relay.h — the cluster's switches over the links (layer 5). On the head:
  * a member's join and welcome, its clients' frames into the op table
- * (node->dispatch), their opens and closes, and its workers' starts, output
+ * (node->hooks.dispatch), their opens and closes, and its workers' starts, output
  * and exits into the actor table; a lost link loses its member. On a
  * member: the join, the head's spawns and kills (procs), the head's frames
  * to local clients, and, when the head is lost, every local client closed
