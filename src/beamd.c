@@ -19,23 +19,16 @@
 #include <unistd.h>
 #include <utlist.h>
 
-#include "actors.h"
 #include "client.h"
 #include "cluster.h"
-#include "deaths.h"
 #include "hooks.h"
 #include "link.h"
-#include "local.h"
 #include "relay.h"
-#include "procs.h"
 #include "gpu.h"
 #include "log.h"
 #include "node.h"
 #include "notify.h"
-#include "objects.h"
-#include "placement.h"
 #include "server.h"
-#include "session.h"
 
 typedef struct options_s {
     const char *socket;
@@ -402,12 +395,7 @@ static void stop(beam_node_t *node, const char *why)
     beam_log(BEAM_LOG_INFO, "stopping: %s", why);
     beam_notify_stopping();
     beam_server_close(&server);
-    beam_actors_stop_all(node);
-    beam_procs_kill_all(node);
-    beam_sessions_close_all(node, "beamd is shutting down");
-    beam_links_stop(node);
-    beam_local_reset(node); /* (closes its timer, even with no link left to close) */
-    uv_close((uv_handle_t *)&node->reaper, NULL);
+    beam_node_stop(node, "beamd is shutting down");
     uv_close((uv_handle_t *)&sigterm, NULL);
     uv_close((uv_handle_t *)&sigint, NULL);
 }
@@ -518,14 +506,7 @@ int main(int argc, char **argv)
 
     uv_run(loop, UV_RUN_DEFAULT);
 
-    beam_sessions_reap(&node);
-    beam_objects_destroy(&node);
-    beam_actors_destroy(&node);
-    beam_pgs_destroy(&node);
-    beam_cluster_destroy(&node);
-    beam_links_destroy(&node);
-    beam_local_destroy(&node);
-    beam_pool_destroy(&node.pool);
+    beam_node_free(&node);
     int rc = uv_loop_close(loop);
     if (rc != 0)
         beam_log(BEAM_LOG_WARN, "loop closed with handles open: %s", uv_strerror(rc));

@@ -5,8 +5,11 @@
 #include "cluster.h"
 #include "deaths.h"
 #include "dispatch.h"
+#include "link.h"
 #include "local.h"
+#include "objects.h"
 #include "placement.h"
+#include "procs.h"
 #include "session.h"
 
 /* A member died: its actors die of the node's death; then its clients,
@@ -33,4 +36,27 @@ void beam_hooks_wire(beam_node_t *node)
     node->hooks.member_lost = on_member_lost;
     node->hooks.member_in_use = beam_actors_member_in_use;
     node->hooks.relay_up = beam_local_up;
+}
+
+void beam_node_stop(beam_node_t *node, const char *why)
+{
+    node->stopping = 1;
+    beam_actors_stop_all(node);
+    beam_procs_kill_all(node);
+    beam_sessions_close_all(node, why);
+    beam_links_stop(node);
+    beam_local_reset(node); /* (closes its timer, even with no link left to close) */
+    uv_close((uv_handle_t *)&node->reaper, NULL);
+}
+
+void beam_node_free(beam_node_t *node)
+{
+    beam_sessions_reap(node);
+    beam_objects_destroy(node);
+    beam_actors_destroy(node);
+    beam_pgs_destroy(node);
+    beam_cluster_destroy(node);
+    beam_links_destroy(node);
+    beam_local_destroy(node);
+    beam_pool_destroy(&node->pool);
 }

@@ -591,20 +591,9 @@ static void on_walk_close(uv_handle_t *h, void *arg)
 static void node_teardown(fuzz_t *f)
 {
     beam_node_t *node = &f->node;
-    node->stopping = 1;
-    beam_actors_stop_all(node);
-    beam_procs_kill_all(node);
-    beam_sessions_close_all(node, "the fuzz input ended");
-    beam_links_stop(node);
-    uv_close((uv_handle_t *)&node->reaper, NULL);
+    beam_node_stop(node, "the fuzz input ended");
     uv_run(&f->loop, UV_RUN_DEFAULT);
-    beam_sessions_reap(node);
-    beam_objects_destroy(node);
-    beam_actors_destroy(node);
-    beam_pgs_destroy(node);
-    beam_cluster_destroy(node);
-    beam_links_destroy(node);
-    beam_pool_destroy(&node->pool);
+    beam_node_free(node);
     if (uv_loop_close(&f->loop) != 0) {
         uv_walk(&f->loop, on_walk_close, NULL);
         CHECK(!"the loop has handles open after teardown");
