@@ -17,11 +17,15 @@ its data travels out of band, as Ray's zero-copy get)."""
 import argparse
 import os
 import statistics
+import sys
 import time
 
 import numpy
 
-import ray
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
+
+import ray  # noqa: E402
+from beamkit.procs import hwm_kib, reset_hwm, rss_kib  # noqa: E402
 
 
 @ray.remote
@@ -35,22 +39,6 @@ class Source:
 
     def value(self, kind):
         return self.bytes if kind == "bytes" else self.array
-
-
-def _status(pid, key):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) / 1024  # kB -> MiB
-    return 0.0
-
-
-def _reset_peak(pid):
-    try:
-        with open(f"/proc/{pid}/clear_refs", "w") as f:
-            f.write("5")  # resets VmHWM to the current RSS
-    except OSError:
-        pass
 
 
 def _beamd_pid():
@@ -90,8 +78,8 @@ def main():
         base = {}
         for who, pid in pids.items():
             if pid:
-                _reset_peak(pid)
-                base[who] = _status(pid, "VmRSS")
+                reset_hwm(pid)
+                base[who] = rss_kib(pid) / 1024
         times = []
         for _ in range(args.runs):
             t = time.perf_counter()
@@ -99,7 +87,7 @@ def main():
             times.append(time.perf_counter() - t)
             assert len(v) == size
             del v
-        peaks = {who: (_status(pid, "VmHWM"), base[who]) for who, pid in pids.items() if pid}
+        peaks = {who: (hwm_kib(pid) / 1024, base[who]) for who, pid in pids.items() if pid}
         rows.append((kind, statistics.median(times), peaks))
     ray.shutdown()
 
