@@ -407,6 +407,13 @@ void beam_enc_push(beam_enc_t *enc, const char *op, uint32_t nparams)
     msgpack_pack_map(&enc->pk, nparams);
 }
 
+void beam_enc_error_push(beam_enc_t *enc, const char *message)
+{
+    beam_enc_push(enc, "error", 1);
+    beam_pack_key(&enc->pk, "message");
+    beam_pack_str(&enc->pk, message);
+}
+
 int beam_enc_end(beam_enc_t *enc, uint32_t max_frame)
 {
     if (enc->failed)

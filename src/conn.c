@@ -44,9 +44,7 @@ static void send_error_push(beam_conn_t *c, const char *message)
 {
     beam_enc_t enc;
     beam_enc_init(&enc);
-    beam_enc_push(&enc, "error", 1);
-    beam_pack_key(&enc.pk, "message");
-    beam_pack_str(&enc.pk, message);
+    beam_enc_error_push(&enc, message);
     beam_enc_end(&enc, 0);
     beam_conn_send_enc(c, &enc);
 }

@@ -41,9 +41,7 @@ void beam_port_send_error_push(beam_port_t *p, const char *message)
 {
     beam_enc_t enc;
     beam_enc_init(&enc);
-    beam_enc_push(&enc, "error", 1);
-    beam_pack_key(&enc.pk, "message");
-    beam_pack_str(&enc.pk, message);
+    beam_enc_error_push(&enc, message);
     beam_enc_end(&enc, 0);
     beam_port_send_enc(p, &enc);
 }

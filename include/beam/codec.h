@@ -88,6 +88,9 @@ void beam_enc_reply_ok(beam_enc_t *enc, uint64_t msgid);
 void beam_enc_reply_error(beam_enc_t *enc, uint64_t msgid, const char *code, const char *message);
 /* [2, op, then a map of nparams pairs follows] */
 void beam_enc_push(beam_enc_t *enc, const char *op, uint32_t nparams);
+/* [2, "error", {message}] — complete (the client is told why it is closed,
+ * or what went wrong with a request it wanted no reply to). */
+void beam_enc_error_push(beam_enc_t *enc, const char *message);
 /* Patches the frame header. Returns 0, or -1 if any write failed or the
  * frame is over max_frame (when max_frame is non-zero). */
 int beam_enc_end(beam_enc_t *enc, uint32_t max_frame);
