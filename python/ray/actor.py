@@ -6,6 +6,7 @@ Creating an actor sends ``create_actor``; calling a method sends ``submit``
 with a return ObjectRef made here, so ``.remote()`` never waits for beamd.
 """
 
+import collections
 import inspect
 import os
 import sys
@@ -67,20 +68,39 @@ def _method_names(cls):
     return frozenset(names)
 
 
+class _CallSig(collections.namedtuple("_CallSig", "sig lo hi")):
+    """A signature for binding a call's arguments, with its positional
+    arity read once: lo..hi positional arguments alone fit (hi may be inf);
+    lo is None where keyword-only parameters without a default need
+    sig.bind anyway."""
+
+
+def _arity(sig):
+    lo = hi = 0
+    for p in sig.parameters.values():
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            hi += 1
+            if p.default is inspect.Parameter.empty:
+                lo = hi
+        elif p.kind is inspect.Parameter.VAR_POSITIONAL:
+            hi = float("inf")
+        elif p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is inspect.Parameter.empty:
+            return None, None
+    return lo, hi
+
+
 def _signature(fn, drop_first):
     """fn's signature for binding a call's arguments (without self/cls when
-    drop_first), or None where it cannot be read."""
+    drop_first), as a _CallSig, or None where it cannot be read."""
     try:
         sig = inspect.signature(fn, follow_wrapped=False)
     except (TypeError, ValueError):
         return None
     params = list(sig.parameters.values())
-    if drop_first:
-        if not params or params[0].kind not in (inspect.Parameter.POSITIONAL_ONLY,
-                                                 inspect.Parameter.POSITIONAL_OR_KEYWORD):
-            return sig
-        params = params[1:]
-    return sig.replace(parameters=params)
+    if drop_first and params and params[0].kind in (inspect.Parameter.POSITIONAL_ONLY,
+                                                    inspect.Parameter.POSITIONAL_OR_KEYWORD):
+        sig = sig.replace(parameters=params[1:])
+    return _CallSig(sig, *_arity(sig))
 
 
 def _method_signatures(cls, names):
@@ -106,45 +126,15 @@ def _method_signatures(cls, names):
     return sigs
 
 
-# id(signature) -> (signature, fewest, most positional arguments), or
-# (signature, None, None) where keyword-only parameters need sig.bind; it
-# keeps the signature (so the id stays its own), and starts over past
-# _ARITY_MAX (classes made on the fly)
-_ARITY = {}
-_ARITY_MAX = 4096
-
-
-def _arity(sig):
-    entry = _ARITY.get(id(sig))
-    if entry is None:
-        lo = hi = 0
-        for p in sig.parameters.values():
-            if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
-                hi += 1
-                if p.default is inspect.Parameter.empty:
-                    lo = hi
-            elif p.kind is inspect.Parameter.VAR_POSITIONAL:
-                hi = float("inf")
-            elif p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is inspect.Parameter.empty:
-                lo = hi = None
-                break
-        if len(_ARITY) >= _ARITY_MAX:
-            _ARITY.clear()
-        entry = _ARITY[id(sig)] = (sig, lo, hi)
-    return entry
-
-
 def _bind(sig, args, kwargs):
     """Raises the TypeError Ray raises at .remote() for arguments that do
     not fit the signature. Positional arguments alone fit when their count
     does (what sig.bind would find, without its cost on every call)."""
     if sig is None:
         return
-    if not kwargs:
-        _, lo, hi = _arity(sig)
-        if lo is not None and lo <= len(args) <= hi:
-            return
-    sig.bind(*args, **kwargs)
+    if not kwargs and sig.lo is not None and sig.lo <= len(args) <= sig.hi:
+        return
+    sig.sig.bind(*args, **kwargs)
 
 
 def _actor_resources(opts):
