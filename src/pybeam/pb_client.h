@@ -14,6 +14,7 @@
 
 #include "beam/codec.h"
 #include "frame.h"
+#include "results.h"
 
 #define PB_STAGE_SIZE 65536
 
@@ -53,6 +54,7 @@ typedef struct pb_client_s {
     pthread_cond_t bg_cond; /* the background reader: only close() signals it */
     pb_slot_t *slots;
     pb_frame_t *push_head, *push_tail;
+    pb_results_t results; /* pushed results by object id (results.h) */
     int queue_logs;     /* log pushes are queued (next_push), not written */
     char close_reason[160];
     uint64_t next_msgid;

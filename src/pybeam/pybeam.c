@@ -34,6 +34,7 @@ static int PyModule_AddObjectRef(PyObject *m, const char *name, PyObject *v)
 #include "client.h"
 #include "convert.h"
 #include "pb_client.h"
+#include "pushed.h"
 #include "release.h"
 #include "wire.h"
 
@@ -132,6 +133,109 @@ static PyObject *client_send(client_t *c, PyObject *args)
         return set_conn_error(c);
     pb_flush_releases(c, 0);
     Py_RETURN_NONE;
+}
+
+/* submit(params): sends a `submit` (msgid 0) after expecting the result
+ * of params["obj"] in the table (pushed.h); params should carry push. */
+static PyObject *client_submit(client_t *c, PyObject *args)
+{
+    PyObject *params;
+    if (!PyArg_ParseTuple(args, "O!:submit", &PyDict_Type, &params))
+        return NULL;
+    PyObject *obj = PyDict_GetItemString(params, "obj"); /* borrowed */
+    if (!obj || !PyBytes_Check(obj) || PyBytes_GET_SIZE(obj) != BEAM_OBJECT_ID_SIZE) {
+        PyErr_Format(PyExc_ValueError, "submit: params['obj'] must be %d bytes", BEAM_OBJECT_ID_SIZE);
+        return NULL;
+    }
+    if (c->closed)
+        return set_conn_error(c);
+    if (pb_pushed_expect(c, PyBytes_AS_STRING(obj)) < 0)
+        return PyErr_NoMemory();
+    pb_out_t out;
+    int encoded = encode_request(c, &out, 0, "submit", params);
+    int rc = encoded < 0 ? -EINVAL : send_out(c, &out);
+    pb_out_destroy(&out);
+    if (encoded < 0 || rc < 0) {
+        pb_pushed_drop(c, PyBytes_AS_STRING(obj)); /* never sent: no result will come */
+        return encoded < 0 ? NULL : set_conn_error(c);
+    }
+    pb_flush_releases(c, 0);
+    Py_RETURN_NONE;
+}
+
+/* The ids of a list or tuple of object ids (bytes), borrowed from it. */
+static const char **ids_of(PyObject *seq, Py_ssize_t *n)
+{
+    *n = PySequence_Fast_GET_SIZE(seq);
+    const char **ids = PyMem_Malloc((size_t)(*n ? *n : 1) * sizeof *ids);
+    if (!ids) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < *n; i++) {
+        PyObject *o = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyBytes_Check(o) || PyBytes_GET_SIZE(o) != BEAM_OBJECT_ID_SIZE) {
+            PyMem_Free(ids);
+            PyErr_Format(PyExc_ValueError, "object ids must be %d bytes", BEAM_OBJECT_ID_SIZE);
+            return NULL;
+        }
+        ids[i] = PyBytes_AS_STRING(o);
+    }
+    return ids;
+}
+
+/* Waits for the pushed results of ids (pushed.h); out gets n new refs. */
+static int wait_pushed(client_t *c, const char **ids, size_t n, PyObject *timeout_obj, PyObject **out)
+{
+    int64_t deadline;
+    if (deadline_from(timeout_obj, &deadline) < 0)
+        return -1;
+    pb_flush_releases(c, 0);
+    int rc = pb_pushed_wait(c, state_of(c)->FrameBytesType, ids, n, deadline, out);
+    if (rc == -EPIPE)
+        set_conn_error(c);
+    return rc < 0 ? -1 : 0;
+}
+
+static PyObject *client_wait_result(client_t *c, PyObject *args)
+{
+    const char *id;
+    Py_ssize_t len;
+    PyObject *timeout_obj = Py_None, *v;
+    if (!PyArg_ParseTuple(args, "y#|O:wait_result", &id, &len, &timeout_obj))
+        return NULL;
+    if (len != BEAM_OBJECT_ID_SIZE) {
+        PyErr_Format(PyExc_ValueError, "object ids must be %d bytes", BEAM_OBJECT_ID_SIZE);
+        return NULL;
+    }
+    return wait_pushed(c, &id, 1, timeout_obj, &v) < 0 ? NULL : v;
+}
+
+static PyObject *client_wait_results(client_t *c, PyObject *args)
+{
+    PyObject *list, *timeout_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "O|O:wait_results", &list, &timeout_obj))
+        return NULL;
+    PyObject *seq = PySequence_Fast(list, "wait_results: ids must be a list");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n;
+    const char **ids = ids_of(seq, &n);
+    PyObject *out = ids ? PyList_New(n) : NULL;
+    if (out && n && wait_pushed(c, ids, (size_t)n, timeout_obj, ((PyListObject *)out)->ob_item) < 0)
+        Py_CLEAR(out); /* (its items are NULL: nothing was filled) */
+    PyMem_Free(ids);
+    Py_DECREF(seq);
+    return out;
+}
+
+static PyObject *client_result_stats(client_t *c, PyObject *unused)
+{
+    pthread_mutex_lock(&c->lock);
+    size_t count = c->results.count;
+    unsigned long long filed = c->results.filed;
+    pthread_mutex_unlock(&c->lock);
+    return Py_BuildValue("(nK)", (Py_ssize_t)count, filed);
 }
 
 static int slot_filled(client_t *c, void *arg)
@@ -271,6 +375,8 @@ static PyObject *client_release(client_t *c, PyObject *args)
         PyErr_Format(PyExc_ValueError, "release: id must be %zu bytes", want);
     else if ((rc = pb_release(c, kind, id.buf)) < 0)
         PyErr_NoMemory();
+    else if (kind == 0)
+        pb_pushed_drop(c, id.buf); /* its pushed result, if any, goes with it */
     PyBuffer_Release(&id);
     if (rc < 0)
         return NULL;
@@ -374,6 +480,7 @@ static void client_dealloc(client_t *c)
         n = f->next;
         pb_frame_free(f);
     }
+    pb_pushed_clear(c);
     free(c->rel_objs);
     free(c->rel_actors);
     pb_wire_destroy(c);
@@ -422,6 +529,18 @@ static PyMethodDef client_methods[] = {
      "Raises RemoteError(code, message) for an error reply, ConnectionError when the connection is gone.\n"
      "In the result, a bin of 1 KiB or more is a read-only memoryview of the received frame; shorter ones are bytes."},
     {"send", (PyCFunction)client_send, METH_VARARGS, "send(op, params). Sends a request that wants no reply."},
+    {"submit", (PyCFunction)client_submit, METH_VARARGS,
+     "submit(params). Sends a `submit` (no reply wanted) and expects the result of params['obj'] to be pushed\n"
+     "(params should carry 'push': True): wait_result answers for it until the id is released."},
+    {"wait_result", (PyCFunction)client_wait_result, METH_VARARGS,
+     "wait_result(obj, timeout=None) -> (status, data) as a get reply's entry; None on timeout; True when the\n"
+     "result came without its value (fetch it with a get); False when obj is not expected here (never\n"
+     "submitted with submit(), or released: use a get). ConnectionError when the connection is gone first."},
+    {"wait_results", (PyCFunction)client_wait_results, METH_VARARGS,
+     "wait_results(objs, timeout=None) -> a list of wait_result's values, one per id. Returns once every\n"
+     "expected id's result came or one that came is an error (a get ends at the first), or at the timeout."},
+    {"result_stats", (PyCFunction)client_result_stats, METH_NOARGS,
+     "result_stats() -> (entries, filed): ids in the pushed-results table now, result pushes filed ever."},
     {"next_push", (PyCFunction)client_next_push, METH_VARARGS,
      "next_push(timeout=None) -> (op, params) or None on timeout. Takes the next push from beamd\n"
      "(bins as in request)."},

@@ -156,7 +156,15 @@ static void wire_file(pb_client_t *c, pb_frame_t *f)
             }
     } else if (msg->type == BEAM_MSG_PUSH) {
         int is_log = beam_str_eq(msg->op, msg->op_len, "log");
-        if (is_log && !c->queue_logs) {
+        if (!is_log && beam_str_eq(msg->op, msg->op_len, "result")) {
+            /* a submit's result: into the table, never the push queue */
+            const char *id;
+            int64_t st;
+            int status = beam_field_int(&msg->params, "status", &st) == 0 && st >= 0 && st <= INT32_MAX ? (int)st : -1;
+            if (beam_field_id(&msg->params, "obj", BEAM_OBJECT_ID_SIZE, &id) == 0 &&
+                pb_results_file(&c->results, id, f, status) == 0)
+                return; /* (one not expected, or released meanwhile, is dropped) */
+        } else if (is_log && !c->queue_logs) {
             pb_termlog_line(msg);
         } else if (!is_log && beam_str_eq(msg->op, msg->op_len, "error")) {
             pb_termlog_error(msg);

@@ -418,6 +418,52 @@ def _get_values(ids, timeout_ms):
     return [got.get(i) for i in ids]
 
 
+def _lost_connection(e):
+    return _exc.RaySystemError(f"beam: lost the connection to beamd: {e}")
+
+
+def _get_entries(ids, timeout_ms):
+    """The [status, data] entries of ids (None: not ready), as _get_values
+    gives them, taking the results beamd pushed to this client (a call's,
+    submitted with push) from _beam's table: a list whose every id is
+    expected there waits there alone (the same rule as a get: until all
+    came or one that came failed, or the timeout); otherwise what came is
+    taken and one get asks beamd for the rest. A result pushed without its
+    value (over the push bound) is fetched with that get too."""
+    client = runtime().client
+    deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+    try:
+        entries = client.wait_results(ids, 0)
+        if not any(e is False for e in entries) and any(e is None for e in entries) and timeout_ms != 0:
+            entries = client.wait_results(ids, None if timeout_ms < 0 else timeout_ms / 1000)
+    except ConnectionError as e:
+        raise _lost_connection(e) from None
+    if any(type(e) is tuple and e[0] != STATUS_OK for e in entries):
+        return [e if type(e) is tuple else None for e in entries]  # the first error ends the get
+    if not any(e is False for e in entries) and any(e is None for e in entries):
+        return [e if type(e) is tuple else None for e in entries]  # timed out waiting for pushes
+    rest = [i for i, e in zip(ids, entries) if type(e) is not tuple]
+    if not rest:
+        return entries
+    left = -1 if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
+    got = dict(zip(rest, _get_values(rest, left)))
+    return [e if type(e) is tuple else got[i] for i, e in zip(ids, entries)]
+
+
+def _get_one(ref, timeout_ms):
+    """The [status, data] entry of one ref (None: not ready in time): from
+    the table of pushed results when its call was submitted with push,
+    else (or when its value was too large to push) by a get."""
+    client = runtime().client
+    try:
+        entry = client.wait_result(ref._id, None if timeout_ms < 0 else timeout_ms / 1000)
+    except ConnectionError as e:
+        raise _lost_connection(e) from None
+    if entry is None or type(entry) is tuple:
+        return entry
+    return _get_values([ref._id], timeout_ms)[0]  # not pushed here, or pushed without its value
+
+
 def get(object_refs, *, timeout=None):
     """ray.get: one ref or a list of refs; order kept, duplicates allowed."""
     single = isinstance(object_refs, ObjectRef)
@@ -425,7 +471,7 @@ def get(object_refs, *, timeout=None):
         # one ref (a sync call's): what the list path below does for [ref]
         timeout_ms = _timeout_ms(timeout)
         with _Blocked(runtime(), timeout_ms):
-            entry = _get_values([object_refs._id], timeout_ms)[0]
+            entry = _get_one(object_refs, timeout_ms)
         if entry is None:
             raise _exc.GetTimeoutError("Get timed out: some object(s) not ready.")
         value, error = _value(entry[0], entry[1], object_refs)
@@ -454,7 +500,7 @@ def get(object_refs, *, timeout=None):
         return []
     timeout_ms = _timeout_ms(timeout)
     with _Blocked(runtime(), timeout_ms):
-        values = _get_values([r._id for r in refs], timeout_ms)
+        values = _get_entries([r._id for r in refs], timeout_ms)
     out = []
     cache = {}
     for ref, entry in zip(refs, values):

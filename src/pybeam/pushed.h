@@ -1,0 +1,34 @@
+/* pushed.h — the Python side of the results beamd pushes (results.h holds
+ * the table): expecting an id at its submit, waiting for pushed results
+ * from any thread (leader/follower, as a request's reply: wire.h), turning
+ * each into its Python value once, and dropping an entry when its id is
+ * released. Every function needs the GIL; the table is read and changed
+ * under the client's lock only.
+ *
+ * A value is what a `get` reply entry holds: the tuple (status, data);
+ * True when the push carried no value (over BEAM_PUSH_MAX_DATA, or a
+ * member gave the call back to the head: fetch it with a get); None when
+ * nothing came yet; False when the id is not expected here (never
+ * submitted with push, or released). Returns: 0 or a negative errno. */
+#ifndef PYBEAM_PUSHED_H
+#define PYBEAM_PUSHED_H
+
+#include "pb_client.h"
+
+/* Expects id's result (an id already expected stays as it is). 0 or
+ * -ENOMEM. */
+int pb_pushed_expect(pb_client_t *c, const char *id);
+/* id was released: its entry goes, arrived or not. */
+void pb_pushed_drop(pb_client_t *c, const char *id);
+/* Frees every entry (the client's dealloc). */
+void pb_pushed_clear(pb_client_t *c);
+
+/* Waits until every expected id of ids[0..n) has its result, or one that
+ * came is an error (a get ends at the first error), or deadline (0: none)
+ * passes; then out[i] holds a new reference to each id's value (above;
+ * None where nothing came in time). 0; -EPIPE when the connection closed
+ * first (nothing in out); -EINTR or -ENOMEM with a Python exception set. */
+int pb_pushed_wait(pb_client_t *c, PyTypeObject *frame_type, const char *const *ids, size_t n, int64_t deadline,
+                   PyObject **out);
+
+#endif
