@@ -18,9 +18,9 @@ static void entry_free(pb_result_t *e)
 int pb_pushed_expect(pb_client_t *c, const char *id)
 {
     pthread_mutex_lock(&c->lock);
-    int rc = pb_results_expect(&c->results, id);
+    int rc = c->results.pending < PB_PUSH_MAX_PENDING ? pb_results_expect(&c->results, id) : 1;
     pthread_mutex_unlock(&c->lock);
-    return rc == -EEXIST ? 0 : rc;
+    return rc == 0 ? 1 : rc == -ENOMEM ? rc : 0;
 }
 
 void pb_pushed_drop(pb_client_t *c, const char *id)
@@ -55,24 +55,37 @@ static int came(const pb_result_t *e)
     return e->state == PB_RESULT_ARRIVED;
 }
 
-/* 1 when the wait is over: every expected id came, or one that came (or
- * is being decoded) failed. Ids before the cursor came already; errors are
- * looked for again only when one was filed since. c->lock held. */
+/* 1 when the wait is over: every id came, or one that came (or is being
+ * decoded) failed, or one is not expected here (its value needs a get:
+ * pushed.h). Ids before the cursor came already; errors are looked for
+ * again only when one was filed since. c->lock held. */
 static int wait_done(pb_client_t *c, void *arg)
 {
     wait_t *w = arg;
+    size_t from = w->cursor;
     if (!w->scanned || c->results.failed != w->failed_seen) {
+        /* one pass: an error anywhere ends the wait; the cursor stops at
+         * the first id still to come */
         w->scanned = 1;
         w->failed_seen = c->results.failed;
-        for (size_t i = 0; i < w->n; i++) {
+        size_t first = w->n;
+        for (size_t i = from; i < w->n; i++) {
             const pb_result_t *e = pb_results_find(&c->results, w->ids[i]);
-            if (e && e->state != PB_RESULT_EXPECTED && e->status > 0)
+            if (!e)
+                return 1; /* not expected: a get asks beamd */
+            if (e->state != PB_RESULT_EXPECTED && e->status > 0)
                 return 1;
+            if (!came(e) && first == w->n)
+                first = i;
         }
+        w->cursor = first;
+        return first == w->n;
     }
     for (; w->cursor < w->n; w->cursor++) {
         const pb_result_t *e = pb_results_find(&c->results, w->ids[w->cursor]);
-        if (e && !came(e))
+        if (!e)
+            return 1;
+        if (!came(e))
             return 0;
     }
     return 1;
@@ -89,22 +102,20 @@ static int not_decoding(pb_client_t *c, void *arg)
     return !e || e->state != PB_RESULT_DECODING;
 }
 
-/* The value of a push's frame (taken): (status, data), or True. */
-static PyObject *decode(PyTypeObject *frame_type, pb_frame_t *f, int status)
+/* The value of a push's frame (taken): (status, data), or True. data
+ * lies in the frame: a long one becomes a memoryview of it (convert.h). */
+static PyObject *decode(PyTypeObject *frame_type, pb_frame_t *f, int status, const char *data, uint32_t len)
 {
-    const msgpack_object *data = NULL;
-    const msgpack_object_map *m = &f->msg.params.via.map;
-    for (uint32_t i = 0; status >= 0 && f->msg.params.type == MSGPACK_OBJECT_MAP && i < m->size; i++)
-        if (m->ptr[i].key.type == MSGPACK_OBJECT_STR &&
-            beam_str_eq(m->ptr[i].key.via.str.ptr, m->ptr[i].key.via.str.size, "data"))
-            data = &m->ptr[i].val;
-    if (!data) {
+    if (status < 0) {
         pb_frame_free(f);
         Py_RETURN_TRUE;
     }
+    msgpack_object o = {.type = MSGPACK_OBJECT_BIN};
+    o.via.bin.ptr = data;
+    o.via.bin.size = len;
     pb_decoding_t d;
     pb_decoding_init(&d, frame_type, f);
-    PyObject *v = pb_decode(&d, data);
+    PyObject *v = pb_decode(&d, &o);
     pb_decoding_done(&d);
     if (!v) { /* (out of memory) fetched with a get instead */
         PyErr_Clear();
@@ -145,10 +156,12 @@ static PyObject *value_of(pb_client_t *c, PyTypeObject *frame_type, const char *
         }
         pb_frame_t *f = e->frame;
         int status = e->status;
+        const char *data = e->data;
+        uint32_t len = e->len;
         e->frame = NULL;
         e->state = PB_RESULT_DECODING;
         pthread_mutex_unlock(&c->lock);
-        PyObject *v = decode(frame_type, f, status); /* may run Python (a collection): no lock held */
+        PyObject *v = decode(frame_type, f, status, data, len); /* may run Python (a collection): no lock held */
         pthread_mutex_lock(&c->lock);
         e = pb_results_find(&c->results, id);
         if (e && e->state == PB_RESULT_DECODING) {

@@ -15,17 +15,27 @@
 
 #include "pb_client.h"
 
-/* Expects id's result (an id already expected stays as it is). 0 or
- * -ENOMEM. */
+/* At most this many results are expected and not yet come at once. A
+ * pushed result costs its caller a wake-up when it comes (beamd sends it
+ * as soon as it is ready, one frame each), where one get of many costs
+ * one: so a sync call or a handful in flight (a tensor-parallel step) is
+ * pushed, and the calls of a deeper pipeline past this many are fetched
+ * by the get that asks for them, together. */
+#define PB_PUSH_MAX_PENDING 16
+
+/* Expects id's result unless PB_PUSH_MAX_PENDING are pending (an id
+ * already expected stays as it is): 1 expected (submit it with push), 0
+ * not (submit it without), -ENOMEM. */
 int pb_pushed_expect(pb_client_t *c, const char *id);
 /* id was released: its entry goes, arrived or not. */
 void pb_pushed_drop(pb_client_t *c, const char *id);
 /* Frees every entry (the client's dealloc). */
 void pb_pushed_clear(pb_client_t *c);
 
-/* Waits until every expected id of ids[0..n) has its result, or one that
- * came is an error (a get ends at the first error), or deadline (0: none)
- * passes; then out[i] holds a new reference to each id's value (above;
+/* Waits until every id of ids[0..n) has its result, or one that came is
+ * an error (a get ends at the first error), or deadline (0: none) passes;
+ * at once when one is not expected here (the caller asks beamd for it and
+ * the others it lacks with one get). Then out[i] holds a new reference to each id's value (above;
  * None where nothing came in time). 0; -EPIPE when the connection closed
  * first (nothing in out); -EINTR or -ENOMEM with a Python exception set. */
 int pb_pushed_wait(pb_client_t *c, PyTypeObject *frame_type, const char *const *ids, size_t n, int64_t deadline,

@@ -135,8 +135,9 @@ static PyObject *client_send(client_t *c, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* submit(params): sends a `submit` (msgid 0) after expecting the result
- * of params["obj"] in the table (pushed.h); params should carry push. */
+/* submit(params): sends a `submit` (msgid 0), with params["push"] set to
+ * whether the result of params["obj"] is expected in the table (pushed.h:
+ * unless too many are pending already). */
 static PyObject *client_submit(client_t *c, PyObject *args)
 {
     PyObject *params;
@@ -149,14 +150,21 @@ static PyObject *client_submit(client_t *c, PyObject *args)
     }
     if (c->closed)
         return set_conn_error(c);
-    if (pb_pushed_expect(c, PyBytes_AS_STRING(obj)) < 0)
+    int push = pb_pushed_expect(c, PyBytes_AS_STRING(obj));
+    if (push < 0)
         return PyErr_NoMemory();
+    if (PyDict_SetItemString(params, "push", push ? Py_True : Py_False) < 0) {
+        if (push)
+            pb_pushed_drop(c, PyBytes_AS_STRING(obj));
+        return NULL;
+    }
     pb_out_t out;
     int encoded = encode_request(c, &out, 0, "submit", params);
     int rc = encoded < 0 ? -EINVAL : send_out(c, &out);
     pb_out_destroy(&out);
     if (encoded < 0 || rc < 0) {
-        pb_pushed_drop(c, PyBytes_AS_STRING(obj)); /* never sent: no result will come */
+        if (push)
+            pb_pushed_drop(c, PyBytes_AS_STRING(obj)); /* never sent: no result will come */
         return encoded < 0 ? NULL : set_conn_error(c);
     }
     pb_flush_releases(c, 0);
@@ -530,8 +538,9 @@ static PyMethodDef client_methods[] = {
      "In the result, a bin of 1 KiB or more is a read-only memoryview of the received frame; shorter ones are bytes."},
     {"send", (PyCFunction)client_send, METH_VARARGS, "send(op, params). Sends a request that wants no reply."},
     {"submit", (PyCFunction)client_submit, METH_VARARGS,
-     "submit(params). Sends a `submit` (no reply wanted) and expects the result of params['obj'] to be pushed\n"
-     "(params should carry 'push': True): wait_result answers for it until the id is released."},
+     "submit(params). Sends a `submit` (no reply wanted), setting params['push']: True when the result of\n"
+     "params['obj'] is to be pushed here (unless 16 pushed results are pending already); wait_result then\n"
+     "answers for it until the id is released."},
     {"wait_result", (PyCFunction)client_wait_result, METH_VARARGS,
      "wait_result(obj, timeout=None) -> (status, data) as a get reply's entry; None on timeout; True when the\n"
      "result came without its value (fetch it with a get); False when obj is not expected here (never\n"

@@ -22,10 +22,11 @@ int pb_results_expect(pb_results_t *t, const char *id)
     memcpy(e->id, id, BEAM_OBJECT_ID_SIZE);
     HASH_ADD(hh, t->map, id, BEAM_OBJECT_ID_SIZE, e);
     t->count++;
+    t->pending++;
     return 0;
 }
 
-int pb_results_file(pb_results_t *t, const char *id, void *frame, int status)
+int pb_results_file(pb_results_t *t, const char *id, void *frame, int status, const char *data, uint32_t len)
 {
     pb_result_t *e = pb_results_find(t, id);
     if (!e)
@@ -33,7 +34,10 @@ int pb_results_file(pb_results_t *t, const char *id, void *frame, int status)
     if (e->state != PB_RESULT_EXPECTED)
         return -EALREADY;
     e->frame = frame;
+    t->pending--;
     e->status = status;
+    e->data = data;
+    e->len = len;
     e->state = PB_RESULT_ARRIVED;
     t->filed++;
     t->failed += status > 0;
@@ -46,6 +50,7 @@ pb_result_t *pb_results_take(pb_results_t *t, const char *id)
     if (e) {
         HASH_DEL(t->map, e);
         t->count--;
+        t->pending -= e->state == PB_RESULT_EXPECTED;
     }
     return e;
 }
@@ -56,6 +61,7 @@ pb_result_t *pb_results_pop(pb_results_t *t)
     if (e) {
         HASH_DEL(t->map, e);
         t->count--;
+        t->pending -= e->state == PB_RESULT_EXPECTED;
     }
     return e;
 }

@@ -158,12 +158,22 @@ static void wire_file(pb_client_t *c, pb_frame_t *f)
         int is_log = beam_str_eq(msg->op, msg->op_len, "log");
         if (!is_log && beam_str_eq(msg->op, msg->op_len, "result")) {
             /* a submit's result: into the table, never the push queue */
-            const char *id;
+            const char *id, *data = NULL;
+            uint32_t len = 0;
             int64_t st;
-            int status = beam_field_int(&msg->params, "status", &st) == 0 && st >= 0 && st <= INT32_MAX ? (int)st : -1;
+            int status = beam_field_int(&msg->params, "status", &st) == 0 && st >= 0 && st <= INT32_MAX &&
+                                 beam_field_bin(&msg->params, "data", &data, &len) == 0
+                             ? (int)st
+                             : -1;
             if (beam_field_id(&msg->params, "obj", BEAM_OBJECT_ID_SIZE, &id) == 0 &&
-                pb_results_file(&c->results, id, f, status) == 0)
-                return; /* (one not expected, or released meanwhile, is dropped) */
+                pb_results_file(&c->results, id, f, status, data, len) == 0) {
+                /* kept as bytes alone: the parse's memory goes now (data and
+                 * id point into the frame's bytes, not into it) */
+                beam_msg_destroy(msg);
+                f->parsed = 0;
+                return;
+            }
+            /* (one not expected, or released meanwhile, is dropped) */
         } else if (is_log && !c->queue_logs) {
             pb_termlog_line(msg);
         } else if (!is_log && beam_str_eq(msg->op, msg->op_len, "error")) {

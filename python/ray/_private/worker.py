@@ -428,23 +428,20 @@ def _get_entries(ids, timeout_ms):
     submitted with push) from _beam's table: a list whose every id is
     expected there waits there alone (the same rule as a get: until all
     came or one that came failed, or the timeout); otherwise what came is
-    taken and one get asks beamd for the rest. A result pushed without its
-    value (over the push bound) is fetched with that get too."""
+    taken at once and one get asks beamd for the rest. A result pushed
+    without its value (over the push bound) is fetched with that get too."""
     client = runtime().client
     deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
     try:
-        entries = client.wait_results(ids, 0)
-        if not any(e is False for e in entries) and any(e is None for e in entries) and timeout_ms != 0:
-            entries = client.wait_results(ids, None if timeout_ms < 0 else timeout_ms / 1000)
+        entries = client.wait_results(ids, None if timeout_ms < 0 else timeout_ms / 1000)
     except ConnectionError as e:
         raise _lost_connection(e) from None
-    if any(type(e) is tuple and e[0] != STATUS_OK for e in entries):
-        return [e if type(e) is tuple else None for e in entries]  # the first error ends the get
-    if not any(e is False for e in entries) and any(e is None for e in entries):
-        return [e if type(e) is tuple else None for e in entries]  # timed out waiting for pushes
     rest = [i for i, e in zip(ids, entries) if type(e) is not tuple]
     if not rest:
         return entries
+    if (False not in entries and None in entries) or any(type(e) is tuple and e[0] != STATUS_OK for e in entries):
+        # timed out waiting for pushes, or an error ended the wait: as a get
+        return [e if type(e) is tuple else None for e in entries]
     left = -1 if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
     got = dict(zip(rest, _get_values(rest, left)))
     return [e if type(e) is tuple else got[i] for i, e in zip(ids, entries)]
