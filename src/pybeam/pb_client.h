@@ -17,6 +17,9 @@
 #include "results.h"
 
 #define PB_STAGE_SIZE 65536
+/* The socket's receive timeout: a thread reading in pb_wait_for blocks in
+ * recv at most this long before it looks at signals and its deadline. */
+#define PB_RCVTIMEO_MS 200
 
 typedef struct pb_module_state_s {
     PyObject *RemoteError;
@@ -35,6 +38,7 @@ typedef struct pb_client_s {
     PyObject_HEAD
     int fd;
     int wake_fd;        /* eventfd: gets the background reader out of poll */
+    int rcvtimeo;       /* SO_RCVTIMEO is PB_RCVTIMEO_MS (else waiters poll) */
     int closed;         /* the connection is gone (EOF, error or close()) */
     int thread_started;
     pthread_t thread;

@@ -469,6 +469,8 @@ static PyObject *client_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     }
     c->fd = fd;
+    struct timeval tv = {.tv_sec = PB_RCVTIMEO_MS / 1000, .tv_usec = PB_RCVTIMEO_MS % 1000 * 1000};
+    c->rcvtimeo = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0;
     int rc = pb_background_start(c);
     if (rc < 0) {
         errno = -rc;

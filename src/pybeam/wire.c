@@ -190,7 +190,10 @@ static void wire_file(pb_client_t *c, pb_frame_t *f)
     pb_frame_free(f);
 }
 
-int pb_read_once(pb_client_t *c)
+/* One read (flags: MSG_DONTWAIT, or 0 to block up to the socket's receive
+ * timeout), its frames filed. *got: 1 when bytes came or the connection
+ * ended, 0 when nothing did. 0 or a negative errno (pb_read_once). */
+static int wire_read(pb_client_t *c, int flags, int *got)
 {
     char *dst;
     size_t room;
@@ -203,10 +206,11 @@ int pb_read_once(pb_client_t *c)
     }
     ssize_t n;
     do
-        n = recv(c->fd, dst, room, MSG_DONTWAIT);
-    while (n < 0 && errno == EINTR);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-        return 0;
+        n = recv(c->fd, dst, room, flags);
+    while (n < 0 && errno == EINTR && flags);
+    *got = !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
+    if (!*got)
+        return 0; /* (a signal: the waiter looks at Python's handlers) */
     int rc = 0;
     char err[200] = "";
     wire_batch_t batch = {NULL, NULL};
@@ -249,6 +253,12 @@ int pb_read_once(pb_client_t *c)
     return rc;
 }
 
+int pb_read_once(pb_client_t *c)
+{
+    int got;
+    return wire_read(c, MSG_DONTWAIT, &got);
+}
+
 void pb_kick_background(pb_client_t *c)
 {
     uint64_t one = 1;
@@ -279,14 +289,22 @@ int pb_wait_for(pb_client_t *c, int (*pred)(pb_client_t *, void *), void *arg, i
             if (is_main && (!until || until > now + 200000000LL))
                 until = now + 200000000LL;
             if (!c->reading) {
-                /* lead: read the socket ourselves */
+                /* lead: read the socket ourselves, in one blocking recv
+                 * (the socket's receive timeout, PB_RCVTIMEO_MS, is the
+                 * main thread's periodic wake) unless the deadline comes
+                 * sooner: then a poll with it */
                 c->reading = 1;
                 pthread_mutex_unlock(&c->lock);
-                struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
                 int ms = until ? (int)((until - now + 999999) / 1000000) : -1;
-                int n = poll(&pfd, 1, ms);
-                if (n > 0)
-                    pb_read_once(c);
+                int n = 0;
+                if (c->rcvtimeo && (ms < 0 || ms >= PB_RCVTIMEO_MS)) {
+                    wire_read(c, 0, &n);
+                } else {
+                    struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+                    n = poll(&pfd, 1, ms);
+                    if (n > 0)
+                        pb_read_once(c);
+                }
                 pthread_mutex_lock(&c->lock);
                 c->reading = 0;
                 pthread_cond_broadcast(&c->cond); /* the next waiter may lead */

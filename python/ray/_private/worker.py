@@ -447,11 +447,10 @@ def _get_entries(ids, timeout_ms):
     return [e if type(e) is tuple else got[i] for i, e in zip(ids, entries)]
 
 
-def _get_one(ref, timeout_ms):
+def _get_one(client, ref, timeout_ms):
     """The [status, data] entry of one ref (None: not ready in time): from
     the table of pushed results when its call was submitted with push,
     else (or when its value was too large to push) by a get."""
-    client = runtime().client
     try:
         entry = client.wait_result(ref._id, None if timeout_ms < 0 else timeout_ms / 1000)
     except ConnectionError as e:
@@ -467,8 +466,12 @@ def get(object_refs, *, timeout=None):
     if single:
         # one ref (a sync call's): what the list path below does for [ref]
         timeout_ms = _timeout_ms(timeout)
-        with _Blocked(runtime(), timeout_ms):
-            entry = _get_one(object_refs, timeout_ms)
+        rt = runtime()
+        if rt.is_task:
+            with _Blocked(rt, timeout_ms):
+                entry = _get_one(rt.client, object_refs, timeout_ms)
+        else:  # (_Blocked does nothing outside a task's worker)
+            entry = _get_one(rt.client, object_refs, timeout_ms)
         if entry is None:
             raise _exc.GetTimeoutError("Get timed out: some object(s) not ready.")
         value, error = _value(entry[0], entry[1], object_refs)
