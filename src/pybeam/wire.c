@@ -271,6 +271,7 @@ void pb_kick_background(pb_client_t *c)
 int pb_wait_for(pb_client_t *c, int (*pred)(pb_client_t *, void *), void *arg, int64_t deadline)
 {
     int is_main = PyGILState_Check() && _PyOS_IsMainThread();
+    int drained = 0; /* at the deadline, what the socket holds was read once */
     for (;;) {
         int done = 0, timed_out = 0;
         Py_BEGIN_ALLOW_THREADS
@@ -283,6 +284,18 @@ int pb_wait_for(pb_client_t *c, int (*pred)(pb_client_t *, void *), void *arg, i
             }
             int64_t now = pb_now_ns(), until = deadline;
             if (deadline && now >= deadline) {
+                if (!drained && !c->reading) {
+                    /* what already came counts (a timeout of 0 on a value
+                     * that is there): one read without waiting, then look */
+                    drained = 1;
+                    c->reading = 1;
+                    pthread_mutex_unlock(&c->lock);
+                    pb_read_once(c);
+                    pthread_mutex_lock(&c->lock);
+                    c->reading = 0;
+                    pthread_cond_broadcast(&c->cond);
+                    continue;
+                }
                 timed_out = 1;
                 break;
             }

@@ -333,3 +333,16 @@ def test_relayed_driver_on_a_member(cluster):
     assert out["died"] == 3
     assert out["left"] == 0
     assert cluster.head.status()["local_calls"] - local_before >= 20
+
+
+def test_timeout_zero_on_a_result_that_came(ray_start):
+    """get(timeout=0) of a call whose result is ready returns it, as a get
+    of a ready object does, even before anyone has read its push."""
+    a = A.remote()
+    ray.get(a.f.remote(0))
+    refs = [a.f.remote(i) for i in range(5)]
+    ray.get(a.f.remote("last"))  # the actor runs in order: the five are done
+    assert [ray.get(r, timeout=0) for r in refs] == list(range(5))
+    r = a.f.remote(9)
+    ray.wait([r], timeout=30)  # ready in beamd; its push may still be unread here
+    assert ray.get(r, timeout=0) == 9

@@ -451,12 +451,15 @@ def _get_one(client, ref, timeout_ms):
     """The [status, data] entry of one ref (None: not ready in time): from
     the table of pushed results when its call was submitted with push,
     else (or when its value was too large to push) by a get."""
+    start = time.monotonic() if timeout_ms > 0 else 0
     try:
         entry = client.wait_result(ref._id, None if timeout_ms < 0 else timeout_ms / 1000)
     except ConnectionError as e:
         raise _lost_connection(e) from None
     if entry is None or type(entry) is tuple:
         return entry
+    if entry is True and timeout_ms > 0:  # pushed without its value: what is left of the timeout
+        timeout_ms = max(0, timeout_ms - int((time.monotonic() - start) * 1000))
     return _get_values([ref._id], timeout_ms)[0]  # not pushed here, or pushed without its value
 
 
