@@ -91,6 +91,20 @@ static int wait_done(pb_client_t *c, void *arg)
     return 1;
 }
 
+int pb_pushed_failed(pb_client_t *c, pb_failed_watch_t *w)
+{
+    if (w->scanned && c->results.failed == w->failed_seen)
+        return 0;
+    w->scanned = 1;
+    w->failed_seen = c->results.failed;
+    for (size_t i = 0; i < w->n; i++) {
+        const pb_result_t *e = pb_results_find(&c->results, w->ids[i]);
+        if (e && e->state != PB_RESULT_EXPECTED && e->status > 0)
+            return 1;
+    }
+    return 0;
+}
+
 typedef struct one_s {
     const char *id;
 } one_t;

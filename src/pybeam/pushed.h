@@ -41,4 +41,17 @@ void pb_pushed_clear(pb_client_t *c);
 int pb_pushed_wait(pb_client_t *c, PyTypeObject *frame_type, const char *const *ids, size_t n, int64_t deadline,
                    PyObject **out);
 
+/* Ids whose pushed results are watched for an error while something else
+ * is waited for (a get of a list's other refs: pb_pushed_failed). */
+typedef struct pb_failed_watch_s {
+    const char *const *ids;
+    size_t n;
+    int scanned;
+    uint64_t failed_seen; /* c->results.failed when last looked */
+} pb_failed_watch_t;
+
+/* 1 if one of w's ids has its result with an error status (looked for
+ * again only when an error was filed since). c->lock held. */
+int pb_pushed_failed(pb_client_t *c, pb_failed_watch_t *w);
+
 #endif

@@ -135,9 +135,9 @@ static PyObject *client_send(client_t *c, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* submit(params): sends a `submit` (msgid 0), with params["push"] set to
- * whether the result of params["obj"] is expected in the table (pushed.h:
- * unless too many are pending already). */
+/* submit(params): sends a `submit` (msgid 0), with params["push"] set
+ * true when the result of params["obj"] is expected in the table
+ * (pushed.h: unless too many are pending already). */
 static PyObject *client_submit(client_t *c, PyObject *args)
 {
     PyObject *params;
@@ -153,9 +153,8 @@ static PyObject *client_submit(client_t *c, PyObject *args)
     int push = pb_pushed_expect(c, PyBytes_AS_STRING(obj));
     if (push < 0)
         return PyErr_NoMemory();
-    if (PyDict_SetItemString(params, "push", push ? Py_True : Py_False) < 0) {
-        if (push)
-            pb_pushed_drop(c, PyBytes_AS_STRING(obj));
+    if (push && PyDict_SetItemString(params, "push", Py_True) < 0) {
+        pb_pushed_drop(c, PyBytes_AS_STRING(obj));
         return NULL;
     }
     pb_out_t out;
@@ -246,11 +245,6 @@ static PyObject *client_result_stats(client_t *c, PyObject *unused)
     return Py_BuildValue("(nK)", (Py_ssize_t)count, filed);
 }
 
-static int slot_filled(client_t *c, void *arg)
-{
-    return ((pb_slot_t *)arg)->reply != NULL;
-}
-
 static void slot_unlink(client_t *c, pb_slot_t *slot)
 {
     for (pb_slot_t **p = &c->slots; *p; p = &(*p)->next)
@@ -275,15 +269,25 @@ static PyObject *raise_remote(client_t *c, const msgpack_object *error)
     return NULL;
 }
 
-static PyObject *client_request(client_t *c, PyObject *args)
+/* What a request waits for: its reply, or (watch) an error among pushed
+ * results. */
+typedef struct req_wait_s {
+    pb_slot_t *slot;
+    pb_failed_watch_t *watch;
+} req_wait_t;
+
+static int req_done(client_t *c, void *arg)
 {
-    const char *op;
-    PyObject *params, *timeout_obj = Py_None;
-    if (!PyArg_ParseTuple(args, "sO!|O:request", &op, &PyDict_Type, &params, &timeout_obj))
-        return NULL;
-    int64_t deadline;
-    if (deadline_from(timeout_obj, &deadline) < 0)
-        return NULL;
+    req_wait_t *w = arg;
+    return w->slot->reply != NULL || (w->watch && pb_pushed_failed(c, w->watch));
+}
+
+/* Sends op and waits for its reply, or until one of watch's pushed results
+ * is an error (then *cut is set and None returned: the reply, when it
+ * comes, is dropped). The reply's result, or NULL with an exception. */
+static PyObject *do_request(client_t *c, const char *op, PyObject *params, int64_t deadline,
+                            pb_failed_watch_t *watch, int *cut)
+{
     pb_flush_releases(c, 0);
     pb_slot_t slot = {0};
     pthread_mutex_lock(&c->lock);
@@ -302,13 +306,23 @@ static PyObject *client_request(client_t *c, PyObject *args)
     int rc = encoded < 0 ? -EINVAL : send_out(c, &out);
     pb_out_destroy(&out);
     int waited = 0;
+    req_wait_t w = {&slot, watch};
     if (encoded == 0 && rc == 0)
-        waited = pb_wait_for(c, slot_filled, &slot, deadline);
+        waited = pb_wait_for(c, req_done, &w, deadline);
     pthread_mutex_lock(&c->lock);
     slot_unlink(c, &slot);
+    int failed = 0;
+    if (!slot.reply && watch) {
+        watch->scanned = 0; /* look again, whatever was seen */
+        failed = pb_pushed_failed(c, watch);
+    }
     pthread_mutex_unlock(&c->lock);
     if (encoded < 0) {
         /* the encoder set the error */
+    } else if (failed && rc == 0) {
+        *cut = 1;
+        Py_INCREF(Py_None);
+        result = Py_None;
     } else if (rc < 0 || (waited == 0 && !slot.reply)) {
         set_conn_error(c);
     } else if (waited == -ETIMEDOUT) {
@@ -324,6 +338,43 @@ static PyObject *client_request(client_t *c, PyObject *args)
         }
     }
     pb_frame_free(slot.reply); /* a reply that came as the wait was given up */
+    return result;
+}
+
+static PyObject *client_request(client_t *c, PyObject *args)
+{
+    const char *op;
+    PyObject *params, *timeout_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "sO!|O:request", &op, &PyDict_Type, &params, &timeout_obj))
+        return NULL;
+    int64_t deadline;
+    if (deadline_from(timeout_obj, &deadline) < 0)
+        return NULL;
+    int cut = 0;
+    return do_request(c, op, params, deadline, NULL, &cut);
+}
+
+/* request_unless_failed(op, params, watch): request's reply, or None as
+ * soon as one of the pushed results of the ids in watch is an error. */
+static PyObject *client_request_unless_failed(client_t *c, PyObject *args)
+{
+    const char *op;
+    PyObject *params, *list;
+    if (!PyArg_ParseTuple(args, "sO!O:request_unless_failed", &op, &PyDict_Type, &params, &list))
+        return NULL;
+    PyObject *seq = PySequence_Fast(list, "request_unless_failed: watch must be a list of ids");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n;
+    const char **ids = ids_of(seq, &n);
+    PyObject *result = NULL;
+    if (ids) {
+        pb_failed_watch_t watch = {.ids = ids, .n = (size_t)n};
+        int cut = 0;
+        result = do_request(c, op, params, 0, &watch, &cut);
+        PyMem_Free(ids);
+    }
+    Py_DECREF(seq);
     return result;
 }
 
@@ -539,8 +590,11 @@ static PyMethodDef client_methods[] = {
      "Raises RemoteError(code, message) for an error reply, ConnectionError when the connection is gone.\n"
      "In the result, a bin of 1 KiB or more is a read-only memoryview of the received frame; shorter ones are bytes."},
     {"send", (PyCFunction)client_send, METH_VARARGS, "send(op, params). Sends a request that wants no reply."},
+    {"request_unless_failed", (PyCFunction)client_request_unless_failed, METH_VARARGS,
+     "request_unless_failed(op, params, watch) -> as request, or None as soon as the pushed result of one of\n"
+     "the ids in watch has come with an error (a get of a list's other refs ends at the first error)."},
     {"submit", (PyCFunction)client_submit, METH_VARARGS,
-     "submit(params). Sends a `submit` (no reply wanted), setting params['push']: True when the result of\n"
+     "submit(params). Sends a `submit` (no reply wanted), setting params['push'] = True when the result of\n"
      "params['obj'] is to be pushed here (unless 16 pushed results are pending already); wait_result then\n"
      "answers for it until the id is released."},
     {"wait_result", (PyCFunction)client_wait_result, METH_VARARGS,

@@ -50,6 +50,10 @@ class A:
     def die(self):
         os._exit(1)
 
+    def boom_later(self, s):
+        time.sleep(s)
+        raise ValueError("later")
+
     def get_of(self, refs):
         return ray.get(refs[0]) + 1
 
@@ -249,13 +253,34 @@ def test_mixed_lists_timeouts_and_error_first(ray_start):
     ray.kill(b)
 
 
+def test_mixed_list_ends_at_a_pushed_error(ray_start):
+    """A list with a ref beamd must be asked for (not expected here) and a
+    pushed one: the pushed one's error ends the get while beamd's get of
+    the other still waits (else: GetTimeoutError after 20 s)."""
+    a = A.remote()
+    b = A.remote()
+    ray.get([a.f.remote(0), b.f.remote(0)])
+    settle()
+    err = a.boom_later.remote(0.5)
+    fill = [b.sleep.remote(30) for _ in range(MAX_PENDING)]
+    c = client()
+    assert c.wait_result(err._id, 0) is None  # expected, not come
+    assert c.wait_result(fill[-1]._id, 0) is False  # past the bound: beamd's to answer
+    with pytest.raises(ray.exceptions.RayTaskError) as e:
+        ray.get([fill[-1], err], timeout=20)
+    assert "later" in str(e.value)
+    ray.kill(b)
+
+
 def test_deeper_pipelines_than_the_pushed_bound(ray_start):
     a = A.remote()
     ray.get(a.f.remote(0))
     settle()
+    base = stats()[0]
     n = 4 * MAX_PENDING
-    refs = [a.f.remote(i) for i in range(n)]
-    assert stats()[0] <= MAX_PENDING + 1
+    # the first call holds the others back: all are pending while submitted
+    refs = [a.sleep.remote(1.0 if i == 0 else 0, i) for i in range(n)]
+    assert 0 < stats()[0] - base <= MAX_PENDING  # the rest were submitted without push
     assert ray.get(refs) == list(range(n))
     assert [ray.get(r) for r in refs] == list(range(n))
 

@@ -422,29 +422,83 @@ def _lost_connection(e):
     return _exc.RaySystemError(f"beam: lost the connection to beamd: {e}")
 
 
+def _left_ms(deadline):
+    return -1 if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
+
+
+def _secs(ms):
+    return None if ms < 0 else ms / 1000
+
+
 def _get_entries(ids, timeout_ms):
     """The [status, data] entries of ids (None: not ready), as _get_values
     gives them, taking the results beamd pushed to this client (a call's,
-    submitted with push) from _beam's table: a list whose every id is
-    expected there waits there alone (the same rule as a get: until all
-    came or one that came failed, or the timeout); otherwise what came is
-    taken at once and one get asks beamd for the rest. A result pushed
-    without its value (over the push bound) is fetched with that get too."""
+    submitted with push) from _beam's table, never asking beamd for them
+    again. A list whose every id is expected there waits there alone, by a
+    get's rule: until all came or one that came failed, or the timeout.
+    Otherwise one get asks beamd for the others (not expected here, or
+    pushed without their value) while the table is watched: an error
+    pushed meanwhile ends the get at once, as an error in its reply does;
+    then what is still to come is waited for in the table, in what is left
+    of the timeout."""
     client = runtime().client
     deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
     try:
-        entries = client.wait_results(ids, None if timeout_ms < 0 else timeout_ms / 1000)
+        entries = client.wait_results(ids, _secs(timeout_ms))
+        fetch, watch, failed = [], [], False
+        for i, e in zip(ids, entries):
+            if e is None:
+                watch.append(i)  # expected, not come
+            elif e is False or e is True:
+                fetch.append(i)  # beamd's to give
+            elif e[0] != STATUS_OK:
+                failed = True
+        if not fetch and not watch:
+            return entries
+        if failed or (watch and False not in entries):
+            return [e if type(e) is tuple else None for e in entries]  # an error first, or a timeout
+        fetch = list(dict.fromkeys(fetch))
+        watch = list(dict.fromkeys(watch))
+        got = {}
+        if fetch:
+            if not watch:
+                got = dict(zip(fetch, _get_values(fetch, _left_ms(deadline))))
+            else:
+                reply = _get_watching(client, fetch, watch, deadline)
+                if reply is None:  # a pushed one failed first
+                    entries = client.wait_results(ids, 0)
+                    return [e if type(e) is tuple else None for e in entries]
+                got = dict(zip(fetch, reply))
+                if any(e is not None and e[0] != STATUS_OK for e in reply):
+                    entries = client.wait_results(ids, 0)
+                    return [e if type(e) is tuple else got.get(i) for i, e in zip(ids, entries)]
+        if watch:
+            came = client.wait_results(watch, _secs(_left_ms(deadline)))
+            late = [i for i, e in zip(watch, came) if e is False or e is True]
+            got.update((i, e if type(e) is tuple else None) for i, e in zip(watch, came))
+            if late and not _failed(came) and None not in came:
+                got.update(zip(late, _get_values(late, _left_ms(deadline))))
+        return [e if type(e) is tuple else got.get(i) for i, e in zip(ids, entries)]
     except ConnectionError as e:
         raise _lost_connection(e) from None
-    rest = [i for i, e in zip(ids, entries) if type(e) is not tuple]
-    if not rest:
-        return entries
-    if (False not in entries and None in entries) or any(type(e) is tuple and e[0] != STATUS_OK for e in entries):
-        # timed out waiting for pushes, or an error ended the wait: as a get
-        return [e if type(e) is tuple else None for e in entries]
-    left = -1 if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
-    got = dict(zip(rest, _get_values(rest, left)))
-    return [e if type(e) is tuple else got[i] for i, e in zip(ids, entries)]
+
+
+def _failed(entries):
+    return any(type(e) is tuple and e[0] != STATUS_OK for e in entries)
+
+
+def _get_watching(client, fetch, watch, deadline):
+    """The entries of a get of fetch, or None when one of watch's pushed
+    results comes with an error first."""
+    import _beam
+
+    try:
+        reply = client.request_unless_failed("get", {"objs": fetch, "timeout_ms": _left_ms(deadline)}, watch)
+    except _beam.RemoteError as e:
+        if e.args[:1] != ("too_large",) or len(fetch) < 2:
+            raise _remote_error(e) from None
+        return _get_values(fetch, _left_ms(deadline))  # in parts, as _get_values does
+    return None if reply is None else reply["values"]
 
 
 def _get_one(client, ref, timeout_ms):
