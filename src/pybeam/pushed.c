@@ -208,12 +208,19 @@ int pb_pushed_wait(pb_client_t *c, PyTypeObject *frame_type, const char *const *
     }
     if (!done && closed)
         return -EPIPE;
+    /* one pass under the lock for what needs no decoding (most of a long
+     * list: values got before, ids to come or not expected), then the rest */
+    pthread_mutex_lock(&c->lock);
     for (size_t i = 0; i < n; i++) {
-        if (!(out[i] = value_of(c, frame_type, ids[i]))) {
-            while (i > 0) {
-                Py_DECREF(out[--i]);
-                out[i] = NULL;
-            }
+        const pb_result_t *e = pb_results_find(&c->results, ids[i]);
+        out[i] = !e ? Py_False : e->state == PB_RESULT_EXPECTED ? Py_None : (PyObject *)e->value;
+        Py_XINCREF(out[i]);
+    }
+    pthread_mutex_unlock(&c->lock);
+    for (size_t i = 0; i < n; i++) {
+        if (!out[i] && !(out[i] = value_of(c, frame_type, ids[i]))) {
+            for (size_t j = 0; j < n; j++)
+                Py_CLEAR(out[j]);
             return -ENOMEM;
         }
     }
