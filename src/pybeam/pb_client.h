@@ -1,8 +1,9 @@
 /* pb_client.h — the state of one _beam.Client (one connection to beamd)
  * shared by the extension's parts, and which lock guards what. The parts:
  * wire (send, read, file, wait), release (batched releases and the
- * background thread), convert (values), termlog (terminal lines), and
- * pybeam.c, the module glue that alone knows Python's side of the Client. */
+ * background thread), convert (values), termlog (terminal lines),
+ * results and pushed (the results beamd pushes to this client), and
+ * pybeam.c, the module glue that lists the Client's methods. */
 #ifndef PYBEAM_CLIENT_H
 #define PYBEAM_CLIENT_H
 

@@ -4,6 +4,7 @@
 
 #include "convert.h"
 #include "pushed.h"
+#include "release.h"
 #include "wire.h"
 
 static void entry_free(pb_result_t *e)
@@ -225,4 +226,82 @@ int pb_pushed_wait(pb_client_t *c, PyTypeObject *frame_type, const char *const *
         }
     }
     return 0;
+}
+
+/* ---------- the Client's methods ---------- */
+
+const char **pb_ids_of(PyObject *seq, Py_ssize_t *n)
+{
+    *n = PySequence_Fast_GET_SIZE(seq);
+    const char **ids = PyMem_Malloc((size_t)(*n ? *n : 1) * sizeof *ids);
+    if (!ids) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < *n; i++) {
+        PyObject *o = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyBytes_Check(o) || PyBytes_GET_SIZE(o) != BEAM_OBJECT_ID_SIZE) {
+            PyMem_Free(ids);
+            PyErr_Format(PyExc_ValueError, "object ids must be %d bytes", BEAM_OBJECT_ID_SIZE);
+            return NULL;
+        }
+        ids[i] = PyBytes_AS_STRING(o);
+    }
+    return ids;
+}
+
+/* Waits for the pushed results of ids; out gets n new references. 0, or
+ * -1 with an exception set. */
+static int wait_pushed(pb_client_t *c, const char **ids, size_t n, PyObject *timeout_obj, PyObject **out)
+{
+    int64_t deadline;
+    if (pb_deadline_from(timeout_obj, &deadline) < 0)
+        return -1;
+    pb_flush_releases(c, 0);
+    pb_module_state_t *st = PyType_GetModuleState(Py_TYPE(c));
+    int rc = pb_pushed_wait(c, st->FrameBytesType, ids, n, deadline, out);
+    if (rc == -EPIPE)
+        pb_conn_error(c);
+    return rc < 0 ? -1 : 0;
+}
+
+PyObject *pb_client_wait_result(pb_client_t *c, PyObject *args)
+{
+    const char *id;
+    Py_ssize_t len;
+    PyObject *timeout_obj = Py_None, *v;
+    if (!PyArg_ParseTuple(args, "y#|O:wait_result", &id, &len, &timeout_obj))
+        return NULL;
+    if (len != BEAM_OBJECT_ID_SIZE) {
+        PyErr_Format(PyExc_ValueError, "object ids must be %d bytes", BEAM_OBJECT_ID_SIZE);
+        return NULL;
+    }
+    return wait_pushed(c, &id, 1, timeout_obj, &v) < 0 ? NULL : v;
+}
+
+PyObject *pb_client_wait_results(pb_client_t *c, PyObject *args)
+{
+    PyObject *list, *timeout_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "O|O:wait_results", &list, &timeout_obj))
+        return NULL;
+    PyObject *seq = PySequence_Fast(list, "wait_results: ids must be a list");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n;
+    const char **ids = pb_ids_of(seq, &n);
+    PyObject *out = ids ? PyList_New(n) : NULL;
+    if (out && n && wait_pushed(c, ids, (size_t)n, timeout_obj, ((PyListObject *)out)->ob_item) < 0)
+        Py_CLEAR(out); /* (its items are NULL: nothing was filled) */
+    PyMem_Free(ids);
+    Py_DECREF(seq);
+    return out;
+}
+
+PyObject *pb_client_result_stats(pb_client_t *c, PyObject *unused)
+{
+    pthread_mutex_lock(&c->lock);
+    size_t count = c->results.count;
+    unsigned long long filed = c->results.filed;
+    pthread_mutex_unlock(&c->lock);
+    return Py_BuildValue("(nK)", (Py_ssize_t)count, filed);
 }

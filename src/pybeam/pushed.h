@@ -54,4 +54,16 @@ typedef struct pb_failed_watch_s {
  * again only when an error was filed since). c->lock held. */
 int pb_pushed_failed(pb_client_t *c, pb_failed_watch_t *w);
 
+/* The Client's methods over the table (pybeam.c lists them): wait_result
+ * (obj, timeout=None), wait_results(objs, timeout=None), result_stats();
+ * their docs are in pybeam.c's method table. */
+PyObject *pb_client_wait_result(pb_client_t *c, PyObject *args);
+PyObject *pb_client_wait_results(pb_client_t *c, PyObject *args);
+PyObject *pb_client_result_stats(pb_client_t *c, PyObject *unused);
+
+/* The ids of seq (a PySequence_Fast of object ids as bytes), borrowed
+ * from it, in memory the caller frees with PyMem_Free; NULL with an
+ * exception set. */
+const char **pb_ids_of(PyObject *seq, Py_ssize_t *n);
+
 #endif

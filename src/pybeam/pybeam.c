@@ -1,9 +1,12 @@
 /* pybeam.c — the _beam module glue: the Client type (one connection to
- * beamd; its methods request, send, next_push, release, flush, close), the
- * module's functions and its init. Requests may come from several Python
- * threads at once; every blocking wait releases the GIL. The parts: wire.h
- * (send, read, file, wait), release.h (batched releases and the background
- * thread), convert.h (values), termlog.h (terminal lines). */
+ * beamd; its methods request, request_unless_failed, send, submit,
+ * next_push, release, flush, close, and pushed.h's wait_result,
+ * wait_results, result_stats), the module's functions and its init.
+ * Requests may come from several Python threads at once; every blocking
+ * wait releases the GIL. The parts: wire.h (send, read, file, wait),
+ * release.h (batched releases and the background thread), convert.h
+ * (values), termlog.h (terminal lines), results.h and pushed.h (the
+ * results beamd pushes: the table, waiting for them). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -47,15 +50,6 @@ static pb_module_state_t *state_of(client_t *c)
 
 /* ---------- requests ---------- */
 
-static PyObject *set_conn_error(client_t *c)
-{
-    pthread_mutex_lock(&c->lock);
-    PyErr_Format(PyExc_ConnectionError, "beam: not connected to beamd (%s)",
-                 c->close_reason[0] ? c->close_reason : "connection closed");
-    pthread_mutex_unlock(&c->lock);
-    return NULL;
-}
-
 /* Encodes [0, msgid, op, params] into out (the caller destroys it, also
  * on failure). 0, or -1 with a Python exception set when params cannot be
  * sent. */
@@ -91,19 +85,6 @@ static int send_out(client_t *c, const pb_out_t *out)
     return rc;
 }
 
-/* A Python timeout (None or seconds) as a monotonic deadline; 0 is none. */
-static int deadline_from(PyObject *timeout, int64_t *deadline)
-{
-    *deadline = 0;
-    if (timeout == Py_None)
-        return 0;
-    double t = PyFloat_AsDouble(timeout);
-    if (t == -1.0 && PyErr_Occurred())
-        return -1;
-    *deadline = pb_now_ns() + (int64_t)(t * 1e9);
-    return 0;
-}
-
 /* The Python value of a received frame's part o; frees the frame (or hands
  * it to the memoryviews made of it). */
 static PyObject *decode_frame(client_t *c, pb_frame_t *f, const msgpack_object *o)
@@ -122,7 +103,7 @@ static PyObject *client_send(client_t *c, PyObject *args)
     if (!PyArg_ParseTuple(args, "sO!:send", &op, &PyDict_Type, &params))
         return NULL;
     if (c->closed)
-        return set_conn_error(c);
+        return pb_conn_error(c);
     pb_out_t out;
     int encoded = encode_request(c, &out, 0, op, params);
     int rc = encoded < 0 ? -EINVAL : send_out(c, &out);
@@ -130,7 +111,7 @@ static PyObject *client_send(client_t *c, PyObject *args)
     if (encoded < 0)
         return NULL;
     if (rc < 0)
-        return set_conn_error(c);
+        return pb_conn_error(c);
     pb_flush_releases(c, 0);
     Py_RETURN_NONE;
 }
@@ -149,7 +130,7 @@ static PyObject *client_submit(client_t *c, PyObject *args)
         return NULL;
     }
     if (c->closed)
-        return set_conn_error(c);
+        return pb_conn_error(c);
     int push = pb_pushed_expect(c, PyBytes_AS_STRING(obj));
     if (push < 0)
         return PyErr_NoMemory();
@@ -164,85 +145,10 @@ static PyObject *client_submit(client_t *c, PyObject *args)
     if (encoded < 0 || rc < 0) {
         if (push)
             pb_pushed_drop(c, PyBytes_AS_STRING(obj)); /* never sent: no result will come */
-        return encoded < 0 ? NULL : set_conn_error(c);
+        return encoded < 0 ? NULL : pb_conn_error(c);
     }
     pb_flush_releases(c, 0);
     Py_RETURN_NONE;
-}
-
-/* The ids of a list or tuple of object ids (bytes), borrowed from it. */
-static const char **ids_of(PyObject *seq, Py_ssize_t *n)
-{
-    *n = PySequence_Fast_GET_SIZE(seq);
-    const char **ids = PyMem_Malloc((size_t)(*n ? *n : 1) * sizeof *ids);
-    if (!ids) {
-        PyErr_NoMemory();
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < *n; i++) {
-        PyObject *o = PySequence_Fast_GET_ITEM(seq, i);
-        if (!PyBytes_Check(o) || PyBytes_GET_SIZE(o) != BEAM_OBJECT_ID_SIZE) {
-            PyMem_Free(ids);
-            PyErr_Format(PyExc_ValueError, "object ids must be %d bytes", BEAM_OBJECT_ID_SIZE);
-            return NULL;
-        }
-        ids[i] = PyBytes_AS_STRING(o);
-    }
-    return ids;
-}
-
-/* Waits for the pushed results of ids (pushed.h); out gets n new refs. */
-static int wait_pushed(client_t *c, const char **ids, size_t n, PyObject *timeout_obj, PyObject **out)
-{
-    int64_t deadline;
-    if (deadline_from(timeout_obj, &deadline) < 0)
-        return -1;
-    pb_flush_releases(c, 0);
-    int rc = pb_pushed_wait(c, state_of(c)->FrameBytesType, ids, n, deadline, out);
-    if (rc == -EPIPE)
-        set_conn_error(c);
-    return rc < 0 ? -1 : 0;
-}
-
-static PyObject *client_wait_result(client_t *c, PyObject *args)
-{
-    const char *id;
-    Py_ssize_t len;
-    PyObject *timeout_obj = Py_None, *v;
-    if (!PyArg_ParseTuple(args, "y#|O:wait_result", &id, &len, &timeout_obj))
-        return NULL;
-    if (len != BEAM_OBJECT_ID_SIZE) {
-        PyErr_Format(PyExc_ValueError, "object ids must be %d bytes", BEAM_OBJECT_ID_SIZE);
-        return NULL;
-    }
-    return wait_pushed(c, &id, 1, timeout_obj, &v) < 0 ? NULL : v;
-}
-
-static PyObject *client_wait_results(client_t *c, PyObject *args)
-{
-    PyObject *list, *timeout_obj = Py_None;
-    if (!PyArg_ParseTuple(args, "O|O:wait_results", &list, &timeout_obj))
-        return NULL;
-    PyObject *seq = PySequence_Fast(list, "wait_results: ids must be a list");
-    if (!seq)
-        return NULL;
-    Py_ssize_t n;
-    const char **ids = ids_of(seq, &n);
-    PyObject *out = ids ? PyList_New(n) : NULL;
-    if (out && n && wait_pushed(c, ids, (size_t)n, timeout_obj, ((PyListObject *)out)->ob_item) < 0)
-        Py_CLEAR(out); /* (its items are NULL: nothing was filled) */
-    PyMem_Free(ids);
-    Py_DECREF(seq);
-    return out;
-}
-
-static PyObject *client_result_stats(client_t *c, PyObject *unused)
-{
-    pthread_mutex_lock(&c->lock);
-    size_t count = c->results.count;
-    unsigned long long filed = c->results.filed;
-    pthread_mutex_unlock(&c->lock);
-    return Py_BuildValue("(nK)", (Py_ssize_t)count, filed);
 }
 
 static void slot_unlink(client_t *c, pb_slot_t *slot)
@@ -293,7 +199,7 @@ static PyObject *do_request(client_t *c, const char *op, PyObject *params, int64
     pthread_mutex_lock(&c->lock);
     if (c->closed) {
         pthread_mutex_unlock(&c->lock);
-        return set_conn_error(c);
+        return pb_conn_error(c);
     }
     slot.msgid = ++c->next_msgid;
     slot.next = c->slots;
@@ -324,7 +230,7 @@ static PyObject *do_request(client_t *c, const char *op, PyObject *params, int64
         Py_INCREF(Py_None);
         result = Py_None;
     } else if (rc < 0 || (waited == 0 && !slot.reply)) {
-        set_conn_error(c);
+        pb_conn_error(c);
     } else if (waited == -ETIMEDOUT) {
         PyErr_Format(PyExc_TimeoutError, "beam: no reply to '%s' in time", op);
     } else if (waited == 0) {
@@ -348,7 +254,7 @@ static PyObject *client_request(client_t *c, PyObject *args)
     if (!PyArg_ParseTuple(args, "sO!|O:request", &op, &PyDict_Type, &params, &timeout_obj))
         return NULL;
     int64_t deadline;
-    if (deadline_from(timeout_obj, &deadline) < 0)
+    if (pb_deadline_from(timeout_obj, &deadline) < 0)
         return NULL;
     int cut = 0;
     return do_request(c, op, params, deadline, NULL, &cut);
@@ -366,7 +272,7 @@ static PyObject *client_request_unless_failed(client_t *c, PyObject *args)
     if (!seq)
         return NULL;
     Py_ssize_t n;
-    const char **ids = ids_of(seq, &n);
+    const char **ids = pb_ids_of(seq, &n);
     PyObject *result = NULL;
     if (ids) {
         pb_failed_watch_t watch = {.ids = ids, .n = (size_t)n};
@@ -389,7 +295,7 @@ static PyObject *client_next_push(client_t *c, PyObject *args)
     if (!PyArg_ParseTuple(args, "|O:next_push", &timeout_obj))
         return NULL;
     int64_t deadline;
-    if (deadline_from(timeout_obj, &deadline) < 0)
+    if (pb_deadline_from(timeout_obj, &deadline) < 0)
         return NULL;
     pb_flush_releases(c, 0);
     int rc = pb_wait_for(c, push_ready, NULL, deadline);
@@ -407,7 +313,7 @@ static PyObject *client_next_push(client_t *c, PyObject *args)
     if (!f) {
         if (rc == -ETIMEDOUT)
             Py_RETURN_NONE;
-        return set_conn_error(c);
+        return pb_conn_error(c);
     }
     PyObject *op = PyUnicode_DecodeUTF8(f->msg.op, (Py_ssize_t)f->msg.op_len, "surrogateescape");
     if (!op) {
@@ -597,14 +503,14 @@ static PyMethodDef client_methods[] = {
      "submit(params). Sends a `submit` (no reply wanted), setting params['push'] = True when the result of\n"
      "params['obj'] is to be pushed here (unless 16 pushed results are pending already); wait_result then\n"
      "answers for it until the id is released."},
-    {"wait_result", (PyCFunction)client_wait_result, METH_VARARGS,
+    {"wait_result", (PyCFunction)pb_client_wait_result, METH_VARARGS,
      "wait_result(obj, timeout=None) -> (status, data) as a get reply's entry; None on timeout; True when the\n"
      "result came without its value (fetch it with a get); False when obj is not expected here (never\n"
      "submitted with submit(), or released: use a get). ConnectionError when the connection is gone first."},
-    {"wait_results", (PyCFunction)client_wait_results, METH_VARARGS,
+    {"wait_results", (PyCFunction)pb_client_wait_results, METH_VARARGS,
      "wait_results(objs, timeout=None) -> a list of wait_result's values, one per id. Returns once every\n"
      "expected id's result came or one that came is an error (a get ends at the first), or at the timeout."},
-    {"result_stats", (PyCFunction)client_result_stats, METH_NOARGS,
+    {"result_stats", (PyCFunction)pb_client_result_stats, METH_NOARGS,
      "result_stats() -> (entries, filed): ids in the pushed-results table now, result pushes filed ever."},
     {"next_push", (PyCFunction)client_next_push, METH_VARARGS,
      "next_push(timeout=None) -> (op, params) or None on timeout. Takes the next push from beamd\n"

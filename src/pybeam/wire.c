@@ -268,6 +268,27 @@ void pb_kick_background(pb_client_t *c)
 
 /* ---------- waiting ---------- */
 
+int pb_deadline_from(PyObject *timeout, int64_t *deadline)
+{
+    *deadline = 0;
+    if (timeout == Py_None)
+        return 0;
+    double t = PyFloat_AsDouble(timeout);
+    if (t == -1.0 && PyErr_Occurred())
+        return -1;
+    *deadline = pb_now_ns() + (int64_t)(t * 1e9);
+    return 0;
+}
+
+PyObject *pb_conn_error(pb_client_t *c)
+{
+    pthread_mutex_lock(&c->lock);
+    PyErr_Format(PyExc_ConnectionError, "beam: not connected to beamd (%s)",
+                 c->close_reason[0] ? c->close_reason : "connection closed");
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
 int pb_wait_for(pb_client_t *c, int (*pred)(pb_client_t *, void *), void *arg, int64_t deadline)
 {
     int is_main = PyGILState_Check() && _PyOS_IsMainThread();
