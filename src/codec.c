@@ -414,6 +414,24 @@ void beam_enc_error_push(beam_enc_t *enc, const char *message)
     beam_pack_str(&enc->pk, message);
 }
 
+void beam_enc_result_push(beam_enc_t *enc, const char *obj, int status, beam_buf_t *buf, const char *data,
+                          size_t len)
+{
+    int with_value = status >= 0 && len <= BEAM_PUSH_MAX_DATA;
+    beam_enc_push(enc, "result", with_value ? 3 : 1);
+    beam_pack_key(&enc->pk, "obj");
+    beam_pack_bin(&enc->pk, obj, BEAM_OBJECT_ID_SIZE);
+    if (!with_value)
+        return;
+    beam_pack_key(&enc->pk, "status");
+    msgpack_pack_int(&enc->pk, status);
+    beam_pack_key(&enc->pk, "data");
+    if (buf)
+        beam_pack_bin_buf(enc, buf, data, len);
+    else
+        beam_pack_bin(&enc->pk, data, len);
+}
+
 int beam_enc_end(beam_enc_t *enc, uint32_t max_frame)
 {
     if (enc->failed)

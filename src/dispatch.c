@@ -196,6 +196,7 @@ static void op_get(req_t *r)
         beam_req_bad(r, "msgid", "must not be 0 for get");
         return;
     }
+    r->node->gets++;
     if (beam_waiter_start(r->node, r->conn, r->msgid, BEAM_WAIT_GET, v[G_OBJS].a, 0, v[G_TIMEOUT].i) < 0)
         reply_oom(r);
 }
@@ -329,7 +330,7 @@ enum { S_ACTOR = BEAM_SUBMIT_ACTOR, S_OBJ = BEAM_SUBMIT_OBJ, S_METHOD = BEAM_SUB
 
 static void op_submit(req_t *r)
 {
-    beam_field_val_t v[4];
+    beam_field_val_t v[BEAM_SUBMIT_NFIELDS];
     beam_refs_t rf = {0};
     char *method = NULL;
     beam_buf_t *kept = NULL;
@@ -338,6 +339,11 @@ static void op_submit(req_t *r)
     beam_object_t *o = new_object(r, v[S_OBJ].s);
     if (!o)
         goto cleanup;
+    /* push: the result goes to the caller when it is ready, however it ends */
+    if (v[BEAM_SUBMIT_PUSH].i && beam_waiter_push(r->node, r->conn, o) < 0) {
+        beam_port_close(r->conn, "beamd ran out of memory");
+        goto cleanup;
+    }
     beam_actor_t *a = beam_actor_find(r->node, v[S_ACTOR].s);
     if (!a) {
         beam_object_fail(r->node, o, BEAM_OBJ_ACTOR_DIED,

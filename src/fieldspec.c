@@ -11,6 +11,7 @@ const beam_field_spec_t beam_submit_fields[BEAM_SUBMIT_NFIELDS] = {
     [BEAM_SUBMIT_METHOD] = BEAM_FIELD("method", BEAM_F_STR, BEAM_F_REQUIRED | BEAM_F_NONUL, .min = 1, .max = 1024,
                                       .bound = "must be a name of 1..1024 bytes"),
     [BEAM_SUBMIT_ARGS] = BEAM_FIELD("args", BEAM_F_BIN, BEAM_F_REQUIRED),
+    [BEAM_SUBMIT_PUSH] = BEAM_FIELD("push", BEAM_F_BOOL, 0, .def = 0), /* the result pushed to the caller */
 };
 
 int beam_has_nul(const char *s, uint32_t n)

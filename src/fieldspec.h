@@ -76,7 +76,7 @@ int beam_fields_check(const msgpack_object *params, const beam_field_spec_t *spe
 int beam_has_nul(const char *s, uint32_t n);
 
 /* submit's fields (the head's op_submit and a member's local calls). */
-enum { BEAM_SUBMIT_ACTOR, BEAM_SUBMIT_OBJ, BEAM_SUBMIT_METHOD, BEAM_SUBMIT_ARGS, BEAM_SUBMIT_NFIELDS };
+enum { BEAM_SUBMIT_ACTOR, BEAM_SUBMIT_OBJ, BEAM_SUBMIT_METHOD, BEAM_SUBMIT_ARGS, BEAM_SUBMIT_PUSH, BEAM_SUBMIT_NFIELDS };
 extern const beam_field_spec_t beam_submit_fields[BEAM_SUBMIT_NFIELDS];
 
 #endif

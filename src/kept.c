@@ -17,6 +17,7 @@ typedef struct lresult_s {
     char obj[BEAM_OBJECT_ID_SIZE];
     char actor[BEAM_ACTOR_ID_SIZE];
     uint32_t caller;
+    int push; /* the caller wants the result pushed (kept.h) */
     int done, status;
     char *data;
     size_t len;
@@ -98,6 +99,21 @@ void beam_kept_pack_ids(msgpack_packer *pk, const char *key, const char *ids, ui
 }
 
 /* ---------- answering gets ---------- */
+
+/* Pushes r's result to its caller (status < 0: `result {obj}`, fetch it
+ * with a get). */
+static void push_result(beam_local_t *lo, const lresult_t *r, int status)
+{
+    beam_port_t *c = client(lo->node, r->caller);
+    if (!c)
+        return;
+    beam_enc_t enc;
+    beam_enc_init(&enc);
+    beam_enc_result_push(&enc, r->obj, status, NULL, r->data, r->len);
+    beam_enc_end(&enc, 0);
+    if (beam_port_send_enc(c, &enc) == 0)
+        lo->node->results_pushed++;
+}
 
 static void get_free_cb(uv_handle_t *h)
 {
@@ -267,6 +283,7 @@ int beam_kept_get(beam_kept_t *lo, uint32_t vconn, const beam_msg_t *m)
         memcpy(copy + (size_t)i * BEAM_OBJECT_ID_SIZE, ids->ptr[i].via.bin.ptr, BEAM_OBJECT_ID_SIZE);
     *g = (lget_t){.lo = lo, .vconn = vconn, .msgid = m->msgid, .n = ids->size, .ids = copy, .timeout_ms = ms,
                   .start_ms = uv_now(lo->node->loop)};
+    lo->node->gets++;
     DL_APPEND(lo->gets, g);
     if (try_get(lo, g))
         return 1;
@@ -299,6 +316,8 @@ int beam_kept_done(beam_kept_t *lo, const char *actor, const beam_msg_t *m)
     char *copy = len <= BEAM_KEPT_BYTES / 4 ? malloc(len ? len : 1) : NULL;
     int full = 0;
     if (!copy) {
+        if (r->push) /* not kept: fetched from the head, which has it next */
+            push_result(lo, r, -1);
         result_free(lo, r); /* not kept: a get of it goes to the head */
         full = 1;
     } else {
@@ -309,6 +328,8 @@ int beam_kept_done(beam_kept_t *lo, const char *actor, const beam_msg_t *m)
         r->done = 1;
         DL_APPEND(lo->done, r);
         lo->done_bytes += len;
+        if (r->push)
+            push_result(lo, r, r->status);
         full = trim_done(lo, 0);
     }
     if (lo->gets)
@@ -352,7 +373,7 @@ int beam_kept_state(beam_kept_t *lo, const char *obj, int *status, const char **
     return r ? r->done : -1;
 }
 
-int beam_kept_add(beam_kept_t *lo, const char *obj, const char *actor, uint32_t caller)
+int beam_kept_add(beam_kept_t *lo, const char *obj, const char *actor, uint32_t caller, int push)
 {
     if (find_result(lo, obj))
         return -EEXIST;
@@ -366,6 +387,7 @@ int beam_kept_add(beam_kept_t *lo, const char *obj, const char *actor, uint32_t 
     memcpy(r->obj, obj, BEAM_OBJECT_ID_SIZE);
     memcpy(r->actor, actor, BEAM_ACTOR_ID_SIZE);
     r->caller = caller;
+    r->push = push;
     HASH_ADD(hh, lo->results, obj, BEAM_OBJECT_ID_SIZE, r);
     lo->nresults++;
     return 0;
@@ -382,8 +404,11 @@ void beam_kept_cut(beam_kept_t *lo, const char *actor)
 {
     lresult_t *r, *tmp;
     HASH_ITER(hh, lo->results, r, tmp)
-        if (!r->done && memcmp(r->actor, actor, BEAM_ACTOR_ID_SIZE) == 0)
+        if (!r->done && memcmp(r->actor, actor, BEAM_ACTOR_ID_SIZE) == 0) {
+            if (r->push) /* the head answers it now: its caller fetches it there */
+                push_result(lo, r, -1);
             result_free(lo, r);
+        }
     check_gets(lo, 1);
 }
 

@@ -36,8 +36,13 @@ int beam_kept_any(const beam_kept_t *k);
 int beam_kept_state(beam_kept_t *k, const char *obj, int *status, const char **data, size_t *len);
 
 /* A local call by client caller to actor, whose result obj is pending: 0,
- * -EEXIST (obj is one already), -ENOSPC (no room), -ENOMEM. */
-int beam_kept_add(beam_kept_t *k, const char *obj, const char *actor, uint32_t caller);
+ * -EEXIST (obj is one already), -ENOSPC (no room), -ENOMEM. push: the
+ * caller asked for its result pushed (submit's `push`): it is sent
+ * `result {obj, status, data}` when task_done fills the record (`result
+ * {obj}`, fetch with a get, for a value over BEAM_PUSH_MAX_DATA or one not
+ * kept), and `result {obj}` when the record goes pending because its actor
+ * is cut: the head then answers the get, as it fails the call. */
+int beam_kept_add(beam_kept_t *k, const char *obj, const char *actor, uint32_t caller, int push);
 /* Drops obj's record (its call could not be written after all). */
 void beam_kept_drop(beam_kept_t *k, const char *obj);
 /* task_done {obj, status, data} from actor's worker, parsed: fills obj's

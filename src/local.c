@@ -304,7 +304,7 @@ static int submit_way(beam_local_t *lo, uint32_t vconn, uint64_t msgid, const be
         cut_worker(lo, w);
         wc = NULL;
     }
-    if (wc && beam_kept_add(lo->kept, s.obj, s.actor, vconn) == 0) {
+    if (wc && beam_kept_add(lo->kept, s.obj, s.actor, vconn, s.push) == 0) {
         if (run_local(lo, vconn, wc, msgid, &s) == 0)
             return 1;
         beam_kept_drop(lo->kept, s.obj);
@@ -351,6 +351,7 @@ static int check_submit(const msgpack_object *params, beam_submit_req_t *s, char
     s->method_len = v[BEAM_SUBMIT_METHOD].len;
     s->args = v[BEAM_SUBMIT_ARGS].s;
     s->args_len = v[BEAM_SUBMIT_ARGS].len;
+    s->push = (int)v[BEAM_SUBMIT_PUSH].i;
     return beam_refs_parse(params, &s->refs, err, errlen);
 }
 

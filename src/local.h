@@ -30,6 +30,7 @@ typedef struct beam_submit_req_s {
     uint32_t method_len;
     const char *args;
     uint32_t args_len;
+    int push; /* the caller wants its result pushed (kept.h) */
     beam_refs_t refs;
 } beam_submit_req_t;
 

@@ -184,11 +184,16 @@ static void waiter_detach(beam_object_t *o, beam_waiter_t *w)
         }
 }
 
+static void waiter_free(beam_waiter_t *w)
+{
+    if (w->objs != &w->one)
+        free(w->objs);
+    free(w);
+}
+
 static void on_waiter_timer_close(uv_handle_t *h)
 {
-    beam_waiter_t *w = h->data;
-    free(w->objs);
-    free(w);
+    waiter_free(h->data);
 }
 
 /* Unlinks w from its objects and its connection and frees it (after the
@@ -218,8 +223,7 @@ static void waiter_finish(beam_waiter_t *w)
         uv_timer_stop(&w->timer);
         uv_close((uv_handle_t *)&w->timer, on_waiter_timer_close);
     } else {
-        free(w->objs);
-        free(w);
+        waiter_free(w);
     }
 }
 
@@ -304,8 +308,22 @@ static void reply_wait(beam_waiter_t *w)
     beam_port_send_enc(w->port, &enc);
 }
 
+/* result {obj, status, data} (a value over the bound: result {obj}). */
+static void push_result(beam_waiter_t *w)
+{
+    const beam_object_t *o = w->one;
+    beam_enc_t enc;
+    beam_enc_init(&enc);
+    beam_enc_result_push(&enc, o->id, o->status, o->buf, o->data, o->len);
+    beam_enc_end(&enc, 0);
+    if (beam_port_send_enc(w->port, &enc) == 0)
+        w->node->results_pushed++;
+}
+
 static int waiter_done(const beam_waiter_t *w)
 {
+    if (w->mode == BEAM_WAIT_PUSH)
+        return w->one->ready;
     return w->mode == BEAM_WAIT_GET ? get_done(w) : count_ready(w) >= w->num_returns;
 }
 
@@ -313,8 +331,10 @@ static void waiter_answer(beam_waiter_t *w)
 {
     if (w->mode == BEAM_WAIT_GET)
         reply_get(w);
-    else
+    else if (w->mode == BEAM_WAIT_WAIT)
         reply_wait(w);
+    else
+        push_result(w);
     waiter_finish(w);
 }
 
@@ -373,6 +393,30 @@ int beam_waiter_start(beam_node_t *node, beam_port_t *port, uint64_t msgid, int 
         w->timer.data = w;
         w->has_timer = 1;
         uv_timer_start(&w->timer, on_waiter_timeout, (uint64_t)timeout_ms, 0);
+    }
+    return 0;
+}
+
+int beam_waiter_push(beam_node_t *node, beam_port_t *port, beam_object_t *obj)
+{
+    beam_waiter_t *w = calloc(1, sizeof *w);
+    if (!w)
+        return -ENOMEM;
+    w->node = node;
+    w->port = port;
+    w->mode = BEAM_WAIT_PUSH;
+    w->n = 1;
+    w->one = obj;
+    w->objs = &w->one;
+    DL_APPEND(port->waiters, w);
+    if (obj->ready) {
+        waiter_answer(w);
+        return 0;
+    }
+    if (waiter_attach(obj, w) < 0) {
+        w->n = 0;
+        waiter_finish(w);
+        return -ENOMEM;
     }
     return 0;
 }

@@ -12,7 +12,10 @@
 #include "node.h"
 #include "port.h"
 
-enum { BEAM_WAIT_GET = 0, BEAM_WAIT_WAIT = 1 };
+/* GET and WAIT answer a request (msgid); PUSH answers no request: it sends
+ * its port a `result` push of its one object once that is ready (submit's
+ * `push`), and is cancelled with its port's other waiters. */
+enum { BEAM_WAIT_GET = 0, BEAM_WAIT_WAIT = 1, BEAM_WAIT_PUSH = 2 };
 
 struct beam_waiter_s;
 
@@ -46,7 +49,8 @@ typedef struct beam_waiter_s {
     uint64_t msgid;
     int mode;
     uint32_t n, num_returns;
-    beam_object_t **objs; /* NULL where the id is unknown */
+    beam_object_t **objs; /* NULL where the id is unknown; &one for a push waiter */
+    beam_object_t *one;
     uv_timer_t timer;
     int has_timer;
     struct beam_waiter_s *prev, *next; /* its port's waiters */
@@ -86,6 +90,10 @@ size_t beam_object_count(const beam_node_t *node);
  * object (and a timer when timeout_ms >= 0). ids is the request's array. */
 int beam_waiter_start(beam_node_t *node, beam_port_t *port, uint64_t msgid, int mode,
                       const msgpack_object_array *ids, uint32_t num_returns, int64_t timeout_ms);
+/* Pushes `result` for obj to port once obj is ready (at once if it is):
+ * every completion (task_done, a failed call, an actor's death, a lost
+ * object) wakes it as it wakes a get. 0 or -ENOMEM. */
+int beam_waiter_push(beam_node_t *node, beam_port_t *port, beam_object_t *obj);
 /* Drops every waiter of port without answering (the client is closing). */
 void beam_waiters_cancel(beam_node_t *node, beam_port_t *port);
 /* Frees every object (daemon exit). */

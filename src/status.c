@@ -150,9 +150,13 @@ void beam_status(beam_req_t *r)
     beam_enc_init(&enc);
     beam_enc_reply_ok(&enc, r->msgid);
     msgpack_packer *pk = &enc.pk;
-    msgpack_pack_map(pk, 17);
+    msgpack_pack_map(pk, 19);
     beam_pack_key(pk, "local_calls"); /* calls members ran the local way (sentcalls.h) */
     msgpack_pack_uint64(pk, node->local_calls);
+    beam_pack_key(pk, "gets"); /* get requests answered or held here */
+    msgpack_pack_uint64(pk, node->gets);
+    beam_pack_key(pk, "results_pushed"); /* results pushed to their callers (submit's push) */
+    msgpack_pack_uint64(pk, node->results_pushed);
     beam_pack_key(pk, "nodes");
     msgpack_pack_array(pk, beam_cluster_count(node));
     for (const beam_member_t *m = node->members; m; m = m->next)

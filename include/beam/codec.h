@@ -91,6 +91,12 @@ void beam_enc_push(beam_enc_t *enc, const char *op, uint32_t nparams);
 /* [2, "error", {message}] — complete (the client is told why it is closed,
  * or what went wrong with a request it wanted no reply to). */
 void beam_enc_error_push(beam_enc_t *enc, const char *message);
+/* [2, "result", {obj, status, data}] — complete: a submit's result pushed
+ * to its caller (docs/PROTOCOL.md); data is a span of buf when buf is not
+ * NULL. status < 0, or len over BEAM_PUSH_MAX_DATA: [2, "result", {obj}]
+ * (the caller fetches it with a get). */
+void beam_enc_result_push(beam_enc_t *enc, const char *obj, int status, beam_buf_t *buf, const char *data,
+                          size_t len);
 /* Patches the frame header. Returns 0, or -1 if any write failed or the
  * frame is over max_frame (when max_frame is non-zero). */
 int beam_enc_end(beam_enc_t *enc, uint32_t max_frame);

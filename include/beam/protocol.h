@@ -45,6 +45,14 @@ enum {
     BEAM_OBJ_UNSCHEDULABLE = 4, /* the actor can never be placed (ActorUnschedulableError) */
 };
 
+/* A submit with `push` gets its result pushed (`result {obj, status, data}`)
+ * when its value is at most this many bytes; a larger one is pushed as
+ * `result {obj}` (fetch it with a get). Bounds what a caller is sent unasked
+ * per ref it has not yet asked for (a ref only passed on costs no more than
+ * this), and keeps every push a frame that _beam's 64 KiB read stage holds
+ * whole; above it a get's round trip costs less than the copy. */
+#define BEAM_PUSH_MAX_DATA (64u << 10)
+
 /* Resource amounts travel as numbers and are held in units of 1/10000
  * (Ray's RESOURCE_UNIT_SCALING). Ray's bound on one resource quantity
  * (ray_constants.MAX_RESOURCE_QUANTITY, 100e12): every amount and every

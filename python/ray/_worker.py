@@ -382,13 +382,7 @@ class Worker:
             elif self.pool is not None:
                 self.pool.submit(self.call_in_thread, params)
             else:
-                self.call(params)
-                # the call's refs died with it; _beam only sends queued
-                # releases with a later message, and an idle worker sends none
-                try:
-                    self.client.flush()
-                except ConnectionError:
-                    beamd_gone(0)
+                self.call(params)  # (its finish sends the queued releases)
 
 
 # --- the processes an actor starts die with it -------------------------------

@@ -517,11 +517,13 @@ class ActorMethod:
         rt = _worker.runtime()
         data, objs, actors = _ser.dumps((args, kwargs))
         oid = rt.ids.object_id()
+        # submit sets push: beamd then sends the result here when it is
+        # ready, so ray.get of this ref needs no round trip (worker.get)
         params = _ser.with_refs({"actor": self._handle._ray_actor_id_bytes, "obj": oid, "method": self._name,
                                  "args": data}, objs, actors)
         ref = ObjectRef(oid, _owned=True)
         try:
-            rt.client.send("submit", params)
+            rt.client.submit(params)
         except ConnectionError as e:
             from ray import exceptions
 

@@ -1,8 +1,9 @@
 /* pb_client.h — the state of one _beam.Client (one connection to beamd)
  * shared by the extension's parts, and which lock guards what. The parts:
  * wire (send, read, file, wait), release (batched releases and the
- * background thread), convert (values), termlog (terminal lines), and
- * pybeam.c, the module glue that alone knows Python's side of the Client. */
+ * background thread), convert (values), termlog (terminal lines),
+ * results and pushed (the results beamd pushes to this client), and
+ * pybeam.c, the module glue that lists the Client's methods. */
 #ifndef PYBEAM_CLIENT_H
 #define PYBEAM_CLIENT_H
 
@@ -14,8 +15,12 @@
 
 #include "beam/codec.h"
 #include "frame.h"
+#include "results.h"
 
 #define PB_STAGE_SIZE 65536
+/* The socket's receive timeout: a thread reading in pb_wait_for blocks in
+ * recv at most this long before it looks at signals and its deadline. */
+#define PB_RCVTIMEO_MS 200
 
 typedef struct pb_module_state_s {
     PyObject *RemoteError;
@@ -34,6 +39,7 @@ typedef struct pb_client_s {
     PyObject_HEAD
     int fd;
     int wake_fd;        /* eventfd: gets the background reader out of poll */
+    int rcvtimeo;       /* SO_RCVTIMEO is PB_RCVTIMEO_MS (else waiters poll) */
     int closed;         /* the connection is gone (EOF, error or close()) */
     int thread_started;
     pthread_t thread;
@@ -53,6 +59,7 @@ typedef struct pb_client_s {
     pthread_cond_t bg_cond; /* the background reader: only close() signals it */
     pb_slot_t *slots;
     pb_frame_t *push_head, *push_tail;
+    pb_results_t results; /* pushed results by object id (results.h) */
     int queue_logs;     /* log pushes are queued (next_push), not written */
     char close_reason[160];
     uint64_t next_msgid;

@@ -1,9 +1,12 @@
 /* pybeam.c — the _beam module glue: the Client type (one connection to
- * beamd; its methods request, send, next_push, release, flush, close), the
- * module's functions and its init. Requests may come from several Python
- * threads at once; every blocking wait releases the GIL. The parts: wire.h
- * (send, read, file, wait), release.h (batched releases and the background
- * thread), convert.h (values), termlog.h (terminal lines). */
+ * beamd; its methods request, request_unless_failed, send, submit,
+ * next_push, release, flush, close, and pushed.h's wait_result,
+ * wait_results, result_stats), the module's functions and its init.
+ * Requests may come from several Python threads at once; every blocking
+ * wait releases the GIL. The parts: wire.h (send, read, file, wait),
+ * release.h (batched releases and the background thread), convert.h
+ * (values), termlog.h (terminal lines), results.h and pushed.h (the
+ * results beamd pushes: the table, waiting for them). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -34,6 +37,7 @@ static int PyModule_AddObjectRef(PyObject *m, const char *name, PyObject *v)
 #include "client.h"
 #include "convert.h"
 #include "pb_client.h"
+#include "pushed.h"
 #include "release.h"
 #include "wire.h"
 
@@ -45,15 +49,6 @@ static pb_module_state_t *state_of(client_t *c)
 }
 
 /* ---------- requests ---------- */
-
-static PyObject *set_conn_error(client_t *c)
-{
-    pthread_mutex_lock(&c->lock);
-    PyErr_Format(PyExc_ConnectionError, "beam: not connected to beamd (%s)",
-                 c->close_reason[0] ? c->close_reason : "connection closed");
-    pthread_mutex_unlock(&c->lock);
-    return NULL;
-}
 
 /* Encodes [0, msgid, op, params] into out (the caller destroys it, also
  * on failure). 0, or -1 with a Python exception set when params cannot be
@@ -90,19 +85,6 @@ static int send_out(client_t *c, const pb_out_t *out)
     return rc;
 }
 
-/* A Python timeout (None or seconds) as a monotonic deadline; 0 is none. */
-static int deadline_from(PyObject *timeout, int64_t *deadline)
-{
-    *deadline = 0;
-    if (timeout == Py_None)
-        return 0;
-    double t = PyFloat_AsDouble(timeout);
-    if (t == -1.0 && PyErr_Occurred())
-        return -1;
-    *deadline = pb_now_ns() + (int64_t)(t * 1e9);
-    return 0;
-}
-
 /* The Python value of a received frame's part o; frees the frame (or hands
  * it to the memoryviews made of it). */
 static PyObject *decode_frame(client_t *c, pb_frame_t *f, const msgpack_object *o)
@@ -121,7 +103,7 @@ static PyObject *client_send(client_t *c, PyObject *args)
     if (!PyArg_ParseTuple(args, "sO!:send", &op, &PyDict_Type, &params))
         return NULL;
     if (c->closed)
-        return set_conn_error(c);
+        return pb_conn_error(c);
     pb_out_t out;
     int encoded = encode_request(c, &out, 0, op, params);
     int rc = encoded < 0 ? -EINVAL : send_out(c, &out);
@@ -129,14 +111,44 @@ static PyObject *client_send(client_t *c, PyObject *args)
     if (encoded < 0)
         return NULL;
     if (rc < 0)
-        return set_conn_error(c);
+        return pb_conn_error(c);
     pb_flush_releases(c, 0);
     Py_RETURN_NONE;
 }
 
-static int slot_filled(client_t *c, void *arg)
+/* submit(params): sends a `submit` (msgid 0), with params["push"] set
+ * true when the result of params["obj"] is expected in the table
+ * (pushed.h: unless too many are pending already). */
+static PyObject *client_submit(client_t *c, PyObject *args)
 {
-    return ((pb_slot_t *)arg)->reply != NULL;
+    PyObject *params;
+    if (!PyArg_ParseTuple(args, "O!:submit", &PyDict_Type, &params))
+        return NULL;
+    PyObject *obj = PyDict_GetItemString(params, "obj"); /* borrowed */
+    if (!obj || !PyBytes_Check(obj) || PyBytes_GET_SIZE(obj) != BEAM_OBJECT_ID_SIZE) {
+        PyErr_Format(PyExc_ValueError, "submit: params['obj'] must be %d bytes", BEAM_OBJECT_ID_SIZE);
+        return NULL;
+    }
+    if (c->closed)
+        return pb_conn_error(c);
+    int push = pb_pushed_expect(c, PyBytes_AS_STRING(obj));
+    if (push < 0)
+        return PyErr_NoMemory();
+    if (push && PyDict_SetItemString(params, "push", Py_True) < 0) {
+        pb_pushed_drop(c, PyBytes_AS_STRING(obj));
+        return NULL;
+    }
+    pb_out_t out;
+    int encoded = encode_request(c, &out, 0, "submit", params);
+    int rc = encoded < 0 ? -EINVAL : send_out(c, &out);
+    pb_out_destroy(&out);
+    if (encoded < 0 || rc < 0) {
+        if (push)
+            pb_pushed_drop(c, PyBytes_AS_STRING(obj)); /* never sent: no result will come */
+        return encoded < 0 ? NULL : pb_conn_error(c);
+    }
+    pb_flush_releases(c, 0);
+    Py_RETURN_NONE;
 }
 
 static void slot_unlink(client_t *c, pb_slot_t *slot)
@@ -163,21 +175,31 @@ static PyObject *raise_remote(client_t *c, const msgpack_object *error)
     return NULL;
 }
 
-static PyObject *client_request(client_t *c, PyObject *args)
+/* What a request waits for: its reply, or (watch) an error among pushed
+ * results. */
+typedef struct req_wait_s {
+    pb_slot_t *slot;
+    pb_failed_watch_t *watch;
+} req_wait_t;
+
+static int req_done(client_t *c, void *arg)
 {
-    const char *op;
-    PyObject *params, *timeout_obj = Py_None;
-    if (!PyArg_ParseTuple(args, "sO!|O:request", &op, &PyDict_Type, &params, &timeout_obj))
-        return NULL;
-    int64_t deadline;
-    if (deadline_from(timeout_obj, &deadline) < 0)
-        return NULL;
+    req_wait_t *w = arg;
+    return w->slot->reply != NULL || (w->watch && pb_pushed_failed(c, w->watch));
+}
+
+/* Sends op and waits for its reply, or until one of watch's pushed results
+ * is an error (then *cut is set and None returned: the reply, when it
+ * comes, is dropped). The reply's result, or NULL with an exception. */
+static PyObject *do_request(client_t *c, const char *op, PyObject *params, int64_t deadline,
+                            pb_failed_watch_t *watch, int *cut)
+{
     pb_flush_releases(c, 0);
     pb_slot_t slot = {0};
     pthread_mutex_lock(&c->lock);
     if (c->closed) {
         pthread_mutex_unlock(&c->lock);
-        return set_conn_error(c);
+        return pb_conn_error(c);
     }
     slot.msgid = ++c->next_msgid;
     slot.next = c->slots;
@@ -190,15 +212,25 @@ static PyObject *client_request(client_t *c, PyObject *args)
     int rc = encoded < 0 ? -EINVAL : send_out(c, &out);
     pb_out_destroy(&out);
     int waited = 0;
+    req_wait_t w = {&slot, watch};
     if (encoded == 0 && rc == 0)
-        waited = pb_wait_for(c, slot_filled, &slot, deadline);
+        waited = pb_wait_for(c, req_done, &w, deadline);
     pthread_mutex_lock(&c->lock);
     slot_unlink(c, &slot);
+    int failed = 0;
+    if (!slot.reply && watch) {
+        watch->scanned = 0; /* look again, whatever was seen */
+        failed = pb_pushed_failed(c, watch);
+    }
     pthread_mutex_unlock(&c->lock);
     if (encoded < 0) {
         /* the encoder set the error */
+    } else if (failed && rc == 0) {
+        *cut = 1;
+        Py_INCREF(Py_None);
+        result = Py_None;
     } else if (rc < 0 || (waited == 0 && !slot.reply)) {
-        set_conn_error(c);
+        pb_conn_error(c);
     } else if (waited == -ETIMEDOUT) {
         PyErr_Format(PyExc_TimeoutError, "beam: no reply to '%s' in time", op);
     } else if (waited == 0) {
@@ -215,6 +247,43 @@ static PyObject *client_request(client_t *c, PyObject *args)
     return result;
 }
 
+static PyObject *client_request(client_t *c, PyObject *args)
+{
+    const char *op;
+    PyObject *params, *timeout_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "sO!|O:request", &op, &PyDict_Type, &params, &timeout_obj))
+        return NULL;
+    int64_t deadline;
+    if (pb_deadline_from(timeout_obj, &deadline) < 0)
+        return NULL;
+    int cut = 0;
+    return do_request(c, op, params, deadline, NULL, &cut);
+}
+
+/* request_unless_failed(op, params, watch): request's reply, or None as
+ * soon as one of the pushed results of the ids in watch is an error. */
+static PyObject *client_request_unless_failed(client_t *c, PyObject *args)
+{
+    const char *op;
+    PyObject *params, *list;
+    if (!PyArg_ParseTuple(args, "sO!O:request_unless_failed", &op, &PyDict_Type, &params, &list))
+        return NULL;
+    PyObject *seq = PySequence_Fast(list, "request_unless_failed: watch must be a list of ids");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n;
+    const char **ids = pb_ids_of(seq, &n);
+    PyObject *result = NULL;
+    if (ids) {
+        pb_failed_watch_t watch = {.ids = ids, .n = (size_t)n};
+        int cut = 0;
+        result = do_request(c, op, params, 0, &watch, &cut);
+        PyMem_Free(ids);
+    }
+    Py_DECREF(seq);
+    return result;
+}
+
 static int push_ready(client_t *c, void *arg)
 {
     return c->push_head != NULL;
@@ -226,7 +295,7 @@ static PyObject *client_next_push(client_t *c, PyObject *args)
     if (!PyArg_ParseTuple(args, "|O:next_push", &timeout_obj))
         return NULL;
     int64_t deadline;
-    if (deadline_from(timeout_obj, &deadline) < 0)
+    if (pb_deadline_from(timeout_obj, &deadline) < 0)
         return NULL;
     pb_flush_releases(c, 0);
     int rc = pb_wait_for(c, push_ready, NULL, deadline);
@@ -244,7 +313,7 @@ static PyObject *client_next_push(client_t *c, PyObject *args)
     if (!f) {
         if (rc == -ETIMEDOUT)
             Py_RETURN_NONE;
-        return set_conn_error(c);
+        return pb_conn_error(c);
     }
     PyObject *op = PyUnicode_DecodeUTF8(f->msg.op, (Py_ssize_t)f->msg.op_len, "surrogateescape");
     if (!op) {
@@ -271,6 +340,8 @@ static PyObject *client_release(client_t *c, PyObject *args)
         PyErr_Format(PyExc_ValueError, "release: id must be %zu bytes", want);
     else if ((rc = pb_release(c, kind, id.buf)) < 0)
         PyErr_NoMemory();
+    else if (kind == 0)
+        pb_pushed_drop(c, id.buf); /* its pushed result, if any, goes with it */
     PyBuffer_Release(&id);
     if (rc < 0)
         return NULL;
@@ -355,6 +426,8 @@ static PyObject *client_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     }
     c->fd = fd;
+    struct timeval tv = {.tv_sec = PB_RCVTIMEO_MS / 1000, .tv_usec = PB_RCVTIMEO_MS % 1000 * 1000};
+    c->rcvtimeo = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0;
     int rc = pb_background_start(c);
     if (rc < 0) {
         errno = -rc;
@@ -374,6 +447,7 @@ static void client_dealloc(client_t *c)
         n = f->next;
         pb_frame_free(f);
     }
+    pb_pushed_clear(c);
     free(c->rel_objs);
     free(c->rel_actors);
     pb_wire_destroy(c);
@@ -422,6 +496,22 @@ static PyMethodDef client_methods[] = {
      "Raises RemoteError(code, message) for an error reply, ConnectionError when the connection is gone.\n"
      "In the result, a bin of 1 KiB or more is a read-only memoryview of the received frame; shorter ones are bytes."},
     {"send", (PyCFunction)client_send, METH_VARARGS, "send(op, params). Sends a request that wants no reply."},
+    {"request_unless_failed", (PyCFunction)client_request_unless_failed, METH_VARARGS,
+     "request_unless_failed(op, params, watch) -> as request, or None as soon as the pushed result of one of\n"
+     "the ids in watch has come with an error (a get of a list's other refs ends at the first error)."},
+    {"submit", (PyCFunction)client_submit, METH_VARARGS,
+     "submit(params). Sends a `submit` (no reply wanted), setting params['push'] = True when the result of\n"
+     "params['obj'] is to be pushed here (unless 16 pushed results are pending already); wait_result then\n"
+     "answers for it until the id is released."},
+    {"wait_result", (PyCFunction)pb_client_wait_result, METH_VARARGS,
+     "wait_result(obj, timeout=None) -> (status, data) as a get reply's entry; None on timeout; True when the\n"
+     "result came without its value (fetch it with a get); False when obj is not expected here (never\n"
+     "submitted with submit(), or released: use a get). ConnectionError when the connection is gone first."},
+    {"wait_results", (PyCFunction)pb_client_wait_results, METH_VARARGS,
+     "wait_results(objs, timeout=None) -> a list of wait_result's values, one per id. Returns once every\n"
+     "expected id's result came or one that came is an error (a get ends at the first), or at the timeout."},
+    {"result_stats", (PyCFunction)pb_client_result_stats, METH_NOARGS,
+     "result_stats() -> (entries, filed): ids in the pushed-results table now, result pushes filed ever."},
     {"next_push", (PyCFunction)client_next_push, METH_VARARGS,
      "next_push(timeout=None) -> (op, params) or None on timeout. Takes the next push from beamd\n"
      "(bins as in request)."},

@@ -16,11 +16,15 @@
 
 static int release_append(char **buf, size_t *n, const char *id, size_t idlen)
 {
-    char *nb = realloc(*buf, (*n + 1) * idlen);
-    if (!nb)
-        return -ENOMEM;
-    memcpy(nb + *n * idlen, id, idlen);
-    *buf = nb;
+    /* room for a whole batch at once; past it (the batch could not be
+     * sent) one more at a time */
+    if (!*buf || *n >= RELEASE_BATCH) {
+        char *nb = realloc(*buf, (*n >= RELEASE_BATCH ? *n + 1 : RELEASE_BATCH) * idlen);
+        if (!nb)
+            return -ENOMEM;
+        *buf = nb;
+    }
+    memcpy(*buf + *n * idlen, id, idlen);
     (*n)++;
     return 0;
 }

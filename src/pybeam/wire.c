@@ -156,7 +156,25 @@ static void wire_file(pb_client_t *c, pb_frame_t *f)
             }
     } else if (msg->type == BEAM_MSG_PUSH) {
         int is_log = beam_str_eq(msg->op, msg->op_len, "log");
-        if (is_log && !c->queue_logs) {
+        if (!is_log && beam_str_eq(msg->op, msg->op_len, "result")) {
+            /* a submit's result: into the table, never the push queue */
+            const char *id, *data = NULL;
+            uint32_t len = 0;
+            int64_t st;
+            int status = beam_field_int(&msg->params, "status", &st) == 0 && st >= 0 && st <= INT32_MAX &&
+                                 beam_field_bin(&msg->params, "data", &data, &len) == 0
+                             ? (int)st
+                             : -1;
+            if (beam_field_id(&msg->params, "obj", BEAM_OBJECT_ID_SIZE, &id) == 0 &&
+                pb_results_file(&c->results, id, f, status, data, len) == 0) {
+                /* kept as bytes alone: the parse's memory goes now (data and
+                 * id point into the frame's bytes, not into it) */
+                beam_msg_destroy(msg);
+                f->parsed = 0;
+                return;
+            }
+            /* (one not expected, or released meanwhile, is dropped) */
+        } else if (is_log && !c->queue_logs) {
             pb_termlog_line(msg);
         } else if (!is_log && beam_str_eq(msg->op, msg->op_len, "error")) {
             pb_termlog_error(msg);
@@ -172,7 +190,10 @@ static void wire_file(pb_client_t *c, pb_frame_t *f)
     pb_frame_free(f);
 }
 
-int pb_read_once(pb_client_t *c)
+/* One read (flags: MSG_DONTWAIT, or 0 to block up to the socket's receive
+ * timeout), its frames filed. *got: 1 when bytes came or the connection
+ * ended, 0 when nothing did. 0 or a negative errno (pb_read_once). */
+static int wire_read(pb_client_t *c, int flags, int *got)
 {
     char *dst;
     size_t room;
@@ -185,10 +206,11 @@ int pb_read_once(pb_client_t *c)
     }
     ssize_t n;
     do
-        n = recv(c->fd, dst, room, MSG_DONTWAIT);
-    while (n < 0 && errno == EINTR);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-        return 0;
+        n = recv(c->fd, dst, room, flags);
+    while (n < 0 && errno == EINTR && flags);
+    *got = !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
+    if (!*got)
+        return 0; /* (a signal: the waiter looks at Python's handlers) */
     int rc = 0;
     char err[200] = "";
     wire_batch_t batch = {NULL, NULL};
@@ -231,6 +253,12 @@ int pb_read_once(pb_client_t *c)
     return rc;
 }
 
+int pb_read_once(pb_client_t *c)
+{
+    int got;
+    return wire_read(c, MSG_DONTWAIT, &got);
+}
+
 void pb_kick_background(pb_client_t *c)
 {
     uint64_t one = 1;
@@ -240,9 +268,31 @@ void pb_kick_background(pb_client_t *c)
 
 /* ---------- waiting ---------- */
 
+int pb_deadline_from(PyObject *timeout, int64_t *deadline)
+{
+    *deadline = 0;
+    if (timeout == Py_None)
+        return 0;
+    double t = PyFloat_AsDouble(timeout);
+    if (t == -1.0 && PyErr_Occurred())
+        return -1;
+    *deadline = pb_now_ns() + (int64_t)(t * 1e9);
+    return 0;
+}
+
+PyObject *pb_conn_error(pb_client_t *c)
+{
+    pthread_mutex_lock(&c->lock);
+    PyErr_Format(PyExc_ConnectionError, "beam: not connected to beamd (%s)",
+                 c->close_reason[0] ? c->close_reason : "connection closed");
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
 int pb_wait_for(pb_client_t *c, int (*pred)(pb_client_t *, void *), void *arg, int64_t deadline)
 {
     int is_main = PyGILState_Check() && _PyOS_IsMainThread();
+    int drained = 0; /* at the deadline, what the socket holds was read once */
     for (;;) {
         int done = 0, timed_out = 0;
         Py_BEGIN_ALLOW_THREADS
@@ -255,20 +305,40 @@ int pb_wait_for(pb_client_t *c, int (*pred)(pb_client_t *, void *), void *arg, i
             }
             int64_t now = pb_now_ns(), until = deadline;
             if (deadline && now >= deadline) {
+                if (!drained && !c->reading) {
+                    /* what already came counts (a timeout of 0 on a value
+                     * that is there): one read without waiting, then look */
+                    drained = 1;
+                    c->reading = 1;
+                    pthread_mutex_unlock(&c->lock);
+                    pb_read_once(c);
+                    pthread_mutex_lock(&c->lock);
+                    c->reading = 0;
+                    pthread_cond_broadcast(&c->cond);
+                    continue;
+                }
                 timed_out = 1;
                 break;
             }
             if (is_main && (!until || until > now + 200000000LL))
                 until = now + 200000000LL;
             if (!c->reading) {
-                /* lead: read the socket ourselves */
+                /* lead: read the socket ourselves, in one blocking recv
+                 * (the socket's receive timeout, PB_RCVTIMEO_MS, is the
+                 * main thread's periodic wake) unless the deadline comes
+                 * sooner: then a poll with it */
                 c->reading = 1;
                 pthread_mutex_unlock(&c->lock);
-                struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
                 int ms = until ? (int)((until - now + 999999) / 1000000) : -1;
-                int n = poll(&pfd, 1, ms);
-                if (n > 0)
-                    pb_read_once(c);
+                int n = 0;
+                if (c->rcvtimeo && (ms < 0 || ms >= PB_RCVTIMEO_MS)) {
+                    wire_read(c, 0, &n);
+                } else {
+                    struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+                    n = poll(&pfd, 1, ms);
+                    if (n > 0)
+                        pb_read_once(c);
+                }
                 pthread_mutex_lock(&c->lock);
                 c->reading = 0;
                 pthread_cond_broadcast(&c->cond); /* the next waiter may lead */

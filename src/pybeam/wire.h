@@ -45,6 +45,14 @@ int pb_read_once(pb_client_t *c);
  * and the main thread wakes every 200 ms to run Python's signal handlers. */
 int pb_wait_for(pb_client_t *c, int (*pred)(pb_client_t *, void *), void *arg, int64_t deadline);
 
+/* A Python timeout (None or seconds) as a monotonic deadline in
+ * *deadline (0: none). 0, or -1 with a Python exception set. GIL held. */
+int pb_deadline_from(PyObject *timeout, int64_t *deadline);
+
+/* Sets ConnectionError with the reason the connection is gone; NULL. GIL
+ * held, c->lock not held. */
+PyObject *pb_conn_error(pb_client_t *c);
+
 /* Wakes the background reader out of its poll. */
 void pb_kick_background(pb_client_t *c);
 

@@ -111,7 +111,7 @@ static int add(fixture_t *f, uint32_t seq, uint32_t actor, uint32_t caller)
     char o[BEAM_OBJECT_ID_SIZE], a[BEAM_ACTOR_ID_SIZE];
     obj_id(o, seq);
     actor_id(a, actor);
-    return beam_kept_add(f->k, o, a, caller);
+    return beam_kept_add(f->k, o, a, caller, 0);
 }
 
 static int state(fixture_t *f, uint32_t seq)

@@ -1346,6 +1346,121 @@ static void test_reply_closes_conn_wait(void **state)
     fixture_end(f);
 }
 
+/* --- push waiters (submit's push) --- */
+
+/* Reply r must be a `result` push for object seq: with status and data, or
+ * (status < 0) with neither. */
+static void check_result_push(const reply_t *r, uint32_t seq, int status, const char *data)
+{
+    char id[BEAM_OBJECT_ID_SIZE];
+    const char *got;
+    const char *bytes;
+    uint32_t n;
+    int64_t st;
+    make_id(id, seq);
+    assert_int_equal(r->msg.type, BEAM_MSG_PUSH);
+    assert_true(beam_str_eq(r->msg.op, r->msg.op_len, "result"));
+    assert_int_equal(beam_field_id(&r->msg.params, "obj", BEAM_OBJECT_ID_SIZE, &got), 0);
+    assert_memory_equal(got, id, sizeof id);
+    if (status < 0) {
+        assert_int_equal(r->msg.params.via.map.size, 1);
+        return;
+    }
+    assert_int_equal(beam_field_int(&r->msg.params, "status", &st), 0);
+    assert_int_equal(st, status);
+    assert_int_equal(beam_field_bin(&r->msg.params, "data", &bytes, &n), 0);
+    assert_int_equal(n, strlen(data));
+    assert_memory_equal(bytes, data, n);
+}
+
+/* A push waiter answers on completion, once, and keeps nothing. */
+static void test_push_on_complete(void **state)
+{
+    fixture_t *f = *state;
+    beam_port_t *c = conn_open(f);
+    beam_object_t *a = create(f, 1);
+    beam_object_hold(&f->node, a);
+    assert_int_equal(beam_waiter_push(&f->node, c, a), 0);
+    assert_int_equal(nwaiters_of_conn(c), 1);
+    assert_int_equal(a->nwaiters, 1);
+    assert_int_equal(timers(f), 0);
+    expect_replies(f, 0);
+    complete(f, a, BEAM_OBJ_OK, "value");
+    assert_null(c->waiters);
+    assert_int_equal(a->nwaiters, 0);
+    expect_replies(f, 1);
+    check_result_push(&f->replies[0], 1, BEAM_OBJ_OK, "value");
+    assert_int_equal(f->node.results_pushed, 1);
+    assert_ptr_equal(find(f, 1), a); /* still held: stays as without push */
+    beam_object_unhold(&f->node, a);
+    assert_int_equal(beam_object_count(&f->node), 0);
+    fixture_end(f);
+}
+
+/* A failure (an actor's death) is pushed as a completion is; an object
+ * already ready is pushed at once. */
+static void test_push_on_fail_and_ready(void **state)
+{
+    fixture_t *f = *state;
+    beam_port_t *c = conn_open(f);
+    beam_object_t *a = create(f, 1), *b = create(f, 2);
+    beam_object_hold(&f->node, a);
+    beam_object_hold(&f->node, b);
+    assert_int_equal(beam_waiter_push(&f->node, c, a), 0);
+    beam_object_fail(&f->node, a, BEAM_OBJ_ACTOR_DIED, "died");
+    expect_replies(f, 1);
+    check_result_push(&f->replies[0], 1, BEAM_OBJ_ACTOR_DIED, "died");
+    complete(f, b, BEAM_OBJ_TASK_ERROR, "err");
+    assert_int_equal(beam_waiter_push(&f->node, c, b), 0);
+    assert_null(c->waiters);
+    expect_replies(f, 1);
+    check_result_push(&f->replies[0], 2, BEAM_OBJ_TASK_ERROR, "err");
+    beam_object_unhold(&f->node, a);
+    beam_object_unhold(&f->node, b);
+    assert_int_equal(beam_object_count(&f->node), 0);
+    fixture_end(f);
+}
+
+/* A value over BEAM_PUSH_MAX_DATA is pushed as {obj} alone. */
+static void test_push_over_the_bound(void **state)
+{
+    fixture_t *f = *state;
+    beam_port_t *c = conn_open(f);
+    beam_object_t *a = create(f, 1);
+    beam_object_hold(&f->node, a);
+    assert_int_equal(beam_waiter_push(&f->node, c, a), 0);
+    size_t n = BEAM_PUSH_MAX_DATA + 1;
+    char *big = malloc(n);
+    assert_non_null(big);
+    memset(big, 'x', n);
+    beam_object_complete(&f->node, a, BEAM_OBJ_OK, big, n, NULL);
+    expect_replies(f, 1);
+    check_result_push(&f->replies[0], 1, -1, NULL);
+    beam_object_unhold(&f->node, a);
+    fixture_end(f);
+}
+
+/* A push waiter goes with its port's other waiters: nothing is sent when
+ * the object completes after, and it does not keep the object. */
+static void test_push_cancelled_with_its_port(void **state)
+{
+    fixture_t *f = *state;
+    beam_port_t *c = conn_open(f);
+    beam_object_t *a = create(f, 1);
+    static const uint32_t ids[] = {1};
+    assert_int_equal(beam_waiter_push(&f->node, c, a), 0);
+    assert_int_equal(start(f, 91, BEAM_WAIT_GET, 1, ids, 0, -1), 0);
+    assert_int_equal(a->nwaiters, 2);
+    beam_waiters_cancel(&f->node, c);
+    assert_null(c->waiters);
+    assert_int_equal(a->nwaiters, 0);
+    assert_ptr_equal(find(f, 1), a); /* pending: stays for its completion */
+    complete(f, a, BEAM_OBJ_OK, "late");
+    expect_replies(f, 0);
+    assert_int_equal(beam_object_count(&f->node), 0);
+    fixture_end(f);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -1383,6 +1498,10 @@ int main(void)
         T(test_reply_closes_conn_on_complete),
         T(test_reply_closes_conn_on_timeout),
         T(test_reply_closes_conn_wait),
+        T(test_push_on_complete),
+        T(test_push_on_fail_and_ready),
+        T(test_push_over_the_bound),
+        T(test_push_cancelled_with_its_port),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -418,14 +418,117 @@ def _get_values(ids, timeout_ms):
     return [got.get(i) for i in ids]
 
 
+def _lost_connection(e):
+    return _exc.RaySystemError(f"beam: lost the connection to beamd: {e}")
+
+
+def _left_ms(deadline):
+    return -1 if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
+
+
+def _secs(ms):
+    return None if ms < 0 else ms / 1000
+
+
+def _get_entries(ids, timeout_ms):
+    """The [status, data] entries of ids (None: not ready), as _get_values
+    gives them, taking the results beamd pushed to this client (a call's,
+    submitted with push) from _beam's table, never asking beamd for them
+    again. A list whose every id is expected there waits there alone, by a
+    get's rule: until all came or one that came failed, or the timeout.
+    Otherwise one get asks beamd for the others (not expected here, or
+    pushed without their value) while the table is watched: an error
+    pushed meanwhile ends the get at once, as an error in its reply does;
+    then what is still to come is waited for in the table, in what is left
+    of the timeout."""
+    client = runtime().client
+    deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+    try:
+        entries = client.wait_results(ids, _secs(timeout_ms))
+        fetch, watch, failed = [], [], False
+        for i, e in zip(ids, entries):
+            if e is None:
+                watch.append(i)  # expected, not come
+            elif e is False or e is True:
+                fetch.append(i)  # beamd's to give
+            elif e[0] != STATUS_OK:
+                failed = True
+        if not fetch and not watch:
+            return entries
+        if failed or (watch and False not in entries):
+            return [e if type(e) is tuple else None for e in entries]  # an error first, or a timeout
+        fetch = list(dict.fromkeys(fetch))
+        watch = list(dict.fromkeys(watch))
+        got = {}
+        if fetch:
+            if not watch:
+                got = dict(zip(fetch, _get_values(fetch, _left_ms(deadline))))
+            else:
+                reply = _get_watching(client, fetch, watch, deadline)
+                if reply is None:  # a pushed one failed first
+                    entries = client.wait_results(ids, 0)
+                    return [e if type(e) is tuple else None for e in entries]
+                got = dict(zip(fetch, reply))
+                if any(e is not None and e[0] != STATUS_OK for e in reply):
+                    entries = client.wait_results(ids, 0)
+                    return [e if type(e) is tuple else got.get(i) for i, e in zip(ids, entries)]
+        if watch:
+            came = client.wait_results(watch, _secs(_left_ms(deadline)))
+            late = [i for i, e in zip(watch, came) if e is False or e is True]
+            got.update((i, e if type(e) is tuple else None) for i, e in zip(watch, came))
+            if late and not _failed(came) and None not in came:
+                got.update(zip(late, _get_values(late, _left_ms(deadline))))
+        return [e if type(e) is tuple else got.get(i) for i, e in zip(ids, entries)]
+    except ConnectionError as e:
+        raise _lost_connection(e) from None
+
+
+def _failed(entries):
+    return any(type(e) is tuple and e[0] != STATUS_OK for e in entries)
+
+
+def _get_watching(client, fetch, watch, deadline):
+    """The entries of a get of fetch, or None when one of watch's pushed
+    results comes with an error first."""
+    import _beam
+
+    try:
+        reply = client.request_unless_failed("get", {"objs": fetch, "timeout_ms": _left_ms(deadline)}, watch)
+    except _beam.RemoteError as e:
+        if e.args[:1] != ("too_large",) or len(fetch) < 2:
+            raise _remote_error(e) from None
+        return _get_values(fetch, _left_ms(deadline))  # in parts, as _get_values does
+    return None if reply is None else reply["values"]
+
+
+def _get_one(client, ref, timeout_ms):
+    """The [status, data] entry of one ref (None: not ready in time): from
+    the table of pushed results when its call was submitted with push,
+    else (or when its value was too large to push) by a get."""
+    start = time.monotonic() if timeout_ms > 0 else 0
+    try:
+        entry = client.wait_result(ref._id, None if timeout_ms < 0 else timeout_ms / 1000)
+    except ConnectionError as e:
+        raise _lost_connection(e) from None
+    if entry is None or type(entry) is tuple:
+        return entry
+    if entry is True and timeout_ms > 0:  # pushed without its value: what is left of the timeout
+        timeout_ms = max(0, timeout_ms - int((time.monotonic() - start) * 1000))
+    return _get_values([ref._id], timeout_ms)[0]  # not pushed here, or pushed without its value
+
+
 def get(object_refs, *, timeout=None):
     """ray.get: one ref or a list of refs; order kept, duplicates allowed."""
     single = isinstance(object_refs, ObjectRef)
     if single:
         # one ref (a sync call's): what the list path below does for [ref]
         timeout_ms = _timeout_ms(timeout)
-        with _Blocked(runtime(), timeout_ms):
-            entry = _get_values([object_refs._id], timeout_ms)[0]
+        rt = runtime()
+        if rt.is_task:
+            with _Blocked(rt, timeout_ms):
+                entry = _get_one(rt.client, object_refs, timeout_ms)
+        else:  # (_Blocked does nothing outside a task's worker)
+            entry = _get_one(rt.client, object_refs, timeout_ms)
         if entry is None:
             raise _exc.GetTimeoutError("Get timed out: some object(s) not ready.")
         value, error = _value(entry[0], entry[1], object_refs)
@@ -454,7 +557,7 @@ def get(object_refs, *, timeout=None):
         return []
     timeout_ms = _timeout_ms(timeout)
     with _Blocked(runtime(), timeout_ms):
-        values = _get_values([r._id for r in refs], timeout_ms)
+        values = _get_entries([r._id for r in refs], timeout_ms)
     out = []
     cache = {}
     for ref, entry in zip(refs, values):
