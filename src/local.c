@@ -72,7 +72,9 @@ typedef struct beam_local_s {
     beam_kept_t *kept; /* the local calls' results (kept.c) */
     lheld_t *held, **held_tail;
     size_t nheld, held_bytes;
-    uv_timer_t hold_timer; /* sends what is held after BEAM_LOCAL_HOLD_MS */
+    uint64_t held_since;   /* loop time the first held message was held */
+    uv_prepare_t hold_age; /* before each wait: sends what is BEAM_LOCAL_HOLD_MS old */
+    uv_timer_t hold_timer; /* sends what is held after BEAM_LOCAL_QUIET_MS */
 } beam_local_t;
 
 /* The table; NULL on a head. (A send never ends the link under its caller,
@@ -174,6 +176,7 @@ static void flush_held(beam_local_t *lo)
     lo->held_tail = &lo->held;
     lo->nheld = lo->held_bytes = 0;
     uv_timer_stop(&lo->hold_timer);
+    uv_prepare_stop(&lo->hold_age);
     beam_enc_t batch;
     beam_enc_init(&batch);
     if (l && n > 1) {
@@ -208,18 +211,30 @@ static void on_hold_timer(uv_timer_t *t)
     flush_held(t->data);
 }
 
+/* The loop is about to wait: what has been held BEAM_LOCAL_HOLD_MS goes. */
+static void on_hold_age(uv_prepare_t *p)
+{
+    beam_local_t *lo = p->data;
+    if (uv_now(lo->node->loop) - lo->held_since >= BEAM_LOCAL_HOLD_MS)
+        flush_held(lo);
+}
+
 /* Keeps h (a link message) to go up with the next message for the head,
- * or after BEAM_LOCAL_HOLD_MS, or once BEAM_LOCAL_HOLD_MAX are held. */
+ * or once it is BEAM_LOCAL_HOLD_MS old (BEAM_LOCAL_QUIET_MS if the loop
+ * falls quiet), or once BEAM_LOCAL_HOLD_MAX are held. */
 static void hold(beam_local_t *lo, lheld_t *h)
 {
     lo->held_bytes += h->enc.sbuf.size;
     h->next = NULL;
     *lo->held_tail = h;
     lo->held_tail = &h->next;
-    if (++lo->nheld >= BEAM_LOCAL_HOLD_MAX || lo->held_bytes >= BEAM_LOCAL_HOLD_BYTES)
+    if (++lo->nheld >= BEAM_LOCAL_HOLD_MAX || lo->held_bytes >= BEAM_LOCAL_HOLD_BYTES) {
         flush_held(lo);
-    else if (!uv_is_active((uv_handle_t *)&lo->hold_timer))
-        uv_timer_start(&lo->hold_timer, on_hold_timer, BEAM_LOCAL_HOLD_MS, 0);
+    } else if (lo->nheld == 1) {
+        lo->held_since = uv_now(lo->node->loop);
+        uv_prepare_start(&lo->hold_age, on_hold_age);
+        uv_timer_start(&lo->hold_timer, on_hold_timer, BEAM_LOCAL_QUIET_MS, 0);
+    }
 }
 
 /* A local call's task_done (body, from worker vconn) held: 0, or -1 (out of
@@ -564,8 +579,11 @@ void beam_local_reset(beam_node_t *node)
     lo->held_tail = &lo->held;
     lo->nheld = lo->held_bytes = 0;
     uv_timer_stop(&lo->hold_timer);
-    if (lo->node->stopping && !uv_is_closing((uv_handle_t *)&lo->hold_timer))
+    uv_prepare_stop(&lo->hold_age);
+    if (lo->node->stopping && !uv_is_closing((uv_handle_t *)&lo->hold_timer)) {
         uv_close((uv_handle_t *)&lo->hold_timer, NULL); /* (lo is freed after the loop) */
+        uv_close((uv_handle_t *)&lo->hold_age, NULL);
+    }
     FREE_ALL(lo->workers, lworker_t);
     FREE_ALL(lo->clients, lclient_t);
     FREE_ALL(lo->pairs, lpair_t);
@@ -586,6 +604,8 @@ int beam_local_init(beam_node_t *node)
     lo->held_tail = &lo->held;
     uv_timer_init(node->loop, &lo->hold_timer);
     lo->hold_timer.data = lo;
+    uv_prepare_init(node->loop, &lo->hold_age);
+    lo->hold_age.data = lo;
     node->local = lo;
     return 0;
 }

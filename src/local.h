@@ -38,11 +38,17 @@ typedef struct beam_submit_req_s {
  * until it joins again. The results are kept.h's, with their own bounds. */
 #define BEAM_LOCAL_MAX_PAIRS 65536
 
-/* A local call's local_submit waits this long at most before it goes up:
- * any other message for the head sends it first (beam_local_flush), so the
- * head sees the member's messages in the order they were made, and a call
- * answered within this time costs the head one wake-up, not two. */
+/* A local call's local_submit and task_done are held to go up together:
+ * any other message for the head sends them first (beam_local_flush), so
+ * the head sees the member's messages in the order they were made, and a
+ * call answered meanwhile costs the head one wake-up, not two. What is
+ * held goes up once it is BEAM_LOCAL_HOLD_MS old, looked at each time the
+ * loop is about to wait; a timer of BEAM_LOCAL_QUIET_MS covers a loop that
+ * falls quiet. (A timer due within the kernel's tick is re-armed in the
+ * kernel at every wait: measured, it made every process of a local call
+ * dearer; docs/DESIGN.md.) */
 #define BEAM_LOCAL_HOLD_MS 2
+#define BEAM_LOCAL_QUIET_MS 10
 #define BEAM_LOCAL_HOLD_MAX 256
 /* ...and this many bytes (more held go up as one `local_batch` link
  * message; a result over a quarter of it is not held but goes up at once). */
