@@ -10,10 +10,18 @@ What is checked: that the local way is really taken; order of many calls
 across the actor becoming ready; a kill (by the driver, and from the head)
 during local calls; a worker crash mid-call; results passed to an actor on
 another node; a get mixing local and remote results; an actor calling back
-into another local actor; threaded and asyncio actors."""
+into another local actor; threaded and asyncio actors; what the member
+holds for the head (a local call's submit and result, sent up together)
+reaching it when the member falls quiet, and a member lost while it holds
+them."""
 
 import json
+import os
+import selectors
+import subprocess
+import sys
 import textwrap
+import time
 
 from beamkit.daemon import driver_env, run_driver
 from beamkit.procs import beam_processes, wait_until
@@ -69,6 +77,50 @@ def run_on_member(c, body, timeout=60):
 
 def local_calls(c):
     return c.head.status()["local_calls"]
+
+
+def start_on_member(c, body):
+    """A driver on the member that goes on running (stdin, stdout piped)."""
+    env = dict(os.environ, **driver_env(c.members[0]))
+    return subprocess.Popen([sys.executable, "-c", PRELUDE + textwrap.dedent(body)], env=env, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def read_line(proc, prefix, timeout=30):
+    """The rest of proc's first stdout line that starts with prefix."""
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if sel.select(max(0, deadline - time.monotonic())):
+            line = proc.stdout.readline()
+            if not line:
+                break
+            if line.startswith(prefix):
+                return line[len(prefix):].strip()
+    raise AssertionError(f"no {prefix!r} line; stderr: {proc.stderr.read() if proc.poll() is not None else ''}")
+
+
+def stop(proc):
+    if proc.poll() is None:
+        proc.kill()
+    proc.communicate(timeout=10)
+
+
+QUIET_CALLS = """
+    @ray.remote(num_cpus=0)
+    class Big:
+        def make(self, n):
+            return b"z" * n
+
+    a = Big.options(**on(M1)).remote()
+    ray.get(a.make.remote(1), timeout=20)
+    time.sleep(0.3)  # the warm-up's release goes up now, not later
+    refs = [a.make.remote(40000) for _ in range(3)]  # under the bytes held at most
+    got = ray.get(refs, timeout=20)
+    print("CALLED", sum(map(len, got)), flush=True)
+    sys.stdin.readline()  # quiet: its refs kept, nothing more sent
+"""
 
 
 def test_local_way_is_taken_and_counted(cluster):
@@ -297,3 +349,45 @@ def test_owner_gone_with_local_calls_pending(cluster):
         out(got=[ray.get(a.add.remote(i), timeout=20) for i in range(5)])
     """)
     assert out2["got"] == list(range(5))
+
+
+def test_a_quiet_member_sends_up_what_it_holds(cluster):
+    """Three local calls, then nothing more from the member: what it held
+    for them (their submits and results) still reaches the head, which
+    then holds the results' bytes and counts the calls."""
+    before = cluster.head.status()
+    drv = start_on_member(cluster, QUIET_CALLS)
+    try:
+        assert read_line(drv, "CALLED ") == str(3 * 40000)
+
+        def arrived():
+            st = cluster.head.status()
+            return (st["local_calls"] - before["local_calls"] >= 3 and
+                    st["objects"]["bytes"] - before["objects"]["bytes"] >= 3 * 40000)
+
+        assert wait_until(arrived, 10), (cluster.head.status(), cluster.logs())
+        assert drv.poll() is None  # (the driver was still there, sending nothing)
+    finally:
+        stop(drv)
+
+
+def test_member_lost_while_it_holds_local_calls(cluster):
+    """The member dies right after local calls finished, with their records
+    perhaps still held there: the head loses the node and forgets its calls
+    (its object table back to what it held before), and serves on."""
+    before = cluster.head.status()["objects"]["count"]
+    m1 = cluster.node_id(cluster.members[0])
+    drv = start_on_member(cluster, QUIET_CALLS.replace("40000", "1000"))
+    try:
+        assert read_line(drv, "CALLED ") == str(3 * 1000)
+        cluster.members[0].kill9()
+        cluster.members[0].expect_signal = True
+        assert cluster.wait_dead(m1, 2 * cluster.node_timeout + 5)
+        assert wait_until(lambda: cluster.head.status()["objects"]["count"] == before, 10), cluster.head.status()
+    finally:
+        stop(drv)
+    r = run_driver(PRELUDE + textwrap.dedent("""
+        a = Log.options(**on(HEAD)).remote()
+        out(got=ray.get(a.add.remote(5), timeout=20))
+    """), driver_env(cluster.head))
+    assert r.returncode == 0 and json.loads(r.stdout.split("RESULT ", 1)[1].splitlines()[0]) == {"got": 5}, r.stderr
