@@ -46,8 +46,8 @@ typedef struct beam_submit_req_s {
  * loop is about to wait; a timer of BEAM_LOCAL_QUIET_MS covers a loop that
  * falls quiet. (A timer due within the kernel's tick is re-armed in the
  * kernel at every wait: measured, it made every process of a local call
- * dearer; docs/DESIGN.md.) */
-#define BEAM_LOCAL_HOLD_MS 2
+ * dearer; and a longer hold wakes the head less: docs/DESIGN.md.) */
+#define BEAM_LOCAL_HOLD_MS 5
 #define BEAM_LOCAL_QUIET_MS 10
 #define BEAM_LOCAL_HOLD_MAX 256
 /* ...and this many bytes (more held go up as one `local_batch` link
