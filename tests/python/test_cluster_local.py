@@ -391,3 +391,26 @@ def test_member_lost_while_it_holds_local_calls(cluster):
         out(got=ray.get(a.add.remote(5), timeout=20))
     """), driver_env(cluster.head))
     assert r.returncode == 0 and json.loads(r.stdout.split("RESULT ", 1)[1].splitlines()[0]) == {"got": 5}, r.stderr
+
+
+def test_kill_right_after_local_calls_keeps_their_results(cluster):
+    """The driver kills its local actor as soon as its calls returned, while
+    the member most likely still holds their records for the head: the kill
+    sends them up first, so the head holds the very results the driver got
+    (an actor on the head reads them) and the calls are not failed."""
+    out = run_on_member(cluster, """
+        a = Log.options(**on(M1)).remote()
+        far = Log.options(**on(HEAD)).remote()
+        ray.get([a.pid.remote(), far.pid.remote()], timeout=20)
+        refs = [a.add.remote(k) for k in range(20)]
+        got = ray.get(refs, timeout=20)
+        ray.kill(a)
+        seen = [ray.get(far.get_of.remote([r]), timeout=20) - 1 for r in refs]
+        try:
+            ray.get(a.add.remote("after"), timeout=20)
+            after = "value"
+        except ray.exceptions.ActorDiedError:
+            after = "died"
+        out(got=got, seen=seen, after=after)
+    """)
+    assert out == {"got": list(range(20)), "seen": list(range(20)), "after": "died"}
