@@ -24,6 +24,7 @@ import textwrap
 import time
 
 from beamkit.daemon import driver_env, run_driver
+from beamkit.link import SealedPeer
 from beamkit.procs import beam_processes, wait_until
 
 HEAD_IP, M1 = "127.0.0.1", "127.0.0.2"
@@ -414,3 +415,53 @@ def test_kill_right_after_local_calls_keeps_their_results(cluster):
         out(got=got, seen=seen, after=after)
     """)
     assert out == {"got": list(range(20)), "seen": list(range(20)), "after": "died"}
+
+
+def _fake_join(ip):
+    return {"max_frame": 1 << 20, "node_id": os.urandom(28), "node_ip": ip, "hostname": "fake",
+            "socket": "/nonexistent/beamd.sock", "resources": [], "gpus": []}
+
+
+# local_batch records ([kind, vconn, frame]) the head must refuse, with the link
+BAD_BATCHES = [
+    {"msgs": "not an array"},
+    {"msgs": [[1, 5]]},
+    {"msgs": [[2, 5, b"x"]]},
+    {"msgs": [[-1, 5, b"x"]]},
+    {"msgs": [[0, 0, b"x"]]},
+    {"msgs": [[0, 1 << 40, b"x"]]},
+    {"msgs": [[0, 5, "a str"]]},
+    {"msgs": [b"a link message body, as records were before"]},
+]
+
+
+def test_malformed_local_batches_end_the_link(make_cluster):
+    """Each record of a member's local_batch is checked: a malformed one
+    ends that member's link, and so does a lone local_submit (not a
+    message of its own now); well-formed records for clients the head does
+    not know change nothing. The head serves on."""
+    c = make_cluster(members=0, node_timeout=60)  # a silent fake member is not lost meanwhile
+    cases = [("local_batch", b) for b in BAD_BATCHES] + [("local_submit", {"vconn": 5, "frame": b""})]
+    for i, (op, params) in enumerate(cases):
+        ip = f"127.0.3.{i + 1}"
+        p = SealedPeer(c)
+        p.push("join", _fake_join(ip))
+        assert wait_until(lambda: ip in c.alive_nodes(), 5, 0.02), c.head.read_log()[-2000:]
+        assert p.read_body(5) is not None  # (the welcome)
+        # well-formed records: for a client the head does not know (nothing
+        # happens), then for one it does, whose malformed submit it answers
+        # with an error, over the link still open
+        p.push("local_batch", {"msgs": [[1, 5, b"\x90"], [0, 5, b"\x90"]]})
+        p.push("client_open", {"vconn": 6, "pid": 1, "uid": 0})
+        p.push("local_batch", {"msgs": [[1, 6, b"\x90"]]})
+        assert p.read_body(5) is not None, "no answer to the record"
+        p.push(op, params)
+        assert p.closed_by_peer(5), f"{params!r}: the head kept the link"
+        p.close()
+        assert c.head.alive(), c.head.read_log()[-3000:]
+        assert ip not in c.alive_nodes()
+    r = run_driver(PRELUDE + textwrap.dedent("""
+        a = Log.options(**on(HEAD)).remote()
+        out(got=ray.get(a.add.remote(5), timeout=20))
+    """), driver_env(c.head))
+    assert r.returncode == 0 and json.loads(r.stdout.split("RESULT ", 1)[1].splitlines()[0]) == {"got": 5}, r.stderr
