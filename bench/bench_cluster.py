@@ -20,6 +20,11 @@ round by round and the median round kept:
   sync       call and ray.get, one at a time (latency per call)
   pipelined  1000 calls in flight on one actor, then ray.get of all (calls/s)
 
+With --cpu, the CPU time each process spent per sync call (all its threads,
+user + kernel, from /proc/PID/task/*/schedstat, median round) is printed for
+the head->head and member->member cases: the head's beamd, the member's
+beamd, the driver and the worker.
+
 Loopback has no wire latency, so the cross-node cost shown here is the
 daemons' relaying (encode, TCP, decode, dispatch on the head), not a network.
 """
@@ -38,9 +43,22 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
 from beamkit.daemon import Cluster  # noqa: E402
 
 DRIVER = textwrap.dedent("""
-    import json, sys, time
+    import json, os, sys, time
     import ray
     ray.init()
+
+    def cpu_ns(pid):
+        total = 0
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                try:
+                    with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                        total += int(f.read().split()[0])
+                except (OSError, ValueError, IndexError):
+                    pass
+        except OSError:
+            return 0
+        return total
 
     @ray.remote(num_cpus=0)
     class Counter:
@@ -51,20 +69,26 @@ DRIVER = textwrap.dedent("""
             self.n += k
             return self.n
 
+        def pid(self):
+            return os.getpid()
+
     sync_n, pipe_n, warm = %(sync_n)d, %(pipe_n)d, %(warm)d
     a = Counter.options(resources={"node:%(actor_ip)s": 0.001}).remote()
     for _ in range(warm):
         ray.get(a.add.remote(1))
+    pids = [int(p) for p in os.environ["BENCH_DAEMON_PIDS"].split(",")] + [os.getpid(), ray.get(a.pid.remote())]
+    cpu0 = [cpu_ns(p) for p in pids]
     t = time.perf_counter()
     for _ in range(sync_n):
         ray.get(a.add.remote(1))
     sync_us = (time.perf_counter() - t) / sync_n * 1e6
+    cpu_us = [(cpu_ns(p) - c) / sync_n / 1000 for p, c in zip(pids, cpu0)]
     ray.get([a.add.remote(1) for _ in range(pipe_n)])  # warm the pipeline
     t = time.perf_counter()
     refs = [a.add.remote(1) for _ in range(pipe_n)]
     ray.get(refs)
     pipe_s = time.perf_counter() - t
-    print(json.dumps({"sync_us": sync_us, "pipe_calls_per_s": pipe_n / pipe_s}))
+    print(json.dumps({"sync_us": sync_us, "pipe_calls_per_s": pipe_n / pipe_s, "cpu_us": cpu_us}))
 """)
 
 CASES = [("head->head", "head", "127.0.0.1"), ("head->member", "head", "127.0.0.2"),
@@ -73,7 +97,8 @@ CASES = [("head->head", "head", "127.0.0.1"), ("head->member", "head", "127.0.0.
 
 def run_case(c, driver_on, actor_ip, sync_n, pipe_n, warm):
     node = c.head if driver_on == "head" else c.members[0]
-    env = dict(os.environ, BEAM_SOCKET=node.socket, RAY_ADDRESS=node.socket)
+    env = dict(os.environ, BEAM_SOCKET=node.socket, RAY_ADDRESS=node.socket,
+               BENCH_DAEMON_PIDS=f"{c.head.pid},{c.members[0].pid}")
     code = DRIVER % {"sync_n": sync_n, "pipe_n": pipe_n, "warm": warm, "actor_ip": actor_ip}
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
@@ -86,6 +111,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer iterations (a smoke run)")
     ap.add_argument("--rounds", type=int, default=None, help="rounds of every case (median kept)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    ap.add_argument("--cpu", action="store_true", help="print each process's CPU per sync call too")
     args = ap.parse_args()
     if not os.environ.get("BEAM_BEAMD"):
         raise SystemExit("source build/env.sh first (BEAM_BEAMD, BEAM_BEAMCTL, PYTHONPATH)")
@@ -106,6 +132,7 @@ def main():
         figures[name] = {
             "sync_us": statistics.median(r["sync_us"] for r in results[name]),
             "pipe_calls_per_s": statistics.median(r["pipe_calls_per_s"] for r in results[name]),
+            "cpu_us": [statistics.median(r["cpu_us"][i] for r in results[name]) for i in range(4)],
         }
     base = figures["head->head"]
     print(f"beam cluster benchmark: {rounds} rounds, {sync_n} sync calls and {pipe_n} in flight per round, "
@@ -119,6 +146,12 @@ def main():
     # driver on the head calling an actor on the head (issue 14's goal: <= 1.15)
     print(f"member-local / head-local sync call: "
           f"{figures['member->member']['sync_us'] / base['sync_us']:.2f}")
+    if args.cpu:
+        print("CPU per sync call, us (head beamd, member beamd, driver, worker; median round):")
+        for name in ("head->head", "member->member"):
+            cpu = figures[name]["cpu_us"]
+            print(f"  {name:<16} head {cpu[0]:5.1f}  member {cpu[1]:5.1f}  driver {cpu[2]:5.1f}  "
+                  f"worker {cpu[3]:5.1f}  all {sum(cpu):6.1f}")
     if args.json:
         print(json.dumps(figures))
 

@@ -24,7 +24,7 @@ LAYERS = {
     # 4 session
     "session": 4,
     # 5 relay
-    "relay": 5, "local": 5, "kept": 5,
+    "relay": 5, "headup": 5, "local": 5, "kept": 5,
     # 6 top
     "dispatch": 6, "status": 6, "fields": 6, "beamd": 6, "hooks": 6,
 }
@@ -36,7 +36,7 @@ SAME_LAYER_ORDER = [
     ["server", "conn", "outq"],
     ["link", "outq"],
     ["node", "resources", "gpu", "client", "fieldspec", "codec", "decoder", "buf", "ids", "log", "auth", "protocol", "notify"],
-    ["relay", "local", "kept"],
+    ["relay", "headup", "local", "kept"],
 ]
 OUTSIDE = {"beamctl"}  # its own program, on top of client
 

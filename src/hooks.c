@@ -45,7 +45,7 @@ void beam_node_stop(beam_node_t *node, const char *why)
     beam_procs_kill_all(node);
     beam_sessions_close_all(node, why);
     beam_links_stop(node);
-    beam_local_reset(node); /* (closes its timer, even with no link left to close) */
+    beam_local_reset(node); /* (closes its timer and prepare handle, even with no link left to close) */
     uv_close((uv_handle_t *)&node->reaper, NULL);
 }
 

@@ -56,12 +56,6 @@ typedef struct lpair_s {
     UT_hash_handle hh;
 } lpair_t;
 
-/* A local_submit not yet sent up (see beam_local_flush). */
-typedef struct lheld_s {
-    beam_enc_t enc;
-    struct lheld_s *next;
-} lheld_t;
-
 typedef struct beam_local_s {
     beam_node_t *node;
     lworker_t *workers;
@@ -70,9 +64,14 @@ typedef struct beam_local_s {
     size_t npairs;
     int unordered; /* the pairs' cap was hit: no more local calls */
     beam_kept_t *kept; /* the local calls' results (kept.c) */
-    lheld_t *held, **held_tail;
-    size_t nheld, held_bytes;
-    uv_timer_t hold_timer; /* sends what is held after BEAM_LOCAL_HOLD_MS */
+    /* The records held for the head (beam_local_flush): the local_batch
+     * being built, nheld records so far in its msgs array, whose 32-bit
+     * count lies at held_count_at and is written when the batch goes. */
+    beam_enc_t held;
+    size_t nheld, held_count_at;
+    uint64_t held_since;   /* loop time the first record was held */
+    uv_prepare_t hold_age; /* before each wait: sends what is BEAM_LOCAL_HOLD_MS old */
+    uv_timer_t hold_timer; /* sends what is held after BEAM_LOCAL_QUIET_MS */
 } beam_local_t;
 
 /* The table; NULL on a head. (A send never ends the link under its caller,
@@ -163,44 +162,33 @@ static void worker_forget(beam_local_t *lo, lworker_t *w)
 
 /* ---------- a local call ---------- */
 
-/* Sends what is held: one message alone, more as one local_batch (one
- * frame for the head to open, one write). */
+/* Sends the local_batch of what is held (one frame for the head to open,
+ * one write). A batch that ran out of memory while it was built has lost
+ * records of calls the member already ran: the link is closed then (the
+ * head loses this node, which joins again), never a record dropped. */
 static void flush_held(beam_local_t *lo)
 {
-    lheld_t *h = lo->held;
-    beam_link_t *l = beam_link_up(lo->node);
     size_t n = lo->nheld;
-    lo->held = NULL;
-    lo->held_tail = &lo->held;
-    lo->nheld = lo->held_bytes = 0;
+    beam_link_t *l = beam_link_up(lo->node);
     uv_timer_stop(&lo->hold_timer);
-    beam_enc_t batch;
-    beam_enc_init(&batch);
-    if (l && n > 1) {
-        beam_enc_push(&batch, "local_batch", 1);
-        beam_pack_key(&batch.pk, "msgs");
-        msgpack_pack_array(&batch.pk, n);
+    uv_prepare_stop(&lo->hold_age);
+    if (n == 0)
+        return;
+    lo->nheld = 0;
+    if (l && !lo->held.failed) {
+        unsigned char *count = (unsigned char *)lo->held.sbuf.data + lo->held_count_at;
+        count[0] = (unsigned char)(n >> 24);
+        count[1] = (unsigned char)(n >> 16);
+        count[2] = (unsigned char)(n >> 8);
+        count[3] = (unsigned char)n;
+        if (beam_enc_end(&lo->held, 0) == 0) {
+            beam_link_send_enc(l, &lo->held); /* (which destroys it) */
+            return;
+        }
     }
-    while (h) {
-        lheld_t *next = h->next;
-        size_t len = 0;
-        char *buf = l && n > 1 && !h->enc.failed ? beam_enc_take(&h->enc, &len) : NULL;
-        if (buf)
-            beam_pack_bin(&batch.pk, buf + BEAM_FRAME_HEADER, len - BEAM_FRAME_HEADER);
-        else if (l && n > 1)
-            beam_pack_bin(&batch.pk, "", 0); /* (out of memory: the head refuses the batch) */
-        free(buf);
-        if (l && n == 1)
-            beam_link_send_enc(l, &h->enc);
-        else
-            beam_enc_destroy(&h->enc);
-        free(h);
-        h = next;
-    }
-    if (l && n > 1 && beam_enc_end(&batch, 0) == 0)
-        beam_link_send_enc(l, &batch);
-    else
-        beam_enc_destroy(&batch);
+    beam_enc_destroy(&lo->held);
+    if (l)
+        beam_link_close(l, "out of memory holding local calls for the head", 0);
 }
 
 static void on_hold_timer(uv_timer_t *t)
@@ -208,53 +196,68 @@ static void on_hold_timer(uv_timer_t *t)
     flush_held(t->data);
 }
 
-/* Keeps h (a link message) to go up with the next message for the head,
- * or after BEAM_LOCAL_HOLD_MS, or once BEAM_LOCAL_HOLD_MAX are held. */
-static void hold(beam_local_t *lo, lheld_t *h)
+/* The loop is about to wait: what has been held BEAM_LOCAL_HOLD_MS goes. */
+static void on_hold_age(uv_prepare_t *p)
 {
-    lo->held_bytes += h->enc.sbuf.size;
-    h->next = NULL;
-    *lo->held_tail = h;
-    lo->held_tail = &h->next;
-    if (++lo->nheld >= BEAM_LOCAL_HOLD_MAX || lo->held_bytes >= BEAM_LOCAL_HOLD_BYTES)
+    beam_local_t *lo = p->data;
+    if (uv_now(lo->node->loop) - lo->held_since >= BEAM_LOCAL_HOLD_MS)
         flush_held(lo);
-    else if (!uv_is_active((uv_handle_t *)&lo->hold_timer))
-        uv_timer_start(&lo->hold_timer, on_hold_timer, BEAM_LOCAL_HOLD_MS, 0);
 }
 
-/* A local call's task_done (body, from worker vconn) held: 0, or -1 (out of
- * memory: it is to be forwarded now). */
+/* Starts a record [kind, vconn, frame] in the batch being built (the batch
+ * first when none is); the caller packs the frame bin, then record_done. */
+static void record_start(beam_local_t *lo, int kind, uint32_t vconn)
+{
+    static const char array32[5] = {(char)0xdd, 0, 0, 0, 0}; /* msgs: its count written at the end */
+    if (lo->nheld == 0) {
+        beam_enc_init(&lo->held);
+        beam_enc_push(&lo->held, "local_batch", 1);
+        beam_pack_key(&lo->held.pk, "msgs");
+        msgpack_pack_bin_body(&lo->held.pk, array32, sizeof array32);
+        lo->held_count_at = lo->held.sbuf.size - 4;
+    }
+    msgpack_pack_array(&lo->held.pk, 3);
+    msgpack_pack_uint8(&lo->held.pk, (uint8_t)kind);
+    msgpack_pack_uint32(&lo->held.pk, vconn);
+}
+
+/* The record is held, to go up with the next message for the head, or once
+ * it is BEAM_LOCAL_HOLD_MS old (BEAM_LOCAL_QUIET_MS if the loop falls
+ * quiet), or once BEAM_LOCAL_HOLD_MAX records or BEAM_LOCAL_HOLD_BYTES are
+ * held. */
+static void record_done(beam_local_t *lo)
+{
+    if (++lo->nheld >= BEAM_LOCAL_HOLD_MAX || lo->held.sbuf.size >= BEAM_LOCAL_HOLD_BYTES || lo->held.failed) {
+        flush_held(lo);
+    } else if (lo->nheld == 1) {
+        lo->held_since = uv_now(lo->node->loop);
+        uv_prepare_start(&lo->hold_age, on_hold_age);
+        uv_timer_start(&lo->hold_timer, on_hold_timer, BEAM_LOCAL_QUIET_MS, 0);
+    }
+}
+
+/* A local call's task_done (body, from worker vconn) held: 0, or -1 (too
+ * large to hold: it is to be forwarded now, after what is held). */
 static int hold_frame(beam_local_t *lo, uint32_t vconn, const char *body, size_t len)
 {
-    lheld_t *h = len <= BEAM_LOCAL_HOLD_BYTES / 4 ? malloc(sizeof *h) : NULL;
-    if (!h)
-        return -1; /* (a large result goes up at once, after what is held) */
-    beam_enc_init(&h->enc);
-    beam_enc_push(&h->enc, "client_frame", 2);
-    beam_pack_key(&h->enc.pk, "vconn");
-    msgpack_pack_uint32(&h->enc.pk, vconn);
-    beam_pack_key(&h->enc.pk, "frame");
-    beam_pack_bin(&h->enc.pk, body, len);
-    if (beam_enc_end(&h->enc, 0) < 0) {
-        beam_enc_destroy(&h->enc);
-        free(h);
+    if (len > BEAM_LOCAL_HOLD_BYTES / 4)
         return -1;
-    }
-    hold(lo, h);
+    record_start(lo, BEAM_LOCAL_REC_FRAME, vconn);
+    beam_pack_bin(&lo->held.pk, body, len);
+    record_done(lo);
     return 0;
 }
 
 void beam_local_flush(beam_node_t *node)
 {
     beam_local_t *lo = table(node);
-    if (lo && lo->held)
+    if (lo && lo->nheld)
         flush_held(lo);
 }
 
-/* Queues the submit to go up as local_submit (the client's own request, its
- * args left out: the head records the call as sent and never needs them),
- * then writes the call to the worker: 0, or -1 (nothing done: out of
- * memory). */
+/* Holds the submit to go up (the client's own request, its args left out:
+ * the head records the call as sent and never needs them), then writes the
+ * call to the worker: 0, or -1 (nothing done: out of memory). */
 static int run_local(beam_local_t *lo, uint32_t vconn, beam_session_t *wc, uint64_t msgid, const beam_submit_req_t *s)
 {
     beam_enc_t enc;
@@ -270,14 +273,15 @@ static int run_local(beam_local_t *lo, uint32_t vconn, beam_session_t *wc, uint6
     beam_pack_bin(&enc.pk, "", 0);
     beam_kept_pack_ids(&enc.pk, "objects", s->refs.objs, s->refs.nobjs, BEAM_OBJECT_ID_SIZE);
     beam_kept_pack_ids(&enc.pk, "actors", s->refs.actors, s->refs.nactors, BEAM_ACTOR_ID_SIZE);
-    lheld_t *h = malloc(sizeof *h);
-    if (!h || beam_kept_wrap("local_submit", vconn, &enc, &h->enc) < 0) {
-        if (!h)
-            beam_enc_destroy(&enc);
-        free(h);
+    size_t len = 0;
+    char *frame = beam_enc_end(&enc, 0) == 0 ? beam_enc_take(&enc, &len) : NULL;
+    beam_enc_destroy(&enc);
+    if (!frame)
         return -1;
-    }
-    hold(lo, h);
+    record_start(lo, BEAM_LOCAL_REC_SUBMIT, vconn);
+    beam_pack_bin(&lo->held.pk, frame + BEAM_FRAME_HEADER, len - BEAM_FRAME_HEADER);
+    free(frame);
+    record_done(lo);
     beam_enc_init(&enc);
     beam_enc_push(&enc, "call", 3);
     beam_pack_key(&enc.pk, "obj");
@@ -556,17 +560,15 @@ void beam_local_reset(beam_node_t *node)
     if (!lo)
         return;
     beam_kept_clear(lo->kept);
-    while (lo->held) {
-        lheld_t *h = lo->held;
-        lo->held = h->next;
-        beam_enc_destroy(&h->enc);
-        free(h);
-    }
-    lo->held_tail = &lo->held;
-    lo->nheld = lo->held_bytes = 0;
+    if (lo->nheld)
+        beam_enc_destroy(&lo->held);
+    lo->nheld = 0;
     uv_timer_stop(&lo->hold_timer);
-    if (lo->node->stopping && !uv_is_closing((uv_handle_t *)&lo->hold_timer))
+    uv_prepare_stop(&lo->hold_age);
+    if (lo->node->stopping && !uv_is_closing((uv_handle_t *)&lo->hold_timer)) {
         uv_close((uv_handle_t *)&lo->hold_timer, NULL); /* (lo is freed after the loop) */
+        uv_close((uv_handle_t *)&lo->hold_age, NULL);
+    }
     FREE_ALL(lo->workers, lworker_t);
     FREE_ALL(lo->clients, lclient_t);
     FREE_ALL(lo->pairs, lpair_t);
@@ -584,9 +586,10 @@ int beam_local_init(beam_node_t *node)
     if (!lo)
         return -ENOMEM;
     lo->node = node;
-    lo->held_tail = &lo->held;
     uv_timer_init(node->loop, &lo->hold_timer);
     lo->hold_timer.data = lo;
+    uv_prepare_init(node->loop, &lo->hold_age);
+    lo->hold_age.data = lo;
     node->local = lo;
     return 0;
 }

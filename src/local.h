@@ -4,8 +4,8 @@
  * still on their way through the head, the bounded table of results for
  * local callers, local `get`s answered from it, and `call` written straight
  * to the worker. The head stays the directory: every frame still goes up
- * (a local call as `local_submit`, which the head records as sent without
- * sending it again), except the `get`s answered here.
+ * (a local call as a record of `local_batch`, which the head records as
+ * sent without sending it again), except the `get`s answered here.
  *
  * Hooks: beam_local_up is the node's relay_up hook (session.c's relayed
  * clients, wired in hooks.c), the others are called by the member's switch
@@ -39,12 +39,22 @@ typedef struct beam_submit_req_s {
  * until it joins again. The results are kept.h's, with their own bounds. */
 #define BEAM_LOCAL_MAX_PAIRS 65536
 
-/* A local call's local_submit waits this long at most before it goes up:
- * any other message for the head sends it first (beam_local_flush), so the
- * head sees the member's messages in the order they were made, and a call
- * answered within this time costs the head one wake-up, not two. */
-#define BEAM_LOCAL_HOLD_MS 2
+/* A local call's submit and task_done are held to go up together:
+ * any other message for the head sends them first (beam_local_flush), so
+ * the head sees the member's messages in the order they were made, and a
+ * call answered meanwhile costs the head one wake-up, not two. What is
+ * held goes up once it is BEAM_LOCAL_HOLD_MS old, looked at each time the
+ * loop is about to wait; a timer of BEAM_LOCAL_QUIET_MS covers a loop that
+ * falls quiet. (A timer due within the kernel's tick is re-armed in the
+ * kernel at every wait: measured, it made every process of a local call
+ * dearer; and a longer hold wakes the head less: docs/DESIGN.md.) */
+#define BEAM_LOCAL_HOLD_MS 5
+#define BEAM_LOCAL_QUIET_MS 10
 #define BEAM_LOCAL_HOLD_MAX 256
+/* A held record's kind, as local_batch carries it ([kind, vconn, frame],
+ * docs/PROTOCOL.md; headup.c reads them): a local client's frame (a local
+ * call's task_done), or a local call's submit. */
+enum { BEAM_LOCAL_REC_FRAME = 0, BEAM_LOCAL_REC_SUBMIT = 1 };
 /* ...and this many bytes (more held go up as one `local_batch` link
  * message; a result over a quarter of it is not held but goes up at once). */
 #define BEAM_LOCAL_HOLD_BYTES (256u << 10)
@@ -59,7 +69,7 @@ void beam_local_reset(beam_node_t *node);
 
 /* A frame body from local client vconn on its way to the head (body NULL:
  * the client ended). Returns 1 when it was taken here (a local call, held
- * to go up as local_submit; a get answered or held here), 0 to forward it
+ * to go up as a record of local_batch; a get answered or held here), 0 to forward it
  * as it is: what is held has then gone up first. */
 int beam_local_up(beam_node_t *node, uint32_t vconn, const char *body, size_t len);
 /* A frame body from the head for local client vconn (before delivery). */

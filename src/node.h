@@ -56,7 +56,7 @@ typedef struct beam_node_s {
     struct links_s *links;         /* the cluster side: listener, links, options (link.c) */
     int is_member;                 /* joined a head (--address): relays its clients */
     struct beam_local_s *local;    /* a member: the calls that stay on it (local.c) */
-    uint64_t local_calls;          /* the head: calls members ran the local way (local_submit) */
+    uint64_t local_calls;          /* the head: calls members ran the local way (their submit records in local_batch) */
     uint64_t gets;                 /* get requests this node answered or parked (dispatch.c, kept.c) */
     uint64_t results_pushed;       /* `result` pushes sent to submitting clients (objects.c, kept.c) */
     struct beam_session_s *closing_sessions; /* remote clients to end next turn (session.c) */

@@ -12,6 +12,7 @@
 
 #include "actors.h"
 #include "cluster.h"
+#include "headup.h"
 #include "local.h"
 #include "sentcalls.h"
 #include "session.h"
@@ -264,104 +265,22 @@ static beam_actor_t *own_actor(beam_node_t *node, beam_link_t *l, const char *id
     return a && a->member == beam_link_data(l) ? a : NULL;
 }
 
-/* local_submit: a submit (body) of remote client c that its member already
- * wrote to the actor's worker there: checked, and recorded as sent (the head
- * never needs its args, which the member leaves out). */
-static void head_local_submit(beam_node_t *node, beam_session_t *c, const char *body, uint32_t len)
-{
-    beam_msg_t msg;
-    char err[200] = "a local call must be a submit after hello";
-    const char *actor, *obj;
-    beam_refs_t refs = {0};
-    if (beam_msg_parse(body, len, &node->limits, &msg, err, sizeof err) < 0) {
-        beam_port_reply_error(&c->port, 0, "bad_request", "protocol error: %s", err);
-        return;
-    }
-    if (msg.type != BEAM_MSG_REQUEST || !beam_str_eq(msg.op, msg.op_len, "submit") ||
-        c->port.role == BEAM_ROLE_NONE || beam_field_id(&msg.params, "actor", BEAM_ACTOR_ID_SIZE, &actor) != 0 ||
-        beam_field_id(&msg.params, "obj", BEAM_OBJECT_ID_SIZE, &obj) != 0 ||
-        beam_refs_parse(&msg.params, &refs, err, sizeof err) < 0) {
-        beam_port_reply_error(&c->port, msg.msgid, "bad_request", "%s", err);
-        goto cleanup;
-    }
-    beam_object_t *o = beam_object_create(node, obj);
-    beam_actor_t *a = beam_actor_find(node, actor);
-    if (!o) {
-        beam_port_reply_error(&c->port, msg.msgid, "exists", "object id is already in use");
-        goto cleanup;
-    }
-    if (beam_port_hold(&c->port.held_objects, obj, BEAM_OBJECT_ID_SIZE) == 1)
-        beam_object_hold(node, o);
-    if (a)
-        beam_actor_submit_sent(node, a, c->port.member, obj, &refs);
-    else
-        beam_object_fail(node, o, BEAM_OBJ_ACTOR_DIED,
-                         "The actor died unexpectedly before finishing this task: beamd knows no such actor "
-                         "(it ended and was forgotten, or never existed).");
-    beam_port_reply_empty(&c->port, msg.msgid);
-cleanup:
-    beam_refs_free(&refs);
-    beam_msg_destroy(&msg);
-}
-
-static int head_on_up(beam_node_t *node, beam_link_t *l, const beam_msg_t *m);
-
-/* local_batch {msgs: [bin]}: a member's held messages (local.c), each one
- * link message's body, handled in order; only client_frame and
- * local_submit may be held. -EINVAL (f->err set) on a bad one. */
-static int head_batch(beam_node_t *node, beam_link_t *l, fields_t *f)
-{
-    const msgpack_object_array *msgs;
-    beam_limits_t lim = node->limits;
-    lim.max_frame = UINT32_MAX; /* (the link bounded the batch) */
-    if (check_field(f, beam_field_array(&f->m->params, "msgs", &msgs), "msgs", "must be an array", 1) < 0)
-        return -EINVAL;
-    for (uint32_t i = 0; i < msgs->size; i++) {
-        const msgpack_object *e = &msgs->ptr[i];
-        beam_msg_t inner;
-        char err[160];
-        if (e->type != MSGPACK_OBJECT_BIN ||
-            beam_msg_parse(e->via.bin.ptr, e->via.bin.size, &lim, &inner, err, sizeof err) < 0)
-            return bad_field(f, "msgs", "must be an array of link messages");
-        int ok = inner.type == BEAM_MSG_PUSH && (is_op(&inner, "client_frame") || is_op(&inner, "local_submit"));
-        int rc = ok ? head_on_up(node, l, &inner) : bad_field(f, "msgs", "holds a message a batch may not");
-        beam_msg_destroy(&inner);
-        if (rc < 0)
-            return rc == -ECANCELED ? 0 : rc; /* (refused already) */
-    }
-    return 0;
-}
-
-static int head_on_up(beam_node_t *node, beam_link_t *l, const beam_msg_t *m)
+static void head_on_up(beam_node_t *node, beam_link_t *l, const beam_msg_t *m)
 {
     beam_member_t *member = beam_link_data(l);
     fields_t f = {.m = m};
     uint32_t vconn, len;
     const char *actor, *body;
     int64_t pid = 0, status = 0, sig = 0, stream = 0, uid = 0;
+    const msgpack_object_array *msgs;
     beam_session_t *c;
     if (is_op(m, "client_frame")) {
         if (get_vconn(&f, &vconn) < 0 || get_bin(&f, "frame", &body, &len) < 0)
             goto bad;
-        if (!(c = beam_session_find_remote(node, l, vconn)))
-            return 0; /* closed meanwhile */
-        if (len > node->limits.max_frame) {
-            /* the member's limit let it through; the head's does not */
-            beam_port_reply_error(&c->port, 0, "too_large",
-                                  "protocol error: frame length %u is over the head's limit of %u", len,
-                                  node->limits.max_frame);
-            beam_session_close(c, "a frame over the head's limit");
-            return 0;
-        }
-        if (node->hooks.dispatch)
-            node->hooks.dispatch(&c->port, body, len, NULL);
-    } else if (is_op(m, "local_submit")) { /* local: a call the member already wrote to its worker */
-        if (get_vconn(&f, &vconn) < 0 || get_bin(&f, "frame", &body, &len) < 0)
-            goto bad;
-        if ((c = beam_session_find_remote(node, l, vconn)) && !beam_port_closing(&c->port))
-            head_local_submit(node, c, body, len);
-    } else if (is_op(m, "local_batch")) { /* local: held messages, in order */
-        if (head_batch(node, l, &f) < 0)
+        beam_headup_frame(node, l, vconn, body, len);
+    } else if (is_op(m, "local_batch")) { /* local: the member's held records, in order */
+        if (check_field(&f, beam_field_array(&m->params, "msgs", &msgs), "msgs", "must be an array", 1) < 0 ||
+            beam_headup_batch(node, l, msgs, f.err, sizeof f.err) < 0)
             goto bad;
     } else if (is_op(m, "client_open")) {
         if (get_vconn(&f, &vconn) < 0 || get_int(&f, "pid", 0, INT32_MAX, 1, &pid) < 0 ||
@@ -408,10 +327,9 @@ static int head_on_up(beam_node_t *node, beam_link_t *l, const beam_msg_t *m)
                  m->op);
         goto bad;
     }
-    return 0;
+    return;
 bad:
     refuse(l, &f);
-    return -ECANCELED;
 }
 
 /* A member is up once its join is taken (it then has its member). */

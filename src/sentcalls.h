@@ -1,6 +1,7 @@
 /* sentcalls.h — the head's record of the calls a member ran itself (the
- * member's `local_submit`, docs/DESIGN.md "Calls that stay on a member"):
- * recorded as sent, never sent again, so a death fails them as any call.
+ * submit records of a member's `local_batch`, docs/DESIGN.md "Calls that
+ * stay on a member"): recorded as sent, never sent again, so a death fails
+ * them as any call.
  * A dead actor's local calls stay open while its member may still take the
  * worker's result (beam_actor_local_open), and fail when it can take no more:
  * the worker's exit, its connection's end, a kill from that member, or the

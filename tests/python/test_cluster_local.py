@@ -10,12 +10,21 @@ What is checked: that the local way is really taken; order of many calls
 across the actor becoming ready; a kill (by the driver, and from the head)
 during local calls; a worker crash mid-call; results passed to an actor on
 another node; a get mixing local and remote results; an actor calling back
-into another local actor; threaded and asyncio actors."""
+into another local actor; threaded and asyncio actors; what the member
+holds for the head (a local call's submit and result, sent up together)
+reaching it when the member falls quiet, and a member lost while it holds
+them."""
 
 import json
+import os
+import selectors
+import subprocess
+import sys
 import textwrap
+import time
 
 from beamkit.daemon import driver_env, run_driver
+from beamkit.link import SealedPeer
 from beamkit.procs import beam_processes, wait_until
 
 HEAD_IP, M1 = "127.0.0.1", "127.0.0.2"
@@ -69,6 +78,50 @@ def run_on_member(c, body, timeout=60):
 
 def local_calls(c):
     return c.head.status()["local_calls"]
+
+
+def start_on_member(c, body):
+    """A driver on the member that goes on running (stdin, stdout piped)."""
+    env = dict(os.environ, **driver_env(c.members[0]))
+    return subprocess.Popen([sys.executable, "-c", PRELUDE + textwrap.dedent(body)], env=env, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def read_line(proc, prefix, timeout=30):
+    """The rest of proc's first stdout line that starts with prefix."""
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if sel.select(max(0, deadline - time.monotonic())):
+            line = proc.stdout.readline()
+            if not line:
+                break
+            if line.startswith(prefix):
+                return line[len(prefix):].strip()
+    raise AssertionError(f"no {prefix!r} line; stderr: {proc.stderr.read() if proc.poll() is not None else ''}")
+
+
+def stop(proc):
+    if proc.poll() is None:
+        proc.kill()
+    proc.communicate(timeout=10)
+
+
+QUIET_CALLS = """
+    @ray.remote(num_cpus=0)
+    class Big:
+        def make(self, n):
+            return b"z" * n
+
+    a = Big.options(**on(M1)).remote()
+    ray.get(a.make.remote(1), timeout=20)
+    time.sleep(0.3)  # the warm-up's release goes up now, not later
+    refs = [a.make.remote(40000) for _ in range(3)]  # under the bytes held at most
+    got = ray.get(refs, timeout=20)
+    print("CALLED", sum(map(len, got)), flush=True)
+    sys.stdin.readline()  # quiet: its refs kept, nothing more sent
+"""
 
 
 def test_local_way_is_taken_and_counted(cluster):
@@ -297,3 +350,118 @@ def test_owner_gone_with_local_calls_pending(cluster):
         out(got=[ray.get(a.add.remote(i), timeout=20) for i in range(5)])
     """)
     assert out2["got"] == list(range(5))
+
+
+def test_a_quiet_member_sends_up_what_it_holds(cluster):
+    """Three local calls, then nothing more from the member: what it held
+    for them (their submits and results) still reaches the head, which
+    then holds the results' bytes and counts the calls."""
+    before = cluster.head.status()
+    drv = start_on_member(cluster, QUIET_CALLS)
+    try:
+        assert read_line(drv, "CALLED ") == str(3 * 40000)
+
+        def arrived():
+            st = cluster.head.status()
+            return (st["local_calls"] - before["local_calls"] >= 3 and
+                    st["objects"]["bytes"] - before["objects"]["bytes"] >= 3 * 40000)
+
+        assert wait_until(arrived, 10), (cluster.head.status(), cluster.logs())
+        assert drv.poll() is None  # (the driver was still there, sending nothing)
+    finally:
+        stop(drv)
+
+
+def test_member_lost_while_it_holds_local_calls(cluster):
+    """The member dies right after local calls finished, with their records
+    perhaps still held there: the head loses the node and forgets its calls
+    (its object table back to what it held before), and serves on."""
+    before = cluster.head.status()["objects"]["count"]
+    m1 = cluster.node_id(cluster.members[0])
+    drv = start_on_member(cluster, QUIET_CALLS.replace("40000", "1000"))
+    try:
+        assert read_line(drv, "CALLED ") == str(3 * 1000)
+        cluster.members[0].kill9()
+        cluster.members[0].expect_signal = True
+        assert cluster.wait_dead(m1, 2 * cluster.node_timeout + 5)
+        assert wait_until(lambda: cluster.head.status()["objects"]["count"] == before, 10), cluster.head.status()
+    finally:
+        stop(drv)
+    r = run_driver(PRELUDE + textwrap.dedent("""
+        a = Log.options(**on(HEAD)).remote()
+        out(got=ray.get(a.add.remote(5), timeout=20))
+    """), driver_env(cluster.head))
+    assert r.returncode == 0 and json.loads(r.stdout.split("RESULT ", 1)[1].splitlines()[0]) == {"got": 5}, r.stderr
+
+
+def test_kill_right_after_local_calls_keeps_their_results(cluster):
+    """The driver kills its local actor as soon as its calls returned, while
+    the member most likely still holds their records for the head: the kill
+    sends them up first, so the head holds the very results the driver got
+    (an actor on the head reads them) and the calls are not failed."""
+    out = run_on_member(cluster, """
+        a = Log.options(**on(M1)).remote()
+        far = Log.options(**on(HEAD)).remote()
+        ray.get([a.pid.remote(), far.pid.remote()], timeout=20)
+        refs = [a.add.remote(k) for k in range(20)]
+        got = ray.get(refs, timeout=20)
+        ray.kill(a)
+        seen = [ray.get(far.get_of.remote([r]), timeout=20) - 1 for r in refs]
+        try:
+            ray.get(a.add.remote("after"), timeout=20)
+            after = "value"
+        except ray.exceptions.ActorDiedError:
+            after = "died"
+        out(got=got, seen=seen, after=after)
+    """)
+    assert out == {"got": list(range(20)), "seen": list(range(20)), "after": "died"}
+
+
+def _fake_join(ip):
+    return {"max_frame": 1 << 20, "node_id": os.urandom(28), "node_ip": ip, "hostname": "fake",
+            "socket": "/nonexistent/beamd.sock", "resources": [], "gpus": []}
+
+
+# local_batch records ([kind, vconn, frame]) the head must refuse, with the link
+BAD_BATCHES = [
+    {"msgs": "not an array"},
+    {"msgs": [[1, 5]]},
+    {"msgs": [[2, 5, b"x"]]},
+    {"msgs": [[-1, 5, b"x"]]},
+    {"msgs": [[0, 0, b"x"]]},
+    {"msgs": [[0, 1 << 40, b"x"]]},
+    {"msgs": [[0, 5, "a str"]]},
+    {"msgs": [b"a link message body, as records were before"]},
+]
+
+
+def test_malformed_local_batches_end_the_link(make_cluster):
+    """Each record of a member's local_batch is checked: a malformed one
+    ends that member's link, and so does a lone local_submit (not a
+    message of its own now); well-formed records for clients the head does
+    not know change nothing. The head serves on."""
+    c = make_cluster(members=0, node_timeout=60)  # a silent fake member is not lost meanwhile
+    cases = [("local_batch", b) for b in BAD_BATCHES] + [("local_submit", {"vconn": 5, "frame": b""})]
+    for i, (op, params) in enumerate(cases):
+        ip = f"127.0.3.{i + 1}"
+        p = SealedPeer(c)
+        p.push("join", _fake_join(ip))
+        assert wait_until(lambda: ip in c.alive_nodes(), 5, 0.02), c.head.read_log()[-2000:]
+        assert p.read_body(5) is not None  # (the welcome)
+        # well-formed records: for a client the head does not know (nothing
+        # happens), then for one it does, whose malformed submit it answers
+        # with an error, over the link still open
+        p.push("local_batch", {"msgs": [[1, 5, b"\x90"], [0, 5, b"\x90"]]})
+        p.push("client_open", {"vconn": 6, "pid": 1, "uid": 0})
+        p.push("local_batch", {"msgs": [[1, 6, b"\x90"]]})
+        assert p.read_body(5) is not None, "no answer to the record"
+        p.push(op, params)
+        assert p.closed_by_peer(5), f"{params!r}: the head kept the link"
+        p.close()
+        assert c.head.alive(), c.head.read_log()[-3000:]
+        assert ip not in c.alive_nodes()
+    r = run_driver(PRELUDE + textwrap.dedent("""
+        a = Log.options(**on(HEAD)).remote()
+        out(got=ray.get(a.add.remote(5), timeout=20))
+    """), driver_env(c.head))
+    assert r.returncode == 0 and json.loads(r.stdout.split("RESULT ", 1)[1].splitlines()[0]) == {"got": 5}, r.stderr

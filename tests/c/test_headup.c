@@ -1,0 +1,239 @@
+/* test_headup.c — the head's reading of a member's local_batch (src/headup.h)
+ * with no socket: a remote session on a stand-in link that is never written
+ * to, the op table replaced by a recorder. Records are handled in order (a
+ * submit's object exists before the frame after it is dispatched), a record
+ * for a client that is gone changes nothing, and a malformed record is
+ * refused after the ones before it were handled. End to end (a member's
+ * real batches): tests/python/test_cluster_local.py. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "headup.h"
+#include "kept.h"
+#include "local.h"
+#include "objects.h"
+#include "session.h"
+
+typedef struct fixture_s {
+    uv_loop_t loop;
+    beam_node_t node;
+    char link; /* stands in for the member's link: only its address is used */
+    beam_session_t *client;
+    int dispatched;
+    char frame[16];
+    int obj_existed; /* when the frame was dispatched, the submit's object was there */
+} fixture_t;
+
+static fixture_t *the;
+static char obj1[BEAM_OBJECT_ID_SIZE], obj2[BEAM_OBJECT_ID_SIZE], actor[BEAM_ACTOR_ID_SIZE];
+
+static void record_dispatch(beam_port_t *c, const char *frame, size_t len, beam_buf_t *buf)
+{
+    (void)buf;
+    assert_ptr_equal(c, &the->client->port);
+    assert_true(len < sizeof the->frame);
+    memcpy(the->frame, frame, len);
+    the->frame[len] = '\0';
+    the->dispatched++;
+    the->obj_existed = beam_object_find(&the->node, obj1) != NULL;
+}
+
+static beam_link_t *link_of(fixture_t *f)
+{
+    return (beam_link_t *)&f->link;
+}
+
+static int setup(void **state)
+{
+    fixture_t *f = calloc(1, sizeof *f);
+    if (!f || uv_loop_init(&f->loop) != 0)
+        return -1;
+    the = f;
+    f->node.loop = &f->loop;
+    f->node.is_head = 1;
+    beam_limits_default(&f->node.limits);
+    uv_timer_init(&f->loop, &f->node.reaper);
+    f->node.hooks.dispatch = record_dispatch;
+    f->client = beam_session_open_remote(&f->node, link_of(f), NULL, 5, 100, 0);
+    if (!f->client)
+        return -1;
+    f->client->port.role = BEAM_ROLE_DRIVER; /* (it said hello) */
+    memset(obj1, 1, sizeof obj1);
+    memset(obj2, 2, sizeof obj2);
+    memset(actor, 3, sizeof actor);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture_t *f = *state;
+    f->client->remote_closed = 1; /* (nothing to tell the stand-in link) */
+    beam_sessions_close_all(&f->node, "the test ends");
+    beam_objects_destroy(&f->node);
+    uv_close((uv_handle_t *)&f->node.reaper, NULL);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    free(f);
+    return 0;
+}
+
+/* A local call's submit frame body (no header) for obj to the test's actor;
+ * the caller frees *buf. */
+static const char *submit_body(const char *obj, char **buf, uint32_t *len)
+{
+    beam_enc_t e;
+    size_t n;
+    beam_enc_init(&e);
+    beam_enc_request(&e, 0, "submit", 6);
+    beam_pack_key(&e.pk, "actor");
+    beam_pack_bin(&e.pk, actor, BEAM_ACTOR_ID_SIZE);
+    beam_pack_key(&e.pk, "obj");
+    beam_pack_bin(&e.pk, obj, BEAM_OBJECT_ID_SIZE);
+    beam_pack_key(&e.pk, "method");
+    beam_pack_str(&e.pk, "add");
+    beam_pack_key(&e.pk, "args");
+    beam_pack_bin(&e.pk, "", 0);
+    beam_kept_pack_ids(&e.pk, "objects", NULL, 0, BEAM_OBJECT_ID_SIZE);
+    beam_kept_pack_ids(&e.pk, "actors", NULL, 0, BEAM_ACTOR_ID_SIZE);
+    assert_int_equal(beam_enc_end(&e, 0), 0);
+    *buf = beam_enc_take(&e, &n);
+    beam_enc_destroy(&e);
+    assert_non_null(*buf);
+    *len = (uint32_t)(n - BEAM_FRAME_HEADER);
+    return *buf + BEAM_FRAME_HEADER;
+}
+
+/* A record as local.c writes one: [kind, vconn, frame]. */
+static void pack_record(msgpack_packer *pk, int kind, uint64_t vconn, const char *body, uint32_t len)
+{
+    msgpack_pack_array(pk, 3);
+    msgpack_pack_uint8(pk, (uint8_t)kind);
+    msgpack_pack_uint64(pk, vconn);
+    beam_pack_bin(pk, body, len);
+}
+
+/* local_batch's msgs as the head reads them: sbuf holds what the caller
+ * packed (an array), parsed into *msgs (freed with msgpack_unpacked_destroy). */
+static const msgpack_object_array *parsed(msgpack_sbuffer *sb, msgpack_unpacked *u)
+{
+    msgpack_unpacked_init(u);
+    assert_int_equal(msgpack_unpack_next(u, sb->data, sb->size, NULL), MSGPACK_UNPACK_SUCCESS);
+    assert_int_equal(u->data.type, MSGPACK_OBJECT_ARRAY);
+    return &u->data.via.array;
+}
+
+static int batch(fixture_t *f, msgpack_sbuffer *sb, char *err, size_t errlen)
+{
+    msgpack_unpacked u;
+    int rc = beam_headup_batch(&f->node, link_of(f), parsed(sb, &u), err, errlen);
+    msgpack_unpacked_destroy(&u);
+    return rc;
+}
+
+static void test_records_in_order(void **st)
+{
+    fixture_t *f = *st;
+    char *b1, *b2, err[200] = "";
+    uint32_t l1, l2;
+    const char *s1 = submit_body(obj1, &b1, &l1), *s2 = submit_body(obj2, &b2, &l2);
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 4);
+    pack_record(&pk, BEAM_LOCAL_REC_SUBMIT, 5, s1, l1);
+    pack_record(&pk, BEAM_LOCAL_REC_FRAME, 5, "done", 4);
+    pack_record(&pk, BEAM_LOCAL_REC_SUBMIT, 9, s2, l2); /* (a client the head does not know) */
+    pack_record(&pk, BEAM_LOCAL_REC_FRAME, 9, "lost", 4);
+    assert_int_equal(batch(f, &sb, err, sizeof err), 0);
+    /* the submit was recorded before the frame after it was dispatched */
+    assert_int_equal(f->dispatched, 1);
+    assert_string_equal(f->frame, "done");
+    assert_true(f->obj_existed);
+    /* the head knows no such actor: the call's object fails at once, held by its caller */
+    beam_object_t *o = beam_object_find(&f->node, obj1);
+    assert_non_null(o);
+    assert_true(o->ready);
+    assert_int_equal(o->status, BEAM_OBJ_ACTOR_DIED);
+    assert_int_equal(o->holders, 1);
+    assert_null(beam_object_find(&f->node, obj2));
+    msgpack_sbuffer_destroy(&sb);
+    free(b1);
+    free(b2);
+}
+
+static void test_bad_records(void **st)
+{
+    fixture_t *f = *st;
+    char *b1, err[200];
+    uint32_t l1;
+    const char *s1 = submit_body(obj1, &b1, &l1);
+    for (int bad = 0; bad < 7; bad++) {
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_array(&pk, 2);
+        pack_record(&pk, BEAM_LOCAL_REC_SUBMIT, 5, s1, l1);
+        switch (bad) {
+        case 0: /* not an array */
+            msgpack_pack_uint8(&pk, 1);
+            break;
+        case 1: /* two fields */
+            msgpack_pack_array(&pk, 2);
+            msgpack_pack_uint8(&pk, 0);
+            msgpack_pack_uint8(&pk, 5);
+            break;
+        case 2: /* an unknown kind */
+            pack_record(&pk, 2, 5, "x", 1);
+            break;
+        case 3: /* vconn 0 */
+            pack_record(&pk, BEAM_LOCAL_REC_FRAME, 0, "x", 1);
+            break;
+        case 4: /* vconn past 32 bits */
+            pack_record(&pk, BEAM_LOCAL_REC_FRAME, (uint64_t)UINT32_MAX + 1, "x", 1);
+            break;
+        case 5: /* a frame that is a str */
+            msgpack_pack_array(&pk, 3);
+            msgpack_pack_uint8(&pk, 0);
+            msgpack_pack_uint8(&pk, 5);
+            beam_pack_str(&pk, "x");
+            break;
+        default: /* a negative kind */
+            msgpack_pack_array(&pk, 3);
+            msgpack_pack_int8(&pk, -1);
+            msgpack_pack_uint8(&pk, 5);
+            beam_pack_bin(&pk, "x", 1);
+            break;
+        }
+        err[0] = '\0';
+        assert_int_equal(batch(f, &sb, err, sizeof err), -EINVAL);
+        assert_non_null(strstr(err, "'msgs'"));
+        /* the record before the bad one was handled; a frame was never dispatched */
+        assert_non_null(beam_object_find(&f->node, obj1));
+        assert_int_equal(f->dispatched, 0);
+        /* (the next round's submit reuses obj1: let it go) */
+        assert_int_equal(beam_port_unhold(&f->client->port.held_objects, obj1, BEAM_OBJECT_ID_SIZE), 1);
+        beam_object_unhold(&f->node, beam_object_find(&f->node, obj1));
+        assert_null(beam_object_find(&f->node, obj1));
+        msgpack_sbuffer_destroy(&sb);
+    }
+    free(b1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_records_in_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_records, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
