@@ -38,7 +38,8 @@ import sys
 import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))
+KIT = os.path.abspath(os.path.join(HERE, "..", "tests", "python"))
+sys.path.insert(0, KIT)
 
 from beamkit.daemon import Cluster  # noqa: E402
 
@@ -47,18 +48,8 @@ DRIVER = textwrap.dedent("""
     import ray
     ray.init()
 
-    def cpu_ns(pid):
-        total = 0
-        try:
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                try:
-                    with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                        total += int(f.read().split()[0])
-                except (OSError, ValueError, IndexError):
-                    pass
-        except OSError:
-            return 0
-        return total
+    sys.path.insert(0, %(kit)r)
+    from beamkit.procs import cpu_ns
 
     @ray.remote(num_cpus=0)
     class Counter:
@@ -77,12 +68,12 @@ DRIVER = textwrap.dedent("""
     for _ in range(warm):
         ray.get(a.add.remote(1))
     pids = [int(p) for p in os.environ["BENCH_DAEMON_PIDS"].split(",")] + [os.getpid(), ray.get(a.pid.remote())]
-    cpu0 = [cpu_ns(p) for p in pids]
+    cpu0 = [cpu_ns(p) or 0 for p in pids]
     t = time.perf_counter()
     for _ in range(sync_n):
         ray.get(a.add.remote(1))
     sync_us = (time.perf_counter() - t) / sync_n * 1e6
-    cpu_us = [(cpu_ns(p) - c) / sync_n / 1000 for p, c in zip(pids, cpu0)]
+    cpu_us = [((cpu_ns(p) or 0) - c) / sync_n / 1000 for p, c in zip(pids, cpu0)]
     ray.get([a.add.remote(1) for _ in range(pipe_n)])  # warm the pipeline
     t = time.perf_counter()
     refs = [a.add.remote(1) for _ in range(pipe_n)]
@@ -99,7 +90,7 @@ def run_case(c, driver_on, actor_ip, sync_n, pipe_n, warm):
     node = c.head if driver_on == "head" else c.members[0]
     env = dict(os.environ, BEAM_SOCKET=node.socket, RAY_ADDRESS=node.socket,
                BENCH_DAEMON_PIDS=f"{c.head.pid},{c.members[0].pid}")
-    code = DRIVER % {"sync_n": sync_n, "pipe_n": pipe_n, "warm": warm, "actor_ip": actor_ip}
+    code = DRIVER % {"sync_n": sync_n, "pipe_n": pipe_n, "warm": warm, "actor_ip": actor_ip, "kit": KIT}
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
         raise SystemExit(f"driver failed ({driver_on} -> {actor_ip}):\n{r.stderr}")

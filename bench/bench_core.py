@@ -27,22 +27,10 @@ import ray
 import benchutil
 from benchutil import PipeActor, timed
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
+from beamkit.procs import cpu_ns  # noqa: E402
+
 Counter = ray.remote(benchutil.Counter)
-
-
-def cpu_ns(pid):
-    """The CPU time pid's threads have run, in ns (None where unreadable)."""
-    total = 0
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                    total += int(f.read().split()[0])
-            except (OSError, ValueError, IndexError):
-                pass
-    except OSError:
-        return None
-    return total
 
 
 def cpu_per_call(fn, pids, ops, repeat):

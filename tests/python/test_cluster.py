@@ -23,7 +23,7 @@ import pytest
 
 from beamkit.daemon import driver_env, run_driver
 from beamkit.link import RawPeer, challenge, head_mac, node_mac, read_token
-from beamkit.procs import alive, beam_processes, wait_gone, wait_until
+from beamkit.procs import alive, beam_processes, read_line, wait_gone, wait_until
 from beamkit.wire import FrameSocket, message, push, unpack
 
 HEAD_IP, M1, M2 = "127.0.0.1", "127.0.0.2", "127.0.0.3"
@@ -502,32 +502,16 @@ def _start_driver(node, code):
                             text=True)
 
 
-def _read_line(proc, prefix, timeout=20):
-    import selectors
-
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if sel.select(max(0, deadline - time.monotonic())):
-            line = proc.stdout.readline()
-            if not line:
-                break
-            if line.startswith(prefix):
-                return line[len(prefix):].strip()
-    raise AssertionError(f"no {prefix!r} line; stderr: {proc.stderr.read() if proc.poll() is not None else ''}")
-
-
 def test_head_killed_then_restarted(cluster):
     member = cluster.members[0]
     ids = cluster.alive_nodes()
     drv = _start_driver(member, LOOPING_DRIVER)
     try:
-        worker = int(_read_line(drv, "WORKER "))
+        worker = int(read_line(drv, "WORKER ", timeout=20))
         assert alive(worker)
         t0 = time.monotonic()
         cluster.head.kill9()
-        raised = _read_line(drv, "RAISED ", timeout=2 * cluster.node_timeout + 3)
+        raised = read_line(drv, "RAISED ", timeout=2 * cluster.node_timeout + 3)
         kind, when = raised.split()
         assert kind in ("ray.exceptions.RaySystemError", "builtins.ConnectionError"), raised
         assert float(when) - t0 < cluster.node_timeout + 1, float(when) - t0
@@ -662,12 +646,12 @@ def test_owner_on_dead_member_takes_its_actors_elsewhere(cluster):
     actors it made on other nodes go too (their owner is gone)."""
     drv = _start_driver(cluster.members[0], LOOPING_DRIVER.replace("127.0.0.2", "127.0.0.1"))
     try:
-        worker = int(_read_line(drv, "WORKER "))
+        worker = int(read_line(drv, "WORKER ", timeout=20))
         assert worker in beam_processes(cluster.head.socket)
         cluster.members[0].kill9()
         assert wait_gone(worker, 5)
         # and the driver itself learns its node is gone
-        assert _read_line(drv, "RAISED ", timeout=5).split()[0] in ("ray.exceptions.RaySystemError",
+        assert read_line(drv, "RAISED ", timeout=5).split()[0] in ("ray.exceptions.RaySystemError",
                                                                      "builtins.ConnectionError")
     finally:
         drv.kill()

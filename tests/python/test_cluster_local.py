@@ -17,7 +17,6 @@ them."""
 
 import json
 import os
-import selectors
 import subprocess
 import sys
 import textwrap
@@ -25,7 +24,7 @@ import time
 
 from beamkit.daemon import driver_env, run_driver
 from beamkit.link import SealedPeer
-from beamkit.procs import beam_processes, wait_until
+from beamkit.procs import beam_processes, read_line, wait_until
 
 HEAD_IP, M1 = "127.0.0.1", "127.0.0.2"
 
@@ -85,21 +84,6 @@ def start_on_member(c, body):
     env = dict(os.environ, **driver_env(c.members[0]))
     return subprocess.Popen([sys.executable, "-c", PRELUDE + textwrap.dedent(body)], env=env, text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-
-def read_line(proc, prefix, timeout=30):
-    """The rest of proc's first stdout line that starts with prefix."""
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if sel.select(max(0, deadline - time.monotonic())):
-            line = proc.stdout.readline()
-            if not line:
-                break
-            if line.startswith(prefix):
-                return line[len(prefix):].strip()
-    raise AssertionError(f"no {prefix!r} line; stderr: {proc.stderr.read() if proc.poll() is not None else ''}")
 
 
 def stop(proc):

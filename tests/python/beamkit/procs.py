@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Processes and waiting, as the tests see them through /proc: is a pid
 alive, which processes belong to a daemon, wait for a condition, a pid's
-end or a file; a process's memory and fds; a free port."""
+end or a file, or a child's line of output; a process's memory, fds and CPU
+time; a free port."""
 
 import os
 import resource
+import selectors
 import signal
 import socket
 import time
@@ -142,3 +144,36 @@ def reset_hwm(pid):
     """Resets pid's VmHWM to its current RSS (writing 5 to clear_refs; Linux >= 4.0)."""
     with open(f"/proc/{pid}/clear_refs", "w") as f:
         f.write("5")
+
+
+def cpu_ns(pid):
+    """The CPU time pid's threads have run (user + kernel, from
+    /proc/PID/task/*/schedstat), in ns; None where unreadable."""
+    total = 0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass
+    except OSError:
+        return None
+    return total
+
+
+def read_line(proc, prefix, timeout=30):
+    """The rest of the first line of proc's stdout (a text pipe) that starts
+    with prefix; AssertionError (with proc's stderr once it ended) when none
+    comes within timeout seconds."""
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if sel.select(max(0, deadline - time.monotonic())):
+            line = proc.stdout.readline()
+            if not line:
+                break
+            if line.startswith(prefix):
+                return line[len(prefix):].strip()
+    raise AssertionError(f"no {prefix!r} line; stderr: {proc.stderr.read() if proc.poll() is not None else ''}")
