@@ -447,11 +447,7 @@ int beam_enc_end(beam_enc_t *enc, uint32_t max_frame)
         enc->frame_spans = 0;
         return -1;
     }
-    unsigned char *h = (unsigned char *)enc->sbuf.data + enc->frame_start;
-    h[0] = (unsigned char)(n >> 24);
-    h[1] = (unsigned char)(n >> 16);
-    h[2] = (unsigned char)(n >> 8);
-    h[3] = (unsigned char)n;
+    beam_put_u32be(enc->sbuf.data + enc->frame_start, (uint32_t)n);
     return 0;
 }
 

@@ -176,11 +176,7 @@ static void flush_held(beam_local_t *lo)
         return;
     lo->nheld = 0;
     if (l && !lo->held.failed) {
-        unsigned char *count = (unsigned char *)lo->held.sbuf.data + lo->held_count_at;
-        count[0] = (unsigned char)(n >> 24);
-        count[1] = (unsigned char)(n >> 16);
-        count[2] = (unsigned char)(n >> 8);
-        count[3] = (unsigned char)n;
+        beam_put_u32be(lo->held.sbuf.data + lo->held_count_at, (uint32_t)n);
         if (beam_enc_end(&lo->held, 0) == 0) {
             beam_link_send_enc(l, &lo->held); /* (which destroys it) */
             return;

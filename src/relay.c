@@ -491,10 +491,7 @@ static void member_to_client(beam_node_t *node, uint32_t vconn, const char *body
     char *frame = c ? malloc((size_t)len + BEAM_FRAME_HEADER) : NULL;
     if (!frame)
         return; /* gone meanwhile (or out of memory: that reply is lost) */
-    frame[0] = (char)(len >> 24);
-    frame[1] = (char)(len >> 16);
-    frame[2] = (char)(len >> 8);
-    frame[3] = (char)len;
+    beam_put_u32be(frame, len);
     memcpy(frame + BEAM_FRAME_HEADER, body, len);
     beam_port_send(&c->port, frame, (size_t)len + BEAM_FRAME_HEADER);
 }

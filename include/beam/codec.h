@@ -97,6 +97,15 @@ void beam_enc_error_push(beam_enc_t *enc, const char *message);
  * (the caller fetches it with a get). */
 void beam_enc_result_push(beam_enc_t *enc, const char *obj, int status, beam_buf_t *buf, const char *data,
                           size_t len);
+/* Writes n big-endian at p (a frame header, a msgpack array32's count). */
+static inline void beam_put_u32be(void *p, uint32_t n)
+{
+    unsigned char *h = p;
+    h[0] = (unsigned char)(n >> 24);
+    h[1] = (unsigned char)(n >> 16);
+    h[2] = (unsigned char)(n >> 8);
+    h[3] = (unsigned char)n;
+}
 /* Patches the frame header. Returns 0, or -1 if any write failed or the
  * frame is over max_frame (when max_frame is non-zero). */
 int beam_enc_end(beam_enc_t *enc, uint32_t max_frame);

@@ -78,11 +78,7 @@ int pb_out_end(pb_out_t *out, uint32_t max_frame)
     size_t n = out->enc.sbuf.size - out->enc.frame_start - BEAM_FRAME_HEADER + out->part_bytes;
     if (n > UINT32_MAX || (max_frame && n > max_frame))
         return -EMSGSIZE;
-    unsigned char *h = (unsigned char *)out->enc.sbuf.data + out->enc.frame_start;
-    h[0] = (unsigned char)(n >> 24);
-    h[1] = (unsigned char)(n >> 16);
-    h[2] = (unsigned char)(n >> 8);
-    h[3] = (unsigned char)n;
+    beam_put_u32be(out->enc.sbuf.data + out->enc.frame_start, (uint32_t)n);
     return 0;
 }
 

@@ -180,7 +180,7 @@ static void member_send(beam_enc_t *enc, int sealed)
         size_t body = len - 4, clen = body + BEAM_AUTH_SEAL_BYTES;
         char *out = malloc(4 + clen);
         assert_int_equal(beam_auth_seal(&fx->auth, (unsigned char *)buf + 4, body, (unsigned char *)out + 4), 0);
-        out[0] = (char)(clen >> 24), out[1] = (char)(clen >> 16), out[2] = (char)(clen >> 8), out[3] = (char)clen;
+        beam_put_u32be(out, (uint32_t)clen);
         free(buf);
         buf = out;
         len = 4 + clen;

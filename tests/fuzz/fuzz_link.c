@@ -250,8 +250,8 @@ static int flush_out(fuzz_t *f)
 
 static void queue_frame(peer_t *p, const void *body, size_t n)
 {
-    unsigned char hdr[4] = {(unsigned char)(n >> 24), (unsigned char)(n >> 16), (unsigned char)(n >> 8),
-                            (unsigned char)n};
+    unsigned char hdr[4];
+    beam_put_u32be(hdr, (uint32_t)n);
     queue(p, hdr, 4);
     queue(p, body, n);
 }
