@@ -18,8 +18,10 @@
 #include "results.h"
 
 #define PB_STAGE_SIZE 65536
-/* The socket's receive timeout: a thread reading in pb_wait_for blocks in
- * recv at most this long before it looks at signals and its deadline. */
+/* How long the main thread waits in pb_wait_for before it runs Python's
+ * signal handlers, and so the socket's receive timeout: a thread reading
+ * there blocks in recv at most this long before it looks at signals and
+ * its deadline. */
 #define PB_RCVTIMEO_MS 200
 
 typedef struct pb_module_state_s {

@@ -320,8 +320,8 @@ int pb_wait_for(pb_client_t *c, int (*pred)(pb_client_t *, void *), void *arg, i
                 timed_out = 1;
                 break;
             }
-            if (is_main && (!until || until > now + 200000000LL))
-                until = now + 200000000LL;
+            if (is_main && (!until || until > now + PB_RCVTIMEO_MS * 1000000LL))
+                until = now + PB_RCVTIMEO_MS * 1000000LL;
             if (!c->reading) {
                 /* lead: read the socket ourselves, in one blocking recv
                  * (the socket's receive timeout, PB_RCVTIMEO_MS, is the

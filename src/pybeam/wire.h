@@ -42,7 +42,7 @@ int pb_read_once(pb_client_t *c);
  * deadline passes (-ETIMEDOUT; deadline 0 is none), or a signal handler
  * raised (-EINTR, with the Python exception set). Called and returns with
  * the GIL held and c->lock not held; the GIL is released while it waits,
- * and the main thread wakes every 200 ms to run Python's signal handlers. */
+ * and the main thread wakes every PB_RCVTIMEO_MS to run Python's signal handlers. */
 int pb_wait_for(pb_client_t *c, int (*pred)(pb_client_t *, void *), void *arg, int64_t deadline);
 
 /* A Python timeout (None or seconds) as a monotonic deadline in
