@@ -96,23 +96,36 @@ static PyObject *decode_frame(client_t *c, pb_frame_t *f, const msgpack_object *
     return v;
 }
 
+/* Sends op (msgid 0: no reply wanted), then any releases due. 0, or -1
+ * with an exception set (params cannot be sent, or the connection is gone). */
+static int send_nowait(client_t *c, const char *op, PyObject *params)
+{
+    if (c->closed) {
+        pb_conn_error(c);
+        return -1;
+    }
+    pb_out_t out;
+    int encoded = encode_request(c, &out, 0, op, params);
+    int rc = encoded < 0 ? -EINVAL : send_out(c, &out);
+    pb_out_destroy(&out);
+    if (encoded < 0)
+        return -1; /* (the encoder set the error) */
+    if (rc < 0) {
+        pb_conn_error(c);
+        return -1;
+    }
+    pb_flush_releases(c, 0);
+    return 0;
+}
+
 static PyObject *client_send(client_t *c, PyObject *args)
 {
     const char *op;
     PyObject *params;
     if (!PyArg_ParseTuple(args, "sO!:send", &op, &PyDict_Type, &params))
         return NULL;
-    if (c->closed)
-        return pb_conn_error(c);
-    pb_out_t out;
-    int encoded = encode_request(c, &out, 0, op, params);
-    int rc = encoded < 0 ? -EINVAL : send_out(c, &out);
-    pb_out_destroy(&out);
-    if (encoded < 0)
+    if (send_nowait(c, op, params) < 0)
         return NULL;
-    if (rc < 0)
-        return pb_conn_error(c);
-    pb_flush_releases(c, 0);
     Py_RETURN_NONE;
 }
 
@@ -129,25 +142,14 @@ static PyObject *client_submit(client_t *c, PyObject *args)
         PyErr_Format(PyExc_ValueError, "submit: params['obj'] must be %d bytes", BEAM_OBJECT_ID_SIZE);
         return NULL;
     }
-    if (c->closed)
-        return pb_conn_error(c);
     int push = pb_pushed_expect(c, PyBytes_AS_STRING(obj));
     if (push < 0)
         return PyErr_NoMemory();
-    if (push && PyDict_SetItemString(params, "push", Py_True) < 0) {
-        pb_pushed_drop(c, PyBytes_AS_STRING(obj));
-        return NULL;
-    }
-    pb_out_t out;
-    int encoded = encode_request(c, &out, 0, "submit", params);
-    int rc = encoded < 0 ? -EINVAL : send_out(c, &out);
-    pb_out_destroy(&out);
-    if (encoded < 0 || rc < 0) {
+    if ((push && PyDict_SetItemString(params, "push", Py_True) < 0) || send_nowait(c, "submit", params) < 0) {
         if (push)
             pb_pushed_drop(c, PyBytes_AS_STRING(obj)); /* never sent: no result will come */
-        return encoded < 0 ? NULL : pb_conn_error(c);
+        return NULL;
     }
-    pb_flush_releases(c, 0);
     Py_RETURN_NONE;
 }
 
@@ -189,10 +191,10 @@ static int req_done(client_t *c, void *arg)
 }
 
 /* Sends op and waits for its reply, or until one of watch's pushed results
- * is an error (then *cut is set and None returned: the reply, when it
- * comes, is dropped). The reply's result, or NULL with an exception. */
+ * is an error (then None is returned: the reply, when it comes, is
+ * dropped). The reply's result, or NULL with an exception. */
 static PyObject *do_request(client_t *c, const char *op, PyObject *params, int64_t deadline,
-                            pb_failed_watch_t *watch, int *cut)
+                            pb_failed_watch_t *watch)
 {
     pb_flush_releases(c, 0);
     pb_slot_t slot = {0};
@@ -226,7 +228,6 @@ static PyObject *do_request(client_t *c, const char *op, PyObject *params, int64
     if (encoded < 0) {
         /* the encoder set the error */
     } else if (failed && rc == 0) {
-        *cut = 1;
         Py_INCREF(Py_None);
         result = Py_None;
     } else if (rc < 0 || (waited == 0 && !slot.reply)) {
@@ -256,8 +257,7 @@ static PyObject *client_request(client_t *c, PyObject *args)
     int64_t deadline;
     if (pb_deadline_from(timeout_obj, &deadline) < 0)
         return NULL;
-    int cut = 0;
-    return do_request(c, op, params, deadline, NULL, &cut);
+    return do_request(c, op, params, deadline, NULL);
 }
 
 /* request_unless_failed(op, params, watch): request's reply, or None as
@@ -276,8 +276,7 @@ static PyObject *client_request_unless_failed(client_t *c, PyObject *args)
     PyObject *result = NULL;
     if (ids) {
         pb_failed_watch_t watch = {.ids = ids, .n = (size_t)n};
-        int cut = 0;
-        result = do_request(c, op, params, 0, &watch, &cut);
+        result = do_request(c, op, params, 0, &watch);
         PyMem_Free(ids);
     }
     Py_DECREF(seq);
