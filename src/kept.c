@@ -9,6 +9,7 @@
 #include <utlist.h>
 
 #include "link.h"
+#include "objects.h"
 #include "session.h"
 
 /* A call that took the local way: pending, then its result (in the done
@@ -105,14 +106,8 @@ void beam_kept_pack_ids(msgpack_packer *pk, const char *key, const char *ids, ui
 static void push_result(beam_local_t *lo, const lresult_t *r, int status)
 {
     beam_port_t *c = client(lo->node, r->caller);
-    if (!c)
-        return;
-    beam_enc_t enc;
-    beam_enc_init(&enc);
-    beam_enc_result_push(&enc, r->obj, status, NULL, r->data, r->len);
-    beam_enc_end(&enc, 0);
-    if (beam_port_send_enc(c, &enc) == 0)
-        lo->node->results_pushed++;
+    if (c)
+        beam_result_push(lo->node, c, r->obj, status, NULL, r->data, r->len);
 }
 
 static void get_free_cb(uv_handle_t *h)

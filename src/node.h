@@ -58,7 +58,7 @@ typedef struct beam_node_s {
     struct beam_local_s *local;    /* a member: the calls that stay on it (local.c) */
     uint64_t local_calls;          /* the head: calls members ran the local way (their submit records in local_batch) */
     uint64_t gets;                 /* get requests this node answered or parked (dispatch.c, kept.c) */
-    uint64_t results_pushed;       /* `result` pushes sent to submitting clients (objects.c, kept.c) */
+    uint64_t results_pushed;       /* `result` pushes sent to submitting clients (beam_result_push in objects.c: the head's objects and a member's kept results) */
     struct beam_session_s *closing_sessions; /* remote clients to end next turn (session.c) */
     uv_timer_t reaper;
 

@@ -308,16 +308,22 @@ static void reply_wait(beam_waiter_t *w)
     beam_port_send_enc(w->port, &enc);
 }
 
+void beam_result_push(beam_node_t *node, beam_port_t *port, const char *id, int status, beam_buf_t *buf,
+                      const char *data, size_t len)
+{
+    beam_enc_t enc;
+    beam_enc_init(&enc);
+    beam_enc_result_push(&enc, id, status, buf, data, len);
+    beam_enc_end(&enc, 0);
+    if (beam_port_send_enc(port, &enc) == 0)
+        node->results_pushed++;
+}
+
 /* result {obj, status, data} (a value over the bound: result {obj}). */
 static void push_result(beam_waiter_t *w)
 {
     const beam_object_t *o = w->one;
-    beam_enc_t enc;
-    beam_enc_init(&enc);
-    beam_enc_result_push(&enc, o->id, o->status, o->buf, o->data, o->len);
-    beam_enc_end(&enc, 0);
-    if (beam_port_send_enc(w->port, &enc) == 0)
-        w->node->results_pushed++;
+    beam_result_push(w->node, w->port, o->id, o->status, o->buf, o->data, o->len);
 }
 
 static int waiter_done(const beam_waiter_t *w)

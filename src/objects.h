@@ -94,6 +94,13 @@ int beam_waiter_start(beam_node_t *node, beam_port_t *port, uint64_t msgid, int 
  * every completion (task_done, a failed call, an actor's death, a lost
  * object) wakes it as it wakes a get. 0 or -ENOMEM. */
 int beam_waiter_push(beam_node_t *node, beam_port_t *port, beam_object_t *obj);
+/* Sends port the `result` push of object id (codec.h's
+ * beam_enc_result_push: status < 0 or a value over BEAM_PUSH_MAX_DATA
+ * goes as {obj} alone; data is a span of buf when buf is not NULL) and
+ * counts it in node->results_pushed: the one sender of a pushed result,
+ * for the head's objects and a member's kept results. */
+void beam_result_push(beam_node_t *node, beam_port_t *port, const char *id, int status, beam_buf_t *buf,
+                      const char *data, size_t len);
 /* Drops every waiter of port without answering (the client is closing). */
 void beam_waiters_cancel(beam_node_t *node, beam_port_t *port);
 /* Frees every object (daemon exit). */
