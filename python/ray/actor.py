@@ -525,9 +525,7 @@ class ActorMethod:
         try:
             rt.client.submit(params)
         except ConnectionError as e:
-            from ray import exceptions
-
-            raise exceptions.RaySystemError(f"beam: lost the connection to beamd: {e}") from None
+            raise _worker._lost_connection(e) from None
         return ref
 
     def bind(self, *args, **kwargs):

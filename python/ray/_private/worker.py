@@ -327,6 +327,11 @@ def _remote_error(e):
     return _exc.RaySystemError(f"beamd refused the request ({code}): {message}")
 
 
+def _lost_connection(e):
+    """The error a lost connection to beamd raises (ConnectionError e)."""
+    return _exc.RaySystemError(f"beam: lost the connection to beamd: {e}")
+
+
 def _request(op, params):
     import _beam
 
@@ -336,7 +341,7 @@ def _request(op, params):
     except _beam.RemoteError as e:
         raise _remote_error(e) from None
     except ConnectionError as e:
-        raise _exc.RaySystemError(f"beam: lost the connection to beamd: {e}") from None
+        raise _lost_connection(e) from None
 
 
 def _value(status, data, ref):
@@ -405,21 +410,16 @@ def _get_values(ids, timeout_ms):
         if (e.args[:1] != ("too_large",)) or len(unique) < 2:
             raise _remote_error(e) from None
     except ConnectionError as e:
-        raise _exc.RaySystemError(f"beam: lost the connection to beamd: {e}") from None
+        raise _lost_connection(e) from None
     deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
     got = {}
     half = len(unique) // 2
     for part in (unique[:half], unique[half:]):
-        left = -1 if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
-        entries = _get_values(part, left)
+        entries = _get_values(part, _left_ms(deadline))
         got.update(zip(part, entries))
-        if any(entry is not None and entry[0] != STATUS_OK for entry in entries):
+        if _failed(entries):
             break  # an error ends the get, as it does in one reply
     return [got.get(i) for i in ids]
-
-
-def _lost_connection(e):
-    return _exc.RaySystemError(f"beam: lost the connection to beamd: {e}")
 
 
 def _left_ms(deadline):
@@ -469,7 +469,7 @@ def _get_entries(ids, timeout_ms):
                     entries = client.wait_results(ids, 0)
                     return [e if type(e) is tuple else None for e in entries]
                 got = dict(zip(fetch, reply))
-                if any(e is not None and e[0] != STATUS_OK for e in reply):
+                if _failed(reply):
                     entries = client.wait_results(ids, 0)
                     return [e if type(e) is tuple else got.get(i) for i, e in zip(ids, entries)]
         if watch:
@@ -484,7 +484,9 @@ def _get_entries(ids, timeout_ms):
 
 
 def _failed(entries):
-    return any(type(e) is tuple and e[0] != STATUS_OK for e in entries)
+    """Whether one of entries (a get reply's [status, data] lists, the
+    table's (status, data) tuples, or None/True/False for none) failed."""
+    return any(type(e) in (tuple, list) and e[0] != STATUS_OK for e in entries)
 
 
 def _get_watching(client, fetch, watch, deadline):
@@ -632,7 +634,7 @@ def put(value, *, _owner=None):
     try:
         rt.client.send("put", params)
     except ConnectionError as e:
-        raise _exc.RaySystemError(f"beam: lost the connection to beamd: {e}") from None
+        raise _lost_connection(e) from None
     return ref
 
 
