@@ -129,12 +129,20 @@ static void get_finish(lget_t *g)
     }
 }
 
-int beam_kept_wrap(const char *op, uint32_t vconn, beam_enc_t *req, beam_enc_t *out)
+char *beam_kept_frame(beam_enc_t *req, size_t *len)
+{
+    char *frame = beam_enc_end(req, 0) == 0 ? beam_enc_take(req, len) : NULL;
+    beam_enc_destroy(req);
+    return frame;
+}
+
+/* Wraps what req holds (one request, destroyed here) as the link message
+ * op {vconn, frame} for local client vconn, into out (initialised here):
+ * 0, or -1 when out of memory (out is then destroyed). */
+static int wrap(const char *op, uint32_t vconn, beam_enc_t *req, beam_enc_t *out)
 {
     size_t len;
-    beam_enc_end(req, 0);
-    char *frame = req->failed ? NULL : beam_enc_take(req, &len);
-    beam_enc_destroy(req);
+    char *frame = beam_kept_frame(req, &len);
     if (!frame)
         return -1;
     beam_enc_init(out);
@@ -160,7 +168,7 @@ int beam_kept_send_up(beam_node_t *node, const char *op, uint32_t vconn, beam_en
         beam_enc_destroy(req);
         return -1;
     }
-    return beam_kept_wrap(op, vconn, req, &enc) < 0 ? -1 : beam_link_send_enc(l, &enc);
+    return wrap(op, vconn, req, &enc) < 0 ? -1 : beam_link_send_enc(l, &enc);
 }
 
 /* The reply the head would give: {values: [[status, data], ...]}. 0, or -1

@@ -59,11 +59,13 @@ void beam_kept_client_gone(beam_kept_t *k, uint32_t vconn);
  * or held here, 0 when it must go to the head as it is. */
 int beam_kept_get(beam_kept_t *k, uint32_t vconn, const beam_msg_t *m);
 
-/* Wraps what req holds (one request, destroyed here) as the link message
- * op {vconn, frame} for local client vconn, into out (initialised here):
- * 0, or -1 when out of memory (out is then destroyed). */
-int beam_kept_wrap(const char *op, uint32_t vconn, beam_enc_t *req, beam_enc_t *out);
-/* The same, sent to the head: 0, or -1 (out of memory, the link down). */
+/* Ends req (one request, destroyed here) and hands its frame's bytes to
+ * the caller, who frees them (the body starts at BEAM_FRAME_HEADER; *len
+ * counts the header too); NULL when out of memory. */
+char *beam_kept_frame(beam_enc_t *req, size_t *len);
+/* Sends what req holds (one request, destroyed here) to the head as the
+ * link message op {vconn, frame} for local client vconn: 0, or -1 (out of
+ * memory, the link down). */
 int beam_kept_send_up(beam_node_t *node, const char *op, uint32_t vconn, beam_enc_t *req);
 /* key: [n ids of size bytes each] */
 void beam_kept_pack_ids(msgpack_packer *pk, const char *key, const char *ids, uint32_t n, size_t size);

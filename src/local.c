@@ -270,8 +270,7 @@ static int run_local(beam_local_t *lo, uint32_t vconn, beam_session_t *wc, uint6
     beam_kept_pack_ids(&enc.pk, "objects", s->refs.objs, s->refs.nobjs, BEAM_OBJECT_ID_SIZE);
     beam_kept_pack_ids(&enc.pk, "actors", s->refs.actors, s->refs.nactors, BEAM_ACTOR_ID_SIZE);
     size_t len = 0;
-    char *frame = beam_enc_end(&enc, 0) == 0 ? beam_enc_take(&enc, &len) : NULL;
-    beam_enc_destroy(&enc);
+    char *frame = beam_kept_frame(&enc, &len);
     if (!frame)
         return -1;
     record_start(lo, BEAM_LOCAL_REC_SUBMIT, vconn);
