@@ -66,6 +66,13 @@ PRELUDE = textwrap.dedent("""
 
     def out(**kw):
         print("RESULT " + json.dumps(kw), flush=True)
+
+    def outcome(ref):  # how ray.get of ref ends: "value", or "died" (ActorDiedError)
+        try:
+            ray.get(ref, timeout=20)
+            return "value"
+        except ray.exceptions.ActorDiedError:
+            return "died"
 """)
 
 
@@ -182,18 +189,8 @@ def test_kill_during_local_calls(cluster):
         pending = [a.sleep.remote(5, k) for k in range(3)]
         time.sleep(0.3)
         ray.kill(a)
-        errs = []
-        for r in pending:
-            try:
-                ray.get(r, timeout=20)
-                errs.append("value")
-            except ray.exceptions.ActorDiedError:
-                errs.append("died")
-        try:
-            ray.get(a.add.remote("after"), timeout=20)
-            after = "value"
-        except ray.exceptions.ActorDiedError:
-            after = "died"
+        errs = [outcome(r) for r in pending]
+        after = outcome(a.add.remote("after"))
         out(done=done, errs=errs, after=after)
     """)
     assert out == {"done": "before", "errs": ["died"] * 3, "after": "died"}
@@ -212,13 +209,7 @@ def test_kill_from_the_head_during_local_calls(cluster):
         code = f"import ray; ray.init(); ray.kill(ray.get_actor('victim', namespace={ns!r}))"
         env = dict(os.environ, BEAM_SOCKET=os.environ["HEAD_SOCKET"], RAY_ADDRESS=os.environ["HEAD_SOCKET"])
         subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=30)
-        errs = []
-        for r in pending:
-            try:
-                ray.get(r, timeout=20)
-                errs.append("value")
-            except ray.exceptions.ActorDiedError:
-                errs.append("died")
+        errs = [outcome(r) for r in pending]
         out(errs=errs)
     """.replace('os.environ["HEAD_SOCKET"]', repr(cluster.head.socket)))
     assert out["errs"] == ["died"] * 3
@@ -233,13 +224,7 @@ def test_worker_crash_mid_call(cluster):
         queued = a.add.remote(2)
         time.sleep(0.3)
         os.kill(pid, signal.SIGKILL)  # the worker crashes mid-call, one more call queued behind
-        res = []
-        for r in (slow, queued):
-            try:
-                ray.get(r, timeout=20)
-                res.append("value")
-            except ray.exceptions.ActorDiedError as e:
-                res.append("died")
+        res = [outcome(r) for r in (slow, queued)]
         out(ok=ok, res=res)
     """)
     assert out == {"ok": 1, "res": ["died", "died"]}
@@ -391,11 +376,7 @@ def test_kill_right_after_local_calls_keeps_their_results(cluster):
         got = ray.get(refs, timeout=20)
         ray.kill(a)
         seen = [ray.get(far.get_of.remote([r]), timeout=20) - 1 for r in refs]
-        try:
-            ray.get(a.add.remote("after"), timeout=20)
-            after = "value"
-        except ray.exceptions.ActorDiedError:
-            after = "died"
+        after = outcome(a.add.remote("after"))
         out(got=got, seen=seen, after=after)
     """)
     assert out == {"got": list(range(20)), "seen": list(range(20)), "after": "died"}
