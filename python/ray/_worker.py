@@ -110,6 +110,7 @@ class Worker:
         self.pool = None  # a threaded actor's threads
         self.loop = None  # an asyncio actor's event loop
         self.slots = None  # its asyncio.Semaphore(max_concurrency)
+        self._omp_set = False  # OMP_NUM_THREADS was set here, not by the user
 
     def construct(self, init):
         from ray._private import serialization as ser
@@ -126,6 +127,7 @@ class Worker:
         self.rt.namespace = init.get("namespace") or self.rt.namespace
         concurrency = max(1, int(init.get("max_concurrency") or 1))
         self.rt.assigned_resources = dict(init.get("resources") or {})
+        self._set_omp_num_threads()
         # not counted: an actor's handle to itself must not keep it alive
         self.rt.actor_handle = ActorHandle(self.rt.actor_id, self.class_name, None, _counted=False)
         try:
@@ -152,6 +154,20 @@ class Worker:
             os._exit(1)
         self._announce_repr()
         self.client.send("actor_ready", {"ok": True})
+
+    def _set_omp_num_threads(self):
+        """As Ray's worker before a task or an actor's constructor runs
+        (ray._private.utils.set_omp_num_threads_if_unset, Ray issue #6998):
+        unless the user set OMP_NUM_THREADS, it is the whole CPUs the worker
+        holds, at least 1, so each torch/numpy worker does not start one
+        OpenMP thread per core of the machine. A pooled task worker taken by
+        a new task sets it again from that task's CPUs."""
+        if self._omp_set:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        self._omp_set = "OMP_NUM_THREADS" not in os.environ
+        if self._omp_set:
+            cpus = self.rt.assigned_resources.get("CPU") or 1
+            os.environ["OMP_NUM_THREADS"] = str(max(int(cpus), 1))
 
     def _announce_repr(self):
         """As Ray's worker after __init__: an actor whose class defines
