@@ -259,6 +259,34 @@ def test_ray_commands_act_on_their_users_clusters_only(shared):
     assert wait_gone(theirs)
 
 
+@needs_root
+def test_a_folder_another_user_made_first_is_refused(shared):
+    """The other user made the folder first: root's beamd will not bind its
+    socket there, and a driver with no cluster will not start its private
+    daemon in the other user's $TMPDIR/beam-UID."""
+    theirs = os.path.join(shared, "theirs")
+    subprocess.run(as_other("mkdir", "-m", "0755", theirs), check=True)
+    out = subprocess.run([os.environ["BEAM_BEAMD"], "--socket", os.path.join(theirs, "beamd.sock"), "--num-cpus",
+                          "1"], capture_output=True, text=True, timeout=30)
+    assert out.returncode != 0
+    assert f"{theirs} belongs to uid {OTHER}, not to this daemon's user or root" in out.stderr, out.stderr
+    assert os.listdir(theirs) == []
+
+    private = os.path.join(shared, f"beam-{os.getuid()}")
+    subprocess.run(as_other("mkdir", "-m", "0755", private), check=True)
+    n = BuildNode(TMPDIR=shared)
+    got = clean_driver(n, """
+        import ray
+        try:
+            ray.init(num_cpus=1)
+        except ConnectionError as e:
+            print("refused:", e)
+    """)
+    assert f"refused: beam: refusing the private daemons' folder {private}: it belongs to another user" \
+        in got.stdout, got.stdout + got.stderr
+    assert os.listdir(private) == []
+
+
 def test_ray_stop_reads_session_files_as_ray_init_does(tmp_path):
     """A session file that is JSON but not a session (an array, a pid that
     is not a number): `ray stop` says there is nothing to stop, as ray.init
