@@ -244,14 +244,16 @@ def load_session(temp_dir=None):
 
 def read_session(temp_dir=None):
     """The session `ray start` left on this node, as a dict, when its beamd
-    still runs as this user and answers on a socket of this user's; else
+    still runs and answers on a socket that is this user's (or root's); else
     None. SessionRefused for a session another user could have written."""
     sess = load_session(temp_dir)
     if sess is None or not pid_alive(sess["pid"]):
         return None
     try:
         trusted_path(sess["socket"], "the beamd socket named in the session file", kind="socket")
-    except OSError:
+    except SessionRefused:
+        raise
+    except OSError:  # gone (SessionRefused is an OSError too: a ConnectionError)
         return None
     if not socket_answers(sess["socket"]):
         return None
