@@ -205,6 +205,8 @@ def test_ray_start_makes_its_folder_private_and_refuses_another_users(shared):
     os.makedirs(os.path.join(mine, "ray"))
     os.chmod(mine, 0o777)
     out = root.ray("start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", env={"RAY_TMPDIR": mine})
+    if out.returncode == 0:
+        root.ray("stop", env={"RAY_TMPDIR": mine})
     assert out.returncode == 1 and "others may write it and it has no sticky bit" in out.stderr, out.stderr
 
 
