@@ -454,7 +454,13 @@ int main(int argc, char **argv)
     }
     if (!*path)
         beam_client_socket_path(path, sizeof path);
-    int fd = beam_client_connect(path);
+    unsigned peer = 0;
+    int fd = beam_client_connect(path, &peer);
+    if (fd == -EPERM) {
+        fprintf(stderr, "beamctl: the process serving %s runs as uid %u, not as you (uid %u) or root: "
+                "refusing to talk to it\n", path, peer, (unsigned)getuid());
+        return 1;
+    }
     if (fd < 0) {
         fprintf(stderr, "beamctl: no beamd answers at %s: %s\n", path, strerror(-fd));
         fprintf(stderr, "beamctl: is beamd running? Point at it with --socket PATH or $BEAM_SOCKET.\n");

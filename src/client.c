@@ -11,7 +11,20 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-int beam_client_connect(const char *path)
+/* The peer's uid, when it is one this process may trust: its own, or
+ * root's (root can read any process's memory anyway). 0, or -EPERM. */
+static int check_peer(int fd, unsigned *peer_uid)
+{
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+        return -errno;
+    if (peer_uid)
+        *peer_uid = (unsigned)cred.uid;
+    return cred.uid == getuid() || cred.uid == 0 ? 0 : -EPERM;
+}
+
+int beam_client_connect(const char *path, unsigned *peer_uid)
 {
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof addr.sun_path)
@@ -26,6 +39,11 @@ int beam_client_connect(const char *path)
         int err = errno;
         close(fd);
         return -err;
+    }
+    int rc = check_peer(fd, peer_uid);
+    if (rc < 0) {
+        close(fd);
+        return rc;
     }
     return fd;
 }

@@ -7,8 +7,11 @@
 
 #include "beam/codec.h"
 
-/* Connects to the unix socket at path. Returns the fd or a negative errno. */
-int beam_client_connect(const char *path);
+/* Connects to the unix socket at path and checks who serves it: the peer's
+ * SO_PEERCRED uid must be this process's own or root's, since a client
+ * unpickles what its daemon sends. Returns the fd or a negative errno:
+ * -EPERM for a peer of another uid, which *peer_uid (when not NULL) is set to. */
+int beam_client_connect(const char *path, unsigned *peer_uid);
 /* Writes all of buf, retrying on EINTR and short writes. 0 or a negative errno. */
 int beam_client_write_all(int fd, const char *buf, size_t len);
 /* Reads frames into dec until one is whole; sets frame and len (valid until

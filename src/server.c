@@ -16,7 +16,8 @@
 #include "log.h"
 
 /* Makes the socket's parent folder private if it has to create it; an
- * existing folder must belong to us and not be writable by others. */
+ * existing folder must belong to us (or root) and not be writable by
+ * others without the sticky bit. */
 static int prepare_folder(const char *path, char *err, size_t errlen)
 {
     char dir[108];
@@ -37,6 +38,11 @@ static int prepare_folder(const char *path, char *err, size_t errlen)
     }
     if (!S_ISDIR(st.st_mode)) {
         snprintf(err, errlen, "%s is not a folder", dir);
+        return -1;
+    }
+    if (st.st_uid != getuid() && st.st_uid != 0) {
+        snprintf(err, errlen, "%s belongs to uid %u, not to this daemon's user or root: "
+                 "refusing to put the socket there", dir, (unsigned)st.st_uid);
         return -1;
     }
     if ((st.st_mode & 0002) && !(st.st_mode & S_ISVTX)) {

@@ -415,9 +415,17 @@ static PyObject *client_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     }
     int fd;
+    unsigned peer = 0;
     Py_BEGIN_ALLOW_THREADS
-    fd = beam_client_connect(path);
+    fd = beam_client_connect(path, &peer);
     Py_END_ALLOW_THREADS
+    if (fd == -EPERM) {
+        PyErr_Format(PyExc_PermissionError,
+                     "the process serving %s runs as uid %u, not as you (uid %u) or root: "
+                     "beam talks only to a daemon of its own user or root", path, peer, (unsigned)getuid());
+        Py_DECREF(c);
+        return NULL;
+    }
     if (fd < 0) {
         errno = -fd;
         PyErr_SetFromErrnoWithFilename(PyExc_OSError, path);

@@ -12,8 +12,8 @@ import textwrap
 
 import pytest
 
-from beamkit import venv as venv_util
 from beamkit.procs import alive, free_port, wait_until
+from beamkit.venv import BuildNode as CliNode
 from beamkit.venv import read_until
 from ray.scripts.scripts import descendants
 
@@ -24,37 +24,6 @@ PYTHON = os.environ.get("BEAM_PYTHON", "/usr/bin/python3")
 def _needs_build():
     if not os.environ.get("BEAM_BEAMD"):
         pytest.skip("BEAM_BEAMD is not set (run through scripts/test.sh)")
-
-
-class CliNode(venv_util.Node):
-    """A node whose `ray` is this build's (python -m ray.scripts.scripts)."""
-
-    def __init__(self, **env):
-        keep = {k: v for k, v in os.environ.items()
-                if k in ("PYTHONPATH", "BEAM_BEAMD", "LD_PRELOAD") or k.startswith(("ASAN_", "UBSAN_"))}
-        super().__init__(venv=None, **keep, **env)
-        self.started = []
-
-    def ray(self, *args, **kw):
-        return self.run(PYTHON, "-m", "ray.scripts.scripts", *args, **kw)
-
-    def ray_popen(self, *args, env=None):
-        return self.popen(PYTHON, "-m", "ray.scripts.scripts", *args, env=env)
-
-    def python(self, code, env=None, timeout=60):
-        return self.run(PYTHON, "-c", textwrap.dedent(code), env=env, timeout=timeout)
-
-    def start(self, *args, env=None):
-        out = self.ray("start", *args, env=env)
-        if out.returncode == 0:
-            self.started.append(self.session()["pid"])
-        return out
-
-    def stop(self):
-        out = self.ray("stop")
-        for pid in self.started:
-            assert not alive(pid), f"beamd {pid} still runs after ray stop"
-        return out
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import os
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -65,6 +66,7 @@ class PrivateDaemon:
             )
         base = os.path.join(tempfile.gettempdir(), f"beam-{os.getuid()}")
         os.makedirs(base, mode=0o700, exist_ok=True)
+        trusted_path(base, "the private daemons' folder", kind="folder")  # not one another user made
         self.dir = tempfile.mkdtemp(prefix=f"driver-{os.getpid()}-", dir=base)
         self.socket = os.path.join(self.dir, "beamd.sock")
         self.log_path = os.path.join(self.dir, "beamd.log")
@@ -126,8 +128,17 @@ class PrivateDaemon:
 #   ray_current_cluster   the cluster's address, HOST:PORT (Ray's file)
 #   beam_node.json        this node's daemon: socket, pid, cluster, session dir
 # ray.init() / address="auto" / "HOST:PORT" read them to find the daemon.
+#
+# A session is followed only when nobody but this user (or root) could have
+# written it: /tmp/ray belongs to whoever made it first, and a driver that
+# followed another user's file to that user's daemon would unpickle what it
+# sends. load_session() is the one reader of the file, for every command.
 
 SESSION_FILE = "beam_node.json"
+
+
+class SessionRefused(ConnectionError):
+    """A session folder, file or socket this user must not trust."""
 
 
 def ray_temp_dir():
@@ -150,20 +161,101 @@ def pid_alive(pid):
         return False
 
 
-def read_session(temp_dir=None):
-    """The session `ray start` left on this node, as a dict, when its beamd
-    still runs and answers; else None."""
+def pid_uid(pid):
+    """The real uid pid runs as, or None when it is gone."""
+    try:
+        with open(f"/proc/{int(pid)}/status") as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+TEMP_ADVICE = ("Use a Ray temp folder of your own: set RAY_TMPDIR (or TMPDIR) to a folder only you can write, "
+               "or remove this one if it is stale.")
+
+
+def _refuse(path, st, what, why):
+    raise SessionRefused(
+        f"beam: refusing {what} {path}: {why} (owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}; you "
+        f"are uid {os.getuid()}). Another user could have put it there to make you connect to their process. "
+        + TEMP_ADVICE
+    )
+
+
+def _check_owner(path, st, what):
+    if st.st_uid not in (os.getuid(), 0):
+        _refuse(path, st, what, "it belongs to another user")
+
+
+def trusted_path(path, what, kind="file"):
+    """path's real location, once every folder on it and path itself (a
+    "file", "folder" or "socket") belongs to this user or root and no other
+    user may replace them: ssh's StrictModes rules, where a folder that group
+    or others may write must have the sticky bit (as /tmp has). Raises
+    SessionRefused naming the first that fails; OSError when path is missing."""
+    real = os.path.realpath(path)
+    st = os.stat(real)
+    _check_owner(real, st, what)
+    if kind == "folder" and not stat.S_ISDIR(st.st_mode):
+        _refuse(real, st, what, "it is not a folder")
+    if kind == "file" and not stat.S_ISREG(st.st_mode):
+        _refuse(real, st, what, "it is not a regular file")
+    if kind == "socket" and not stat.S_ISSOCK(st.st_mode):
+        _refuse(real, st, what, "it is not a socket")
+    if kind != "socket" and st.st_mode & 0o022 and not (kind == "folder" and st.st_mode & stat.S_ISVTX):
+        _refuse(real, st, what, "others may write it")
+    folder = os.path.dirname(real)
+    while True:
+        fst = os.stat(folder)
+        _check_owner(folder, fst, f"the folder of {what}")
+        if fst.st_mode & 0o022 and not fst.st_mode & stat.S_ISVTX:
+            _refuse(folder, fst, f"the folder of {what}", "others may write it and it has no sticky bit")
+        if folder == "/":
+            return real
+        folder = os.path.dirname(folder)
+
+
+def load_session(temp_dir=None):
+    """The session file `ray start` left in temp_dir (Ray's temp folder by
+    default), as a dict with at least pid (int), socket and cluster (str):
+    None when there is none or it is not one (unreadable, not JSON, not such
+    an object); SessionRefused when it, or the folder it is in, is not this
+    user's (trusted_path)."""
     import json
 
     path = os.path.join(temp_dir or ray_temp_dir(), SESSION_FILE)
     try:
-        with open(path) as f:
+        real = trusted_path(path, "the session file")
+        with open(real) as f:
             sess = json.load(f)
+    except SessionRefused:
+        raise
     except (OSError, ValueError):
         return None
-    if not isinstance(sess, dict) or not pid_alive(sess.get("pid", 0)):
+    if not isinstance(sess, dict) or not isinstance(sess.get("pid"), int) or isinstance(sess["pid"], bool):
         return None
-    if not socket_answers(sess.get("socket", "")):
+    if not all(isinstance(sess.get(k), str) for k in ("socket", "cluster")):
+        return None
+    return sess
+
+
+def read_session(temp_dir=None):
+    """The session `ray start` left on this node, as a dict, when its beamd
+    still runs and answers on a socket that is this user's (or root's); else
+    None. SessionRefused for a session another user could have written."""
+    sess = load_session(temp_dir)
+    if sess is None or not pid_alive(sess["pid"]):
+        return None
+    try:
+        trusted_path(sess["socket"], "the beamd socket named in the session file", kind="socket")
+    except SessionRefused:
+        raise
+    except OSError:  # gone (SessionRefused is an OSError too: a ConnectionError)
+        return None
+    if not socket_answers(sess["socket"]):
         return None
     return sess
 

@@ -194,11 +194,10 @@ def remove_session(temp_root, pid):
     """Removes the session files when they still describe beamd pid."""
     info, current = session_paths(temp_root)
     try:
-        with open(info) as f:
-            sess = json.load(f)
-    except (OSError, ValueError):
+        sess = _node.load_session(temp_root)
+    except _node.SessionRefused:
         return
-    if sess.get("pid") != pid:
+    if sess is None or sess["pid"] != pid:
         return
     paths = [info, current]
     if sess.get("temp_dir") and sess["temp_dir"] != temp_root:
@@ -288,9 +287,12 @@ def cmd_start(argv):
     # ray.init and `ray stop` look
     info_root = _node.ray_temp_dir()
     temp_root = os.path.abspath(a.temp_dir) if a.temp_dir else info_root
-    os.makedirs(info_root, exist_ok=True)
-    os.makedirs(temp_root, exist_ok=True)
-    running = _node.read_session(info_root)
+    own_folder(info_root)
+    own_folder(temp_root)
+    try:
+        running = _node.read_session(info_root)
+    except _node.SessionRefused as e:
+        raise Failure(str(e)) from None
     if running:
         raise Failure(
             f"Ray is already running on this node: beamd (pid {running['pid']}) of the cluster at "
@@ -441,6 +443,23 @@ def cmd_start(argv):
     return block(proc, info_root)
 
 
+def own_folder(path):
+    """Makes path (mode 0700) or checks the one there is this user's (or
+    root's and writable by this user, as a shared sticky /tmp/ray): Failure,
+    with what to do, for another user's or one this user cannot write."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        _node.trusted_path(path, "Ray's temp folder", kind="folder")
+    except _node.SessionRefused as e:
+        raise Failure(str(e)) from None
+    except OSError as e:
+        raise Failure(f"cannot use {path} as Ray's temp folder: {e.strerror}. {_node.TEMP_ADVICE}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        st = os.stat(path)
+        raise Failure(f"cannot use {path} as Ray's temp folder: it belongs to uid {st.st_uid} and you (uid "
+                      f"{os.getuid()}) may not write it. {_node.TEMP_ADVICE}")
+
+
 def wait_ready(fd, proc, timeout=READY_TIMEOUT_S):
     """Waits for beamd's 'ready' line on fd (a member writes it once joined)."""
     deadline = time.monotonic() + timeout
@@ -491,8 +510,9 @@ def block(proc, temp_root):
 
 # --- ray stop -------------------------------------------------------------
 
-def descendants(pid):
-    """Every process under pid (by parent links in /proc)."""
+def descendants(pid, uid=None):
+    """Every process under pid (by parent links in /proc); with uid, only
+    those running as uid (and what is under them)."""
     children = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -506,12 +526,16 @@ def descendants(pid):
     out, todo = [], [pid]
     while todo:
         for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
+            if uid is None or _node.pid_uid(c) == uid:
+                out.append(c)
+                todo.append(c)
     return out
 
 
 def is_our_beamd(pid, sock):
+    """Whether pid is a beamd serving sock that runs as this user."""
+    if _node.pid_uid(pid) != os.getuid():
+        return False
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             return sock.encode() in f.read().split(b"\0")
@@ -527,27 +551,29 @@ def cmd_stop(argv):
     for name in ignored:
         warn(f"beam: ignoring {name} (Ray's option has no meaning on beam)")
     temp_root = _node.ray_temp_dir()
-    info, _ = session_paths(temp_root)
     try:
-        with open(info) as f:
-            sess = json.load(f)
-    except (OSError, ValueError):
+        sess = _node.load_session(temp_root)
+    except _node.SessionRefused as e:
+        warn(f"{e} `ray stop` stops only your own processes: left alone.")
         sess = None
-    pid = sess.get("pid") if sess else None
-    if not pid or not _node.pid_alive(pid) or not is_our_beamd(pid, sess.get("socket", "")):
+    pid = sess["pid"] if sess else None
+    if not pid or not _node.pid_alive(pid) or not is_our_beamd(pid, sess["socket"]):
         if sess:
             remove_session(temp_root, pid)
         say("Did not find any active Ray processes.")
         return 0
-    procs = [pid] + descendants(pid)
+    me = os.getuid()
+    procs = [pid] + descendants(pid, uid=me)
     blocker = sess.get("block_pid")
+    if not isinstance(blocker, int) or isinstance(blocker, bool) or _node.pid_uid(blocker) != me:
+        blocker = None
     if blocker and _node.pid_alive(blocker) and blocker not in procs:
         procs.append(blocker)
     sig = signal.SIGKILL if a.force else signal.SIGTERM
     for q in ([pid] if not a.force else procs):
         try:
             os.kill(q, sig)
-        except ProcessLookupError:
+        except (ProcessLookupError, PermissionError):  # gone, or its pid taken by another user's
             pass
     deadline = time.monotonic() + 16.0  # Ray's default --grace-period
     while time.monotonic() < deadline and any(_node.pid_alive(q) for q in procs):
@@ -556,7 +582,7 @@ def cmd_stop(argv):
     for q in left:
         try:
             os.kill(q, signal.SIGKILL)
-        except ProcessLookupError:
+        except (ProcessLookupError, PermissionError):  # gone, or its pid taken by another user's
             pass
     remove_session(temp_root, pid)
     if left:

@@ -13,10 +13,12 @@ import os
 import shutil
 import subprocess
 import tempfile
+import textwrap
 
 import pytest
 
 from . import REPO
+from .procs import alive
 
 PYTHON = os.environ.get("BEAM_PYTHON", "/usr/bin/python3")
 
@@ -135,6 +137,47 @@ class Node:
                 return json.load(f)
         except OSError:
             return None
+
+
+class BuildNode(Node):
+    """A node whose `ray` is this build's (python -m ray.scripts.scripts).
+    With uid, it runs as that user (setpriv, no supplementary groups), its
+    HOME and Ray temp folder that user's; with tmp, its Ray temp folder is
+    that one (two users sharing a /tmp, say)."""
+
+    def __init__(self, uid=None, tmp=None, **env):
+        keep = {k: v for k, v in os.environ.items()
+                if k in ("PYTHONPATH", "BEAM_BEAMD", "LD_PRELOAD") or k.startswith(("ASAN_", "UBSAN_"))}
+        wrap = () if uid is None else ("setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups")
+        super().__init__(venv=None, wrap=wrap, **keep, **env)
+        if tmp is not None:
+            self.tmp = self.env["RAY_TMPDIR"] = tmp
+        if uid is not None:
+            os.chown(self.home, uid, uid)
+            if tmp is None:
+                os.chown(self.tmp, uid, uid)
+        self.started = []
+
+    def ray(self, *args, **kw):
+        return self.run(PYTHON, "-m", "ray.scripts.scripts", *args, **kw)
+
+    def ray_popen(self, *args, env=None):
+        return self.popen(PYTHON, "-m", "ray.scripts.scripts", *args, env=env)
+
+    def python(self, code, env=None, timeout=60):
+        return self.run(PYTHON, "-c", textwrap.dedent(code), env=env, timeout=timeout)
+
+    def start(self, *args, env=None):
+        out = self.ray("start", *args, env=env)
+        if out.returncode == 0:
+            self.started.append(self.session()["pid"])
+        return out
+
+    def stop(self):
+        out = self.ray("stop")
+        for pid in self.started:
+            assert not alive(pid), f"beamd {pid} still runs after ray stop"
+        return out
 
 
 def read_until(proc, text, timeout=60):
