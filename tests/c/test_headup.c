@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster.h"
 #include "headup.h"
 #include "kept.h"
 #include "local.h"
@@ -25,6 +26,7 @@ typedef struct fixture_s {
     uv_loop_t loop;
     beam_node_t node;
     char link; /* stands in for the member's link: only its address is used */
+    beam_member_t member; /* the client's node (member 2): its index makes the creator part of its ids */
     beam_session_t *client;
     int dispatched;
     char frame[16];
@@ -61,12 +63,16 @@ static int setup(void **state)
     beam_limits_default(&f->node.limits);
     uv_timer_init(&f->loop, &f->node.reaper);
     f->node.hooks.dispatch = record_dispatch;
-    f->client = beam_session_open_remote(&f->node, link_of(f), NULL, 5, 100, 0);
+    f->member.index = 2;
+    f->client = beam_session_open_remote(&f->node, link_of(f), &f->member, 5, 100, 0);
     if (!f->client)
         return -1;
     f->client->port.role = BEAM_ROLE_DRIVER; /* (it said hello) */
+    /* the client's own ids (the head refuses others' in a submit record) */
     memset(obj1, 1, sizeof obj1);
     memset(obj2, 2, sizeof obj2);
+    beam_put_u32be(obj1, 2);
+    beam_put_u32be(obj1 + 4, f->client->port.id);
     memset(actor, 3, sizeof actor);
     *state = f;
     return 0;
