@@ -83,26 +83,38 @@ static void usage(FILE *f)
             "  --help\n");
 }
 
-/* A --resource NAME=N: a name of 1..127 bytes and an amount checked as a
- * resources= amount is (beam_res_amount: Ray's range and precision). Says
- * what is wrong on stderr and returns -1. */
+/* The amount s of a resource flag (what: "--num-cpus", "--memory",
+ * "--resource NAME"), checked as a resources= amount is (beam_res_amount:
+ * Ray's range and precision): 0 with it in *out, or -1 after saying what is
+ * wrong on stderr. */
+static int check_amount(const char *what, int what_len, const char *s, double *out)
+{
+    char *end;
+    int64_t units;
+    double amount = strtod(s, &end);
+    int rc = *s && !*end ? beam_res_amount(amount, &units) : -EINVAL;
+    if (rc == -ERANGE)
+        fprintf(stderr, "beamd: %.*s: the amount must be 0, or from 0.0001 up to 1e14 (Ray's range)\n", what_len,
+                what);
+    else if (rc < 0)
+        fprintf(stderr, "beamd: %.*s: the amount must be a number >= 0\n", what_len, what);
+    *out = amount;
+    return rc < 0 ? -1 : 0;
+}
+
+/* A --resource NAME=N: a name of 1..127 bytes and an amount (check_amount).
+ * Says what is wrong on stderr and returns -1. */
 static int check_resource(const char *arg)
 {
     const char *eq = strchr(arg, '=');
-    char *end;
-    int64_t units;
+    double amount;
     if (!eq || eq == arg || eq - arg >= BEAM_RES_NAME_LEN) {
         fprintf(stderr, "beamd: --resource takes NAME=N with a name of 1..%d bytes\n", BEAM_RES_NAME_LEN - 1);
         return -1;
     }
-    double amount = strtod(eq + 1, &end);
-    int rc = eq[1] && !*end ? beam_res_amount(amount, &units) : -EINVAL;
-    if (rc == -ERANGE)
-        fprintf(stderr, "beamd: --resource %.*s: the amount must be 0, or from 0.0001 up to 1e14 (Ray's range)\n",
-                (int)(eq - arg), arg);
-    else if (rc < 0)
-        fprintf(stderr, "beamd: --resource %.*s: the amount must be a number >= 0\n", (int)(eq - arg), arg);
-    return rc < 0 ? -1 : 0;
+    char what[BEAM_RES_NAME_LEN + 16];
+    int n = snprintf(what, sizeof what, "--resource %.*s", (int)(eq - arg), arg);
+    return check_amount(what, n, eq + 1, &amount);
 }
 
 static int parse_u32(const char *s, uint32_t *out)
@@ -140,16 +152,14 @@ static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
         switch (c) {
         case O_SOCKET: o->socket = optarg; break;
         case O_CPUS:
-            o->num_cpus = strtod(optarg, &end);
-            if (*end || o->num_cpus < 0) goto bad;
+            if (check_amount("--num-cpus", 10, optarg, &o->num_cpus) < 0) goto bad;
             break;
         case O_GPUS:
             o->num_gpus = (int)strtol(optarg, &end, 10);
             if (*end || o->num_gpus < 0 || o->num_gpus > BEAM_MAX_GPUS) goto bad;
             break;
         case O_MEM:
-            o->memory = strtod(optarg, &end);
-            if (*end || o->memory < 0) goto bad;
+            if (check_amount("--memory", 8, optarg, &o->memory) < 0) goto bad;
             break;
         case O_RES:
             if (o->nresources == BEAM_MAX_DEMAND || check_resource(optarg) < 0) goto bad;
