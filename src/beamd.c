@@ -80,6 +80,9 @@ static void usage(FILE *f)
             "                       (default 64); more are closed at accept\n"
             "  --max-handshakes-per-ip N\n"
             "                       the same, from one address (default 8)\n"
+            "  --max-member-clients N\n"
+            "                       head: clients one node may have open at once (default 65536);\n"
+            "                       more are closed as they open\n"
             "  --help\n");
 }
 
@@ -130,7 +133,7 @@ static int parse_u32(const char *s, uint32_t *out)
 
 static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
 {
-    enum { O_HANDSHAKES = 100, O_HANDSHAKES_IP }; /* getopt's values: any distinct ones */
+    enum { O_HANDSHAKES = 100, O_HANDSHAKES_IP, O_MEMBER_CLIENTS }; /* getopt's values: any distinct ones */
     enum { O_SOCKET = 1, O_CPUS, O_GPUS, O_MEM, O_RES, O_IP, O_FRAME, O_DEPTH, O_ITEMS, O_STR, O_OUTQ,
            O_LOG, O_READY, O_PARENT, O_HELP, O_HEAD, O_PORT, O_ADDRESS, O_TOKEN, O_TIMEOUT, O_LISTEN };
     static const struct option longopts[] = {
@@ -140,6 +143,7 @@ static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
         {"max-str", 1, 0, O_STR},       {"max-outq", 1, 0, O_OUTQ},  {"log-level", 1, 0, O_LOG},
         {"ready-fd", 1, 0, O_READY},    {"exit-with-parent", 0, 0, O_PARENT}, {"help", 0, 0, O_HELP},
         {"max-handshakes", 1, 0, O_HANDSHAKES}, {"max-handshakes-per-ip", 1, 0, O_HANDSHAKES_IP},
+        {"max-member-clients", 1, 0, O_MEMBER_CLIENTS},
         {"head", 0, 0, O_HEAD},         {"port", 1, 0, O_PORT},      {"address", 1, 0, O_ADDRESS},
         {"token-file", 1, 0, O_TOKEN},  {"node-timeout", 1, 0, O_TIMEOUT},
         {"listen-ip", 1, 0, O_LISTEN},
@@ -204,6 +208,10 @@ static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
         case O_HANDSHAKES_IP:
             if (parse_u32(optarg, &u) || u > 65536) goto bad;
             o->max_handshakes_per_ip = u;
+            break;
+        case O_MEMBER_CLIENTS:
+            if (parse_u32(optarg, &u) || u > BEAM_MAX_MEMBER_CLIENTS) goto bad;
+            node->max_member_clients = u;
             break;
         case O_HELP: usage(stdout); exit(0);
         default: usage(stderr); return -1;

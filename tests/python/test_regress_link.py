@@ -454,3 +454,40 @@ def test_a_member_that_stops_reading_is_dropped_and_the_head_does_not_grow(make_
     assert c.head.alive(), c.head.read_log()[-3000:]
     ok, out = _driver_works(c)
     assert ok, out
+
+
+def test_a_member_opens_no_more_clients_than_the_cap(make_cluster):
+    """An authenticated member could open any number of clients on the head
+    (each a session there, with no fd to bound it as a daemon's own clients
+    are): past --max-member-clients a new one is closed as it opens (the
+    head sends close_client), the others are served, and one that ends
+    makes room."""
+    c = make_cluster(members=0, node_timeout=60, start=False)  # a quiet fake member is not lost meanwhile
+    c.head.args += ["--max-member-clients", "3"]
+    c.start()
+    p = _ReadingPeer(c)
+    try:
+        p.push("join", _join("127.0.3.9"))
+        assert p.message()[1] == "welcome"
+
+        def opened(vconns):
+            """vconn -> "served" (its hello answered) or "closed" (close_client)."""
+            for v in vconns:
+                p.push("client_open", {"vconn": v, "pid": os.getpid(), "uid": os.getuid()})
+                p.request(v, 1, "hello", {"role": "driver", "pid": os.getpid()})
+            seen = {}
+            while len(seen) < len(vconns):
+                m = p.message()
+                assert m is not None, "the head closed the link"
+                if m[1] == "client_frame" and mp_unpack(m[2]["frame"])[0][:2] == [1, 1]:
+                    seen[m[2]["vconn"]] = "served"
+                elif m[1] == "close_client":
+                    seen[m[2]["vconn"]] = "closed"
+            return seen
+
+        assert opened([1, 2, 3, 4]) == {1: "served", 2: "served", 3: "served", 4: "closed"}
+        p.push("client_closed", {"vconn": 1})
+        assert opened([5]) == {5: "served"}
+        assert "the most one node may have" in c.head.read_log()
+    finally:
+        p.close()
