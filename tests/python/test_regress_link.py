@@ -491,3 +491,26 @@ def test_a_member_opens_no_more_clients_than_the_cap(make_cluster):
         assert "the most one node may have" in c.head.read_log()
     finally:
         p.close()
+
+
+def test_members_behind_one_address_share_the_per_ip_cap_and_still_join(make_cluster):
+    """Members on one host, or behind one NAT, reach the head from one
+    address and share --max-handshakes-per-ip (docs/RELIABILITY.md): while
+    that many of their connections are in the handshake, another is closed
+    at accept, and its member tries again a second later. With the cap at 1
+    and an idle connection from that address holding it, three members are
+    refused; once it goes, all three join."""
+    c = make_cluster(members=0, node_timeout=60, start=False)
+    c.head.args += ["--max-handshakes-per-ip", "1"]
+    c.start()
+    idle = socket.create_connection((c.head_ip, c.port), timeout=5)  # from 127.0.0.1, as the members' links
+    try:
+        assert idle.recv(1)  # its challenge came: it is in the handshake
+        for _ in range(3):
+            c.add_member(wait=False)
+        refused = "too many node connections in the handshake from that address"
+        assert wait_until(lambda: c.head.read_log().count(refused) >= 3, 10), c.logs()
+        assert len(c.alive_nodes()) == 1
+    finally:
+        idle.close()
+    c.wait_alive(4, 15)
