@@ -26,7 +26,7 @@ from beamkit.daemon import driver_env, run_driver
 from beamkit.link import H2M, SealedPeer, SealedStream, challenge, head_mac, read_token, stream_key
 from beamkit.procs import wait_until
 from beamkit.wire import FrameSocket, push
-from beamkit.client import Ids
+from beamkit.client import Conn, Ids
 from beamkit.link import M2H, RawPeer, node_mac
 from beamkit.procs import hwm_kib, reset_hwm, rss_kib, sanitized
 from beamkit.wire import MSG_PUSH, pack as mp_pack, unpack as mp_unpack
@@ -514,3 +514,39 @@ def test_members_behind_one_address_share_the_per_ip_cap_and_still_join(make_clu
     finally:
         idle.close()
     c.wait_alive(4, 15)
+
+
+def test_a_member_local_call_may_not_take_another_clients_object_id(make_cluster):
+    """A member's record of a local call is checked as a client's submit
+    is: its object id must be the client's own (the first 8 bytes its hello
+    gave). One naming a driver's next id made that object on the head, and
+    the driver's put of it then failed `exists`; now the record is refused
+    (bad_request, over the link to that client) and the put goes through.
+    A record with the client's own id is taken."""
+    c = make_cluster(members=0, node_timeout=60)
+    p = _ReadingPeer(c)
+    with Conn(c.head.socket) as d:
+        ids = Ids(d.hello())
+        theirs = ids.obj()  # not used yet
+        p.push("join", _join("127.0.3.10"))
+        assert p.message()[1] == "welcome"
+        p.push("client_open", {"vconn": 1, "pid": os.getpid(), "uid": os.getuid()})
+        p.request(1, 1, "hello", {"role": "driver", "pid": os.getpid()})
+        hello = p.client_reply(1, 1)
+        assert hello[2] is None, hello
+        mine = Ids(hello[3]).obj()
+        before = c.head.status()["objects"]["count"]
+        for obj in (theirs, mine):
+            submit = mp_pack([0, 7, "submit", {"actor": b"\0" * 16, "obj": obj, "method": "m", "args": b"",
+                                               "objects": [], "actors": []}])
+            p.push("local_batch", {"msgs": [[1, 1, submit]]})
+            reply = p.client_reply(1, 7)
+            if obj is theirs:
+                assert reply[2] is not None and reply[2]["code"] == "bad_request", reply
+                assert "'obj'" in reply[2]["message"], reply
+            else:
+                assert reply[2] is None, reply
+        assert c.head.status()["objects"]["count"] == before + 1  # only the member client's own
+        assert d.call("put", {"obj": theirs, "data": b"v"}) == {}
+        assert d.call("get", {"objs": [theirs], "timeout_ms": 0})["values"][0] == [0, b"v"]
+    p.close()

@@ -168,6 +168,26 @@ def test_a_refused_submit_still_gets_its_pushed_result(ray_start, beamd):
     assert ray.get(a.pid.remote(), timeout=10) > 0  # (the actor did not run "die")
 
 
+def test_an_object_id_another_client_made_is_refused(beamd):
+    """A new object's id must be the client's own (its first 8 bytes: the
+    node index and connection its hello gave). Another's next id, put or
+    submitted by this client, made that object, and the other client's own
+    put of it then failed `exists`. Now both are refused, the submit with
+    push gets its error result, and the owner's put goes through."""
+    with Conn(beamd.socket) as a, Conn(beamd.socket) as b:
+        theirs = Ids(a.hello()).obj()
+        b.hello()
+        r = b.request("put", {"obj": theirs, "data": b"b"})
+        assert r[2] is not None and r[2]["code"] == "bad_request" and "'obj'" in r[2]["message"], r
+        b.send([0, 0, "submit", {"actor": b"\x00" * 16, "obj": theirs, "method": "f", "args": b"", "push": True}])
+        m = b.recv()
+        while m[:2] != [2, "result"]:
+            m = b.recv()
+        assert m[2]["obj"] == theirs and m[2]["status"] == 3 and b"not made by this client" in m[2]["data"], m
+        assert a.call("put", {"obj": theirs, "data": b"a"}) == {}
+        assert b.call("get", {"objs": [theirs], "timeout_ms": 0})["values"][0] == [0, b"a"]
+
+
 def test_pushed_entry_equals_a_gets_entry(ray_start):
     """The table's (status, data) is what a get of the same id returns, for
     a small value, one long enough to be a memoryview, a task error and a
