@@ -3,7 +3,8 @@
  * to, the op table replaced by a recorder. Records are handled in order (a
  * submit's object exists before the frame after it is dispatched), a record
  * for a client that is gone changes nothing, and a malformed record is
- * refused after the ones before it were handled. End to end (a member's
+ * refused after the ones before it were handled; a submit record whose
+ * object id its client did not make is refused. End to end (a member's
  * real batches): tests/python/test_cluster_local.py. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -235,11 +236,73 @@ static void test_bad_records(void **st)
     free(b1);
 }
 
+/* A port's sends recorded (the stand-in link is never written to). */
+static int sent;
+static char sent_text[512];
+
+static int rec_send(beam_port_t *p, char *buf, size_t len)
+{
+    (void)p;
+    size_t n = len < sizeof sent_text - 1 ? len : sizeof sent_text - 1;
+    memcpy(sent_text, buf, n);
+    for (size_t i = 0; i < n; i++)
+        if (!sent_text[i])
+            sent_text[i] = ' '; /* (the frame is searched as text) */
+    sent_text[n] = '\0';
+    sent++;
+    free(buf);
+    return 0;
+}
+
+static int rec_closing(const beam_port_t *p)
+{
+    (void)p;
+    return 0;
+}
+
+static const beam_port_ops_t rec_ops = {.send = rec_send, .closing = rec_closing};
+
+/* A record's submit is checked as a client's is: an object id the client
+ * did not make (its creator part is not its member's index and its
+ * connection) is refused, nothing made; its own is taken. */
+static void test_another_clients_id_refused(void **st)
+{
+    fixture_t *f = *st;
+    const beam_port_ops_t *ops = f->client->port.ops;
+    f->client->port.ops = &rec_ops;
+    char theirs[BEAM_OBJECT_ID_SIZE], *b1, *b2, err[200] = "";
+    uint32_t l1, l2;
+    memcpy(theirs, obj1, sizeof theirs);
+    beam_put_u32be(theirs + 4, f->client->port.id + 1); /* another connection on the same member */
+    const char *s1 = submit_body(theirs, &b1, &l1), *s2 = submit_body(obj1, &b2, &l2);
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 1);
+    pack_record(&pk, BEAM_LOCAL_REC_SUBMIT, 5, s1, l1);
+    assert_int_equal(batch(f, &sb, err, sizeof err), 0);
+    assert_null(beam_object_find(&f->node, theirs));
+    assert_int_equal(sent, 1);
+    assert_non_null(strstr(sent_text, "bad_request"));
+    assert_non_null(strstr(sent_text, "'obj'"));
+    msgpack_sbuffer_clear(&sb);
+    msgpack_pack_array(&pk, 1);
+    pack_record(&pk, BEAM_LOCAL_REC_SUBMIT, 5, s2, l2);
+    assert_int_equal(batch(f, &sb, err, sizeof err), 0);
+    assert_non_null(beam_object_find(&f->node, obj1));
+    msgpack_sbuffer_destroy(&sb);
+    free(b1);
+    free(b2);
+    f->client->port.ops = ops;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_records_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_records, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_another_clients_id_refused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
