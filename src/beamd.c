@@ -80,29 +80,44 @@ static void usage(FILE *f)
             "                       (default 64); more are closed at accept\n"
             "  --max-handshakes-per-ip N\n"
             "                       the same, from one address (default 8)\n"
+            "  --max-member-clients N\n"
+            "                       head: clients one node may have open at once (default 65536);\n"
+            "                       more are closed as they open\n"
             "  --help\n");
 }
 
-/* A --resource NAME=N: a name of 1..127 bytes and an amount checked as a
- * resources= amount is (beam_res_amount: Ray's range and precision). Says
- * what is wrong on stderr and returns -1. */
+/* The amount s of a resource flag (what: "--num-cpus", "--memory",
+ * "--resource NAME"), checked as a resources= amount is (beam_res_amount:
+ * Ray's range and precision): 0 with it in *out, or -1 after saying what is
+ * wrong on stderr. */
+static int check_amount(const char *what, int what_len, const char *s, double *out)
+{
+    char *end;
+    int64_t units;
+    double amount = strtod(s, &end);
+    int rc = *s && !*end ? beam_res_amount(amount, &units) : -EINVAL;
+    if (rc == -ERANGE)
+        fprintf(stderr, "beamd: %.*s: the amount must be 0, or from 0.0001 up to 1e14 (Ray's range)\n", what_len,
+                what);
+    else if (rc < 0)
+        fprintf(stderr, "beamd: %.*s: the amount must be a number >= 0\n", what_len, what);
+    *out = amount;
+    return rc < 0 ? -1 : 0;
+}
+
+/* A --resource NAME=N: a name of 1..127 bytes and an amount (check_amount).
+ * Says what is wrong on stderr and returns -1. */
 static int check_resource(const char *arg)
 {
     const char *eq = strchr(arg, '=');
-    char *end;
-    int64_t units;
+    double amount;
     if (!eq || eq == arg || eq - arg >= BEAM_RES_NAME_LEN) {
         fprintf(stderr, "beamd: --resource takes NAME=N with a name of 1..%d bytes\n", BEAM_RES_NAME_LEN - 1);
         return -1;
     }
-    double amount = strtod(eq + 1, &end);
-    int rc = eq[1] && !*end ? beam_res_amount(amount, &units) : -EINVAL;
-    if (rc == -ERANGE)
-        fprintf(stderr, "beamd: --resource %.*s: the amount must be 0, or from 0.0001 up to 1e14 (Ray's range)\n",
-                (int)(eq - arg), arg);
-    else if (rc < 0)
-        fprintf(stderr, "beamd: --resource %.*s: the amount must be a number >= 0\n", (int)(eq - arg), arg);
-    return rc < 0 ? -1 : 0;
+    char what[BEAM_RES_NAME_LEN + 16];
+    int n = snprintf(what, sizeof what, "--resource %.*s", (int)(eq - arg), arg);
+    return check_amount(what, n, eq + 1, &amount);
 }
 
 static int parse_u32(const char *s, uint32_t *out)
@@ -118,7 +133,7 @@ static int parse_u32(const char *s, uint32_t *out)
 
 static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
 {
-    enum { O_HANDSHAKES = 100, O_HANDSHAKES_IP }; /* getopt's values: any distinct ones */
+    enum { O_HANDSHAKES = 100, O_HANDSHAKES_IP, O_MEMBER_CLIENTS }; /* getopt's values: any distinct ones */
     enum { O_SOCKET = 1, O_CPUS, O_GPUS, O_MEM, O_RES, O_IP, O_FRAME, O_DEPTH, O_ITEMS, O_STR, O_OUTQ,
            O_LOG, O_READY, O_PARENT, O_HELP, O_HEAD, O_PORT, O_ADDRESS, O_TOKEN, O_TIMEOUT, O_LISTEN };
     static const struct option longopts[] = {
@@ -128,6 +143,7 @@ static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
         {"max-str", 1, 0, O_STR},       {"max-outq", 1, 0, O_OUTQ},  {"log-level", 1, 0, O_LOG},
         {"ready-fd", 1, 0, O_READY},    {"exit-with-parent", 0, 0, O_PARENT}, {"help", 0, 0, O_HELP},
         {"max-handshakes", 1, 0, O_HANDSHAKES}, {"max-handshakes-per-ip", 1, 0, O_HANDSHAKES_IP},
+        {"max-member-clients", 1, 0, O_MEMBER_CLIENTS},
         {"head", 0, 0, O_HEAD},         {"port", 1, 0, O_PORT},      {"address", 1, 0, O_ADDRESS},
         {"token-file", 1, 0, O_TOKEN},  {"node-timeout", 1, 0, O_TIMEOUT},
         {"listen-ip", 1, 0, O_LISTEN},
@@ -140,16 +156,14 @@ static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
         switch (c) {
         case O_SOCKET: o->socket = optarg; break;
         case O_CPUS:
-            o->num_cpus = strtod(optarg, &end);
-            if (*end || o->num_cpus < 0) goto bad;
+            if (check_amount("--num-cpus", 10, optarg, &o->num_cpus) < 0) goto bad;
             break;
         case O_GPUS:
             o->num_gpus = (int)strtol(optarg, &end, 10);
             if (*end || o->num_gpus < 0 || o->num_gpus > BEAM_MAX_GPUS) goto bad;
             break;
         case O_MEM:
-            o->memory = strtod(optarg, &end);
-            if (*end || o->memory < 0) goto bad;
+            if (check_amount("--memory", 8, optarg, &o->memory) < 0) goto bad;
             break;
         case O_RES:
             if (o->nresources == BEAM_MAX_DEMAND || check_resource(optarg) < 0) goto bad;
@@ -194,6 +208,10 @@ static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
         case O_HANDSHAKES_IP:
             if (parse_u32(optarg, &u) || u > 65536) goto bad;
             o->max_handshakes_per_ip = u;
+            break;
+        case O_MEMBER_CLIENTS:
+            if (parse_u32(optarg, &u) || u > BEAM_MAX_MEMBER_CLIENTS) goto bad;
+            node->max_member_clients = u;
             break;
         case O_HELP: usage(stdout); exit(0);
         default: usage(stderr); return -1;

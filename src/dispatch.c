@@ -134,12 +134,26 @@ static void op_hello(req_t *r)
 
 /* --- objects --- */
 
-/* Makes a new object held by the requesting connection. */
-static beam_object_t *new_object(req_t *r, const char *id)
+/* The node index of the requesting client's node (hello's node_index). */
+static uint32_t client_node(const req_t *r)
 {
+    return r->conn->member ? r->conn->member->index : r->node->self->index;
+}
+
+/* Makes a new object held by the requesting connection: NULL after
+ * replying when the id is not one this client made (ids.h: so no client
+ * takes an id another will use) or is in use; *why says which. */
+static beam_object_t *new_object(req_t *r, const char *id, const char **why)
+{
+    if (!beam_id_made_by(id, client_node(r), r->conn->id)) {
+        *why = "the object id was not made by this client (" BEAM_ID_NOT_OWN ")";
+        beam_req_bad(r, "obj", "must be an object id this client made (" BEAM_ID_NOT_OWN ")");
+        return NULL;
+    }
     beam_object_t *o = beam_object_create(r->node, id);
     if (!o) {
-        beam_port_reply_error(r->conn, r->msgid, "exists", "object id is already in use");
+        *why = "object id is already in use";
+        beam_port_reply_error(r->conn, r->msgid, "exists", "%s", *why);
         return NULL;
     }
     if (beam_port_hold(&r->conn->held_objects, id, BEAM_OBJECT_ID_SIZE) == 1)
@@ -164,7 +178,8 @@ static void op_put(req_t *r)
         reply_oom(r);
         goto cleanup;
     }
-    beam_object_t *o = new_object(r, v[PUT_OBJ].s);
+    const char *why;
+    beam_object_t *o = new_object(r, v[PUT_OBJ].s, &why);
     if (!o)
         goto cleanup;
     beam_object_complete_buf(r->node, o, BEAM_OBJ_OK, kept, kept_data(r, kept, v[PUT_DATA].s), v[PUT_DATA].len,
@@ -336,9 +351,14 @@ static void op_submit(req_t *r)
     beam_buf_t *kept = NULL;
     if (beam_req_fields(r, beam_submit_fields, BEAM_SUBMIT_NFIELDS, v) < 0 || beam_req_refs(r, &rf) < 0)
         goto cleanup;
-    beam_object_t *o = new_object(r, v[S_OBJ].s);
-    if (!o)
+    const char *why;
+    beam_object_t *o = new_object(r, v[S_OBJ].s, &why);
+    if (!o) {
+        /* refused: a waiter of its pushed result is answered too (an error) */
+        if (v[BEAM_SUBMIT_PUSH].i)
+            beam_result_push_refused(r->node, r->conn, v[S_OBJ].s, why);
         goto cleanup;
+    }
     /* push: the result goes to the caller when it is ready, however it ends */
     if (v[BEAM_SUBMIT_PUSH].i && beam_waiter_push(r->node, r->conn, o) < 0) {
         beam_port_close(r->conn, "beamd ran out of memory");
@@ -520,7 +540,8 @@ static void op_pg_ready(req_t *r)
         reply_oom(r);
         goto cleanup;
     }
-    beam_object_t *o = new_object(r, v[PR_OBJ].s);
+    const char *why;
+    beam_object_t *o = new_object(r, v[PR_OBJ].s, &why);
     if (!o)
         goto cleanup;
     if (beam_pg_ready(r->node, pg, v[PR_OBJ].s, copy, v[PR_VALUE].len) < 0) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "actors.h"
+#include "cluster.h"
 #include "local.h"
 #include "objects.h"
 #include "sentcalls.h"
@@ -45,6 +46,11 @@ static void local_submit(beam_node_t *node, beam_session_t *c, const char *body,
         beam_field_id(&msg.params, "obj", BEAM_OBJECT_ID_SIZE, &obj) != 0 ||
         beam_refs_parse(&msg.params, &refs, err, sizeof err) < 0) {
         beam_port_reply_error(&c->port, msg.msgid, "bad_request", "%s", err);
+        goto cleanup;
+    }
+    if (!beam_id_made_by(obj, c->port.member->index, c->port.id)) { /* (its member checked it too) */
+        beam_port_reply_error(&c->port, msg.msgid, "bad_request",
+                              "field 'obj' must be an object id this client made (" BEAM_ID_NOT_OWN ")");
         goto cleanup;
     }
     beam_object_t *o = beam_object_create(node, obj);

@@ -27,8 +27,8 @@
 #include "session.h"
 
 /* The creator's part of an object id (node index, connection number): who
- * made the call, as the head and the member both read it. */
-#define CREATOR_BYTES 8
+ * made the call, as the head and the member both read it (ids.h). */
+#define CREATOR_BYTES BEAM_ID_CREATOR_BYTES
 #define PAIR_KEY (CREATOR_BYTES + BEAM_ACTOR_ID_SIZE)
 
 typedef struct lworker_s {
@@ -43,8 +43,20 @@ typedef struct lclient_s {
     uint32_t vconn;
     int is_worker;
     char actor[BEAM_ACTOR_ID_SIZE]; /* the actor it is the worker of */
-    int has_creator;
-    char creator[CREATOR_BYTES]; /* the creator part of its object ids */
+    /* The ids it may use, as the head checks them (ids.h): its creator
+     * part, learned from the reply to its hello passing down (hello_msgid
+     * while that is awaited), and the highest sequence of an object id it
+     * has named in a put, submit or pg_ready so far. A submit goes the
+     * local way only with an id of its own above that: one the head cannot
+     * already hold, so the head takes every call run here. has_creator
+     * stays 0 (no call of it taken here) when a frame of it could not be
+     * read here (blind: never again). */
+    uint64_t hello_msgid;
+    int has_creator, blind;
+    char creator[CREATOR_BYTES];
+    uint32_t node_index, conn;
+    int any_seq;
+    uint64_t top_seq;
     UT_hash_handle hh;
 } lclient_t;
 
@@ -290,15 +302,45 @@ static int run_local(beam_local_t *lo, uint32_t vconn, beam_session_t *wc, uint6
     return 0;
 }
 
+/* 1 when cl's calls may be taken here: its ids are known (see lclient_t). */
+static int ids_known(const lclient_t *cl)
+{
+    return cl && cl->has_creator && !cl->blind;
+}
+
+/* A new object id named by client cl (put, submit, pg_ready): 1 when it
+ * is cl's own and above every one cl named before (the head cannot hold
+ * it yet), 0 when not; -1 when it is not cl's own (the head refuses it).
+ * Either way the highest sequence named so far is kept. */
+static int note_obj(lclient_t *cl, const char *obj)
+{
+    if (!ids_known(cl))
+        return 0;
+    if (!beam_id_made_by(obj, cl->node_index, cl->conn))
+        return -1;
+    uint64_t seq = beam_object_seq(obj);
+    int fresh = !cl->any_seq || seq > cl->top_seq;
+    if (fresh) {
+        cl->top_seq = seq;
+        cl->any_seq = 1;
+    }
+    return fresh;
+}
+
 /* A checked submit from a local client: 1 when it went the local way. */
 static int submit_way(beam_local_t *lo, uint32_t vconn, uint64_t msgid, const beam_submit_req_t *sp)
 {
     const beam_submit_req_t s = *sp;
     char key[PAIR_KEY];
+    lclient_t *cl = find_client(lo, vconn, 0);
+    int fresh = note_obj(cl, s.obj);
+    if (fresh < 0 || !ids_known(cl))
+        return 0; /* the head refuses it, or none of this client's calls is taken here: no order to keep */
     pair_key(key, s.obj, s.actor);
     lpair_t *p = find_pair(lo, key);
     lworker_t *w = find_worker(lo, s.actor);
-    beam_session_t *wc = w && w->ready && !p && !lo->unordered ? beam_session_find_local(lo->node, w->vconn) : NULL;
+    beam_session_t *wc = fresh && w && w->ready && !p && !lo->unordered ? beam_session_find_local(lo->node, w->vconn)
+                                                                        : NULL;
     if (wc && beam_port_closing(&wc->port)) {
         cut_worker(lo, w);
         wc = NULL;
@@ -308,16 +350,11 @@ static int submit_way(beam_local_t *lo, uint32_t vconn, uint64_t msgid, const be
             return 1;
         beam_kept_drop(lo->kept, s.obj);
     }
-    /* through the head: counted until its call passes down here */
-    lclient_t *cl = lo->unordered ? NULL : find_client(lo, vconn, 1);
-    if (!cl) {
-        lo->unordered = 1;
+    /* through the head: counted until its call passes down here (an id
+     * the head refuses as in use stays counted: that pair's calls then
+     * all go through the head, in order) */
+    if (lo->unordered)
         return 0;
-    }
-    if (!cl->has_creator) {
-        memcpy(cl->creator, s.obj, CREATOR_BYTES);
-        cl->has_creator = 1;
-    }
     if (!p) {
         p = lo->npairs < BEAM_LOCAL_MAX_PAIRS ? calloc(1, sizeof *p) : NULL;
         if (!p) {
@@ -372,11 +409,21 @@ static int local_submit(beam_local_t *lo, uint32_t vconn, const beam_msg_t *m)
 static int up_msg(beam_local_t *lo, uint32_t vconn, lclient_t *cl, const char *op, uint32_t op_len,
                   const beam_msg_t *m, const char *body, size_t len)
 {
-    const char *actor;
+    const char *actor, *obj;
     int ok;
     lworker_t *w;
     if (beam_str_eq(op, op_len, "submit"))
         return local_submit(lo, vconn, m);
+    if (beam_str_eq(op, op_len, "hello")) {
+        if (m->msgid && (cl = find_client(lo, vconn, 1)) && !cl->has_creator)
+            cl->hello_msgid = m->msgid; /* its reply says which ids are its own */
+        return 0;
+    }
+    if (beam_str_eq(op, op_len, "put") || beam_str_eq(op, op_len, "pg_ready")) {
+        if (beam_field_id(&m->params, "obj", BEAM_OBJECT_ID_SIZE, &obj) == 0)
+            note_obj(cl, obj);
+        return 0;
+    }
     if (beam_str_eq(op, op_len, "get"))
         return beam_kept_get(lo->kept, vconn, m);
     if (beam_str_eq(op, op_len, "task_done")) {
@@ -402,7 +449,9 @@ static int wanted_up(beam_local_t *lo, const lclient_t *cl, const char *op, uint
 {
     if (beam_str_eq(op, op_len, "task_done") || beam_str_eq(op, op_len, "actor_ready"))
         return cl && cl->is_worker;
-    return beam_str_eq(op, op_len, "submit") || beam_str_eq(op, op_len, "kill") ||
+    if (beam_str_eq(op, op_len, "put") || beam_str_eq(op, op_len, "pg_ready"))
+        return ids_known(cl);
+    return beam_str_eq(op, op_len, "submit") || beam_str_eq(op, op_len, "hello") || beam_str_eq(op, op_len, "kill") ||
            ((beam_str_eq(op, op_len, "get") || beam_str_eq(op, op_len, "release")) && beam_kept_any(lo->kept));
 }
 
@@ -415,8 +464,13 @@ static int up_frame(beam_local_t *lo, uint32_t vconn, const char *body, size_t l
     int peeked = peek_op(body, len, 0, &op, &op_len) == 0;
     beam_msg_t m;
     char err[160];
-    if ((peeked && !wanted_up(lo, cl, op, op_len)) || beam_msg_parse(body, len, &node->limits, &m, err, sizeof err) < 0)
+    if (peeked && !wanted_up(lo, cl, op, op_len))
         return 0;
+    if (beam_msg_parse(body, len, &node->limits, &m, err, sizeof err) < 0) {
+        if (cl)
+            cl->blind = 1; /* an id it named went by unseen: none of its calls is taken here now */
+        return 0;
+    }
     int taken = 0;
     if (!peeked) { /* every submit is seen here, however it is encoded: its order counts */
         op = m.op;
@@ -489,15 +543,44 @@ static void saw_call(beam_local_t *lo, lclient_t *cl, const beam_msg_t *m)
     }
 }
 
+/* The reply to cl's hello (a reply [1, msgid, error, result] as the head's
+ * encoder writes it, body): its node index and connection number make the
+ * creator part of its ids. */
+static void saw_reply(beam_local_t *lo, lclient_t *cl, const char *body, size_t len)
+{
+    beam_msg_t m;
+    char err[160];
+    int64_t node_index, conn;
+    if (beam_msg_parse(body, len, &lo->node->limits, &m, err, sizeof err) < 0)
+        return;
+    if (m.type == BEAM_MSG_REPLY && m.msgid == cl->hello_msgid) {
+        cl->hello_msgid = 0;
+        if (m.error.type == MSGPACK_OBJECT_NIL && beam_field_int(&m.params, "node_index", &node_index) == 0 &&
+            beam_field_int(&m.params, "conn", &conn) == 0 && node_index >= 0 && node_index <= UINT32_MAX &&
+            conn >= 0 && conn <= UINT32_MAX) {
+            cl->node_index = (uint32_t)node_index;
+            cl->conn = (uint32_t)conn;
+            beam_put_u32be(cl->creator, cl->node_index);
+            beam_put_u32be(cl->creator + 4, cl->conn);
+            cl->has_creator = 1;
+        }
+    }
+    beam_msg_destroy(&m);
+}
+
 void beam_local_down(beam_node_t *node, uint32_t vconn, const char *body, size_t len)
 {
     const char *op;
     uint32_t op_len;
     beam_local_t *lo = table(node);
+    lclient_t *cl = lo ? find_client(lo, vconn, 0) : NULL;
+    if (cl && cl->hello_msgid && len > 2 && (unsigned char)body[0] == 0x94 && body[1] == 0x01) {
+        saw_reply(lo, cl, body, len);
+        return;
+    }
     if (!lo || peek_op(body, len, 1, &op, &op_len) < 0)
         return;
     int init = beam_str_eq(op, op_len, "init");
-    lclient_t *cl = find_client(lo, vconn, 0);
     beam_msg_t m;
     char err[160];
     if ((!init && !(beam_str_eq(op, op_len, "call") && cl && cl->is_worker && lo->pairs)) ||

@@ -23,11 +23,17 @@ struct beam_member_s;
 struct beam_link_s;
 struct beam_local_s;
 
+/* The head: clients one member may relay at once (client_open), as a
+ * daemon's own clients are bounded by its fds (beamd raises its limit to at
+ * most 65536); more are closed at open. --max-member-clients sets it. */
+#define BEAM_MAX_MEMBER_CLIENTS 65536u
+
 typedef struct beam_node_s {
     uv_loop_t *loop;
     beam_limits_t limits;
     size_t soft_outq; /* stop reading a client whose unsent bytes pass this */
     size_t max_outq;  /* drop a client whose unsent bytes pass this */
+    uint32_t max_member_clients; /* the head: a member's clients at once (0: BEAM_MAX_MEMBER_CLIENTS) */
 
     char node_id[BEAM_NODE_ID_SIZE];
     char node_hex[2 * BEAM_NODE_ID_SIZE + 1];

@@ -319,6 +319,13 @@ void beam_result_push(beam_node_t *node, beam_port_t *port, const char *id, int 
         node->results_pushed++;
 }
 
+void beam_result_push_refused(beam_node_t *node, beam_port_t *port, const char *id, const char *why)
+{
+    char msg[256];
+    int n = snprintf(msg, sizeof msg, "The call was refused: %s.", why);
+    beam_result_push(node, port, id, BEAM_OBJ_LOST, NULL, msg, n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
+}
+
 /* result {obj, status, data} (a value over the bound: result {obj}). */
 static void push_result(beam_waiter_t *w)
 {

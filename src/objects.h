@@ -101,6 +101,10 @@ int beam_waiter_push(beam_node_t *node, beam_port_t *port, beam_object_t *obj);
  * for the head's objects and a member's kept results. */
 void beam_result_push(beam_node_t *node, beam_port_t *port, const char *id, int status, beam_buf_t *buf,
                       const char *data, size_t len);
+/* The `result` push of a submit refused before its object was made (why:
+ * the reason): status lost with the message "The call was refused: why.",
+ * so a waiter of the pushed result is answered, not left waiting. */
+void beam_result_push_refused(beam_node_t *node, beam_port_t *port, const char *id, const char *why);
 /* Drops every waiter of port without answering (the client is closing). */
 void beam_waiters_cancel(beam_node_t *node, beam_port_t *port);
 /* Frees every object (daemon exit). */

@@ -290,7 +290,11 @@ static void head_on_up(beam_node_t *node, beam_link_t *l, const beam_msg_t *m)
             snprintf(f.err, sizeof f.err, "a client_open for vconn %u, already open", vconn);
             goto bad;
         }
-        if (!beam_session_open_remote(node, l, member, vconn, (long)pid, (unsigned)uid))
+        if (member->clients >= (node->max_member_clients ? node->max_member_clients : BEAM_MAX_MEMBER_CLIENTS)) {
+            beam_log(BEAM_LOG_WARN, "node %s has %u clients open, the most one node may have: its new one is closed",
+                     member->ip, member->clients);
+            beam_link_close_client(l, vconn); /* that client only */
+        } else if (!beam_session_open_remote(node, l, member, vconn, (long)pid, (unsigned)uid))
             beam_link_close_client(l, vconn); /* out of memory: that client only */
     } else if (is_op(m, "client_closed")) {
         if (get_vconn(&f, &vconn) < 0)

@@ -3,7 +3,8 @@
  * to, the op table replaced by a recorder. Records are handled in order (a
  * submit's object exists before the frame after it is dispatched), a record
  * for a client that is gone changes nothing, and a malformed record is
- * refused after the ones before it were handled. End to end (a member's
+ * refused after the ones before it were handled; a submit record whose
+ * object id its client did not make is refused. End to end (a member's
  * real batches): tests/python/test_cluster_local.py. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster.h"
 #include "headup.h"
 #include "kept.h"
 #include "local.h"
@@ -25,6 +27,7 @@ typedef struct fixture_s {
     uv_loop_t loop;
     beam_node_t node;
     char link; /* stands in for the member's link: only its address is used */
+    beam_member_t member; /* the client's node (member 2): its index makes the creator part of its ids */
     beam_session_t *client;
     int dispatched;
     char frame[16];
@@ -61,12 +64,16 @@ static int setup(void **state)
     beam_limits_default(&f->node.limits);
     uv_timer_init(&f->loop, &f->node.reaper);
     f->node.hooks.dispatch = record_dispatch;
-    f->client = beam_session_open_remote(&f->node, link_of(f), NULL, 5, 100, 0);
+    f->member.index = 2;
+    f->client = beam_session_open_remote(&f->node, link_of(f), &f->member, 5, 100, 0);
     if (!f->client)
         return -1;
     f->client->port.role = BEAM_ROLE_DRIVER; /* (it said hello) */
+    /* the client's own ids (the head refuses others' in a submit record) */
     memset(obj1, 1, sizeof obj1);
     memset(obj2, 2, sizeof obj2);
+    beam_put_u32be(obj1, 2);
+    beam_put_u32be(obj1 + 4, f->client->port.id);
     memset(actor, 3, sizeof actor);
     *state = f;
     return 0;
@@ -229,11 +236,73 @@ static void test_bad_records(void **st)
     free(b1);
 }
 
+/* A port's sends recorded (the stand-in link is never written to). */
+static int sent;
+static char sent_text[512];
+
+static int rec_send(beam_port_t *p, char *buf, size_t len)
+{
+    (void)p;
+    size_t n = len < sizeof sent_text - 1 ? len : sizeof sent_text - 1;
+    memcpy(sent_text, buf, n);
+    for (size_t i = 0; i < n; i++)
+        if (!sent_text[i])
+            sent_text[i] = ' '; /* (the frame is searched as text) */
+    sent_text[n] = '\0';
+    sent++;
+    free(buf);
+    return 0;
+}
+
+static int rec_closing(const beam_port_t *p)
+{
+    (void)p;
+    return 0;
+}
+
+static const beam_port_ops_t rec_ops = {.send = rec_send, .closing = rec_closing};
+
+/* A record's submit is checked as a client's is: an object id the client
+ * did not make (its creator part is not its member's index and its
+ * connection) is refused, nothing made; its own is taken. */
+static void test_another_clients_id_refused(void **st)
+{
+    fixture_t *f = *st;
+    const beam_port_ops_t *ops = f->client->port.ops;
+    f->client->port.ops = &rec_ops;
+    char theirs[BEAM_OBJECT_ID_SIZE], *b1, *b2, err[200] = "";
+    uint32_t l1, l2;
+    memcpy(theirs, obj1, sizeof theirs);
+    beam_put_u32be(theirs + 4, f->client->port.id + 1); /* another connection on the same member */
+    const char *s1 = submit_body(theirs, &b1, &l1), *s2 = submit_body(obj1, &b2, &l2);
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 1);
+    pack_record(&pk, BEAM_LOCAL_REC_SUBMIT, 5, s1, l1);
+    assert_int_equal(batch(f, &sb, err, sizeof err), 0);
+    assert_null(beam_object_find(&f->node, theirs));
+    assert_int_equal(sent, 1);
+    assert_non_null(strstr(sent_text, "bad_request"));
+    assert_non_null(strstr(sent_text, "'obj'"));
+    msgpack_sbuffer_clear(&sb);
+    msgpack_pack_array(&pk, 1);
+    pack_record(&pk, BEAM_LOCAL_REC_SUBMIT, 5, s2, l2);
+    assert_int_equal(batch(f, &sb, err, sizeof err), 0);
+    assert_non_null(beam_object_find(&f->node, obj1));
+    msgpack_sbuffer_destroy(&sb);
+    free(b1);
+    free(b2);
+    f->client->port.ops = ops;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_records_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_records, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_another_clients_id_refused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 /* test_ids.c — the id helpers (src/ids.h): the home node in an id's first 4
- * bytes, the lowercase hex form and its lengths, and random bytes. */
+ * bytes, an id's creator and an object id's sequence, the lowercase hex
+ * form and its lengths, and random bytes. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -71,6 +72,38 @@ static void test_hex_lengths(void **state)
     assert_int_equal(BEAM_JOB_ID_SIZE, 4);
 }
 
+/* node index 4 · connection 4 · sequence 8 · job 4 · kind 4 · index 4 */
+static void make_obj(char *id, uint32_t node, uint32_t conn, uint64_t seq)
+{
+    memset(id, 0x77, BEAM_OBJECT_ID_SIZE);
+    for (int i = 0; i < 4; i++) {
+        id[i] = (char)(node >> (24 - 8 * i));
+        id[4 + i] = (char)(conn >> (24 - 8 * i));
+    }
+    for (int i = 0; i < 8; i++)
+        id[8 + i] = (char)(seq >> (56 - 8 * i));
+}
+
+static void test_creator_and_sequence(void **state)
+{
+    char id[BEAM_OBJECT_ID_SIZE];
+    make_obj(id, 2, 7, 5);
+    assert_true(beam_id_made_by(id, 2, 7));
+    assert_false(beam_id_made_by(id, 7, 2));
+    assert_false(beam_id_made_by(id, 2, 8));
+    assert_false(beam_id_made_by(id, 1, 7));
+    assert_int_equal(beam_object_seq(id), 5);
+    /* high bits: no sign extension, and the halves in their places */
+    make_obj(id, 0xfffffffeu, 0x80000001u, 0x8000000100000002ull);
+    assert_true(beam_id_made_by(id, 0xfffffffeu, 0x80000001u));
+    assert_false(beam_id_made_by(id, 0xfffffffeu, 1));
+    assert_true(beam_object_seq(id) == 0x8000000100000002ull);
+    /* the rest of the id does not count */
+    memset(id + BEAM_ID_CREATOR_BYTES, 0, 8);
+    assert_true(beam_id_made_by(id, 0xfffffffeu, 0x80000001u));
+    assert_true(beam_object_seq(id) == 0);
+}
+
 static void test_random(void **state)
 {
     char a[BEAM_NODE_ID_SIZE], b[BEAM_NODE_ID_SIZE], zero[BEAM_NODE_ID_SIZE];
@@ -95,6 +128,7 @@ int main(void)
         cmocka_unit_test(test_home_big_endian),
         cmocka_unit_test(test_hex_lowercase),
         cmocka_unit_test(test_hex_lengths),
+        cmocka_unit_test(test_creator_and_sequence),
         cmocka_unit_test(test_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -903,3 +903,33 @@ def test_frames_after_the_handshake_must_be_sealed(cluster):
         assert p.closed_by_peer(3), tamper
     assert len(cluster.node_table()) == before
     assert "a frame failed authentication" in cluster.head.read_log()
+
+
+def test_remove_placement_group_is_bounded_when_a_member_stops_answering(make_cluster):
+    """remove_placement_group waited for the group's workers to be gone, so
+    with a member SIGSTOPped it blocked until that member was declared dead
+    (--node-timeout). Ray's returns at once and removes in the background:
+    beam's returns within its bound (1 s), and the removal completes once
+    the member answers again (its worker killed, the bundle's GPU back)."""
+    c = make_cluster(node_timeout=8)
+    ray = _init(c)
+    placement_group, table, remove, Strategy = _pg()
+    pg = placement_group([{"GPU": 1, f"node:{M1}": 0.001}])
+    assert pg.wait(10)
+    Where = _where_class(ray)
+    a = Where.options(scheduling_strategy=Strategy(placement_group=pg)).remote()
+    pid = ray.get(a.pid.remote(), timeout=15)
+    member = c.members[0]
+    member.signal(signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        remove(pg)
+        took = time.monotonic() - t0
+    finally:
+        member.signal(signal.SIGCONT)
+    print(f"remove_placement_group with a member stopped: {took:.2f} s (node timeout {c.node_timeout} s)")
+    assert took < 2.0, took
+    assert table(pg)["state"] == "REMOVED"
+    assert wait_gone(pid, 10)
+    assert wait_until(lambda: ray.available_resources().get("GPU") == 4.0, 10), ray.available_resources()
+    assert len(c.alive_nodes()) == 2  # the member was never lost

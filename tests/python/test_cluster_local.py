@@ -22,6 +22,9 @@ import sys
 import textwrap
 import time
 
+import cloudpickle
+
+from beamkit.client import Conn, Ids
 from beamkit.daemon import driver_env, run_driver
 from beamkit.link import SealedPeer
 from beamkit.procs import beam_processes, read_line, wait_until
@@ -380,6 +383,79 @@ def test_kill_right_after_local_calls_keeps_their_results(cluster):
         out(got=got, seen=seen, after=after)
     """)
     assert out == {"got": list(range(20)), "seen": list(range(20)), "after": "died"}
+
+
+OWNER = """
+    a = Log.options(**on(M1)).remote()
+    ray.get(a.add.remote("warm"), timeout=20)  # ready: its calls from here stay on the member
+    x = ray.put("mine")
+    print("IDS", a._ray_actor_id_bytes.hex(), x.hex(), flush=True)
+    sys.stdin.readline()
+    out(mine=ray.get(x, timeout=20), seen=ray.get(a.seen_all.remote(), timeout=20))
+"""
+
+
+def _until_result(conn, msgid=99):
+    """Every message up to the reply to a status request sent now (beamd
+    answers a client's requests in order, so what a submit sent before it
+    causes has come by then): (the `result` pushes, the `error` pushes)."""
+    conn.send([0, msgid, "status", {}])
+    results, errors = [], []
+    while True:
+        m = conn.recv()
+        assert m is not None, "the connection closed"
+        if m[0] == 1 and m[1] == msgid:
+            return results, errors
+        if m[0] == 2 and m[1] == "result":
+            results.append(m[2])
+        elif m[0] == 2 and m[1] == "error":
+            errors.append(m[2]["message"])
+
+
+def test_a_local_call_cannot_take_an_object_id_in_use(cluster):
+    """A client on the member submits to an actor whose calls stay there,
+    naming as its result an object that exists: another driver's put on
+    the member, and its own put. The head refuses both, so the member must
+    not run them: the actor never sees them, each driver's get of its put
+    is its put's value (the member answers gets of local results itself),
+    and the caller's pushed result is an error (none came at all before)."""
+    drv = start_on_member(cluster, OWNER)
+    try:
+        actor_hex, x_hex = read_line(drv, "IDS ").split()
+        actor, theirs = bytes.fromhex(actor_hex), bytes.fromhex(x_hex)
+        with Conn(cluster.members[0].socket) as b:
+            ids = Ids(b.hello())
+            mine = ids.obj()
+            b.call("put", {"obj": mine, "data": cloudpickle.dumps("b's own")})
+            for obj in (theirs, mine):
+                b.send([0, 0, "submit", {"actor": actor, "obj": obj, "method": "add",
+                                         "args": cloudpickle.dumps((("evil",), {})), "push": True}])
+            drv.stdin.write("\n")
+            drv.stdin.flush()
+            out = json.loads(read_line(drv, "RESULT "))
+            assert out == {"mine": "mine", "seen": ["warm"]}, out
+            results, errors = _until_result(b)
+            assert [(r["obj"], r["status"]) for r in results] == [(theirs, 3), (mine, 3)], (results, errors)
+            assert len(errors) == 2, errors  # each refusal reported
+            got = b.call("get", {"objs": [mine], "timeout_ms": 5000})["values"][0]
+            assert got[0] == 0 and cloudpickle.loads(got[1]) == "b's own"
+    finally:
+        stop(drv)
+
+
+def test_a_refused_submit_answers_its_pushed_result_on_the_member(cluster):
+    """The hang: a submit with push whose object id exists got an `error`
+    push and never its `result`, so its waiter waited forever. Through the
+    member (to an actor it does not know, and to one on the head)."""
+    with Conn(cluster.members[0].socket) as b:
+        ids = Ids(b.hello())
+        obj = ids.obj()
+        b.call("put", {"obj": obj, "data": b"v"})
+        b.send([0, 0, "submit", {"actor": b"\x00" * 16, "obj": obj, "method": "f", "args": b"", "push": True}])
+        results, errors = _until_result(b)
+        assert len(results) == 1 and results[0]["obj"] == obj and results[0]["status"] == 3, (results, errors)
+        assert b"already in use" in results[0]["data"] and any("already in use" in e for e in errors)
+        assert b.call("get", {"objs": [obj], "timeout_ms": 5000})["values"][0] == [0, b"v"]
 
 
 def _fake_join(ip):

@@ -26,7 +26,7 @@ from beamkit.daemon import driver_env, run_driver
 from beamkit.link import H2M, SealedPeer, SealedStream, challenge, head_mac, read_token, stream_key
 from beamkit.procs import wait_until
 from beamkit.wire import FrameSocket, push
-from beamkit.client import Ids
+from beamkit.client import Conn, Ids
 from beamkit.link import M2H, RawPeer, node_mac
 from beamkit.procs import hwm_kib, reset_hwm, rss_kib, sanitized
 from beamkit.wire import MSG_PUSH, pack as mp_pack, unpack as mp_unpack
@@ -454,3 +454,99 @@ def test_a_member_that_stops_reading_is_dropped_and_the_head_does_not_grow(make_
     assert c.head.alive(), c.head.read_log()[-3000:]
     ok, out = _driver_works(c)
     assert ok, out
+
+
+def test_a_member_opens_no_more_clients_than_the_cap(make_cluster):
+    """An authenticated member could open any number of clients on the head
+    (each a session there, with no fd to bound it as a daemon's own clients
+    are): past --max-member-clients a new one is closed as it opens (the
+    head sends close_client), the others are served, and one that ends
+    makes room."""
+    c = make_cluster(members=0, node_timeout=60, start=False)  # a quiet fake member is not lost meanwhile
+    c.head.args += ["--max-member-clients", "3"]
+    c.start()
+    p = _ReadingPeer(c)
+    try:
+        p.push("join", _join("127.0.3.9"))
+        assert p.message()[1] == "welcome"
+
+        def opened(vconns):
+            """vconn -> "served" (its hello answered) or "closed" (close_client)."""
+            for v in vconns:
+                p.push("client_open", {"vconn": v, "pid": os.getpid(), "uid": os.getuid()})
+                p.request(v, 1, "hello", {"role": "driver", "pid": os.getpid()})
+            seen = {}
+            while len(seen) < len(vconns):
+                m = p.message()
+                assert m is not None, "the head closed the link"
+                if m[1] == "client_frame" and mp_unpack(m[2]["frame"])[0][:2] == [1, 1]:
+                    seen[m[2]["vconn"]] = "served"
+                elif m[1] == "close_client":
+                    seen[m[2]["vconn"]] = "closed"
+            return seen
+
+        assert opened([1, 2, 3, 4]) == {1: "served", 2: "served", 3: "served", 4: "closed"}
+        p.push("client_closed", {"vconn": 1})
+        assert opened([5]) == {5: "served"}
+        assert "the most one node may have" in c.head.read_log()
+    finally:
+        p.close()
+
+
+def test_members_behind_one_address_share_the_per_ip_cap_and_still_join(make_cluster):
+    """Members on one host, or behind one NAT, reach the head from one
+    address and share --max-handshakes-per-ip (docs/RELIABILITY.md): while
+    that many of their connections are in the handshake, another is closed
+    at accept, and its member tries again a second later. With the cap at 1
+    and an idle connection from that address holding it, three members are
+    refused; once it goes, all three join."""
+    c = make_cluster(members=0, node_timeout=60, start=False)
+    c.head.args += ["--max-handshakes-per-ip", "1"]
+    c.start()
+    idle = socket.create_connection((c.head_ip, c.port), timeout=5)  # from 127.0.0.1, as the members' links
+    try:
+        assert idle.recv(1)  # its challenge came: it is in the handshake
+        for _ in range(3):
+            c.add_member(wait=False)
+        refused = "too many node connections in the handshake from that address"
+        assert wait_until(lambda: c.head.read_log().count(refused) >= 3, 10), c.logs()
+        assert len(c.alive_nodes()) == 1
+    finally:
+        idle.close()
+    c.wait_alive(4, 15)
+
+
+def test_a_member_local_call_may_not_take_another_clients_object_id(make_cluster):
+    """A member's record of a local call is checked as a client's submit
+    is: its object id must be the client's own (the first 8 bytes its hello
+    gave). One naming a driver's next id made that object on the head, and
+    the driver's put of it then failed `exists`; now the record is refused
+    (bad_request, over the link to that client) and the put goes through.
+    A record with the client's own id is taken."""
+    c = make_cluster(members=0, node_timeout=60)
+    p = _ReadingPeer(c)
+    with Conn(c.head.socket) as d:
+        ids = Ids(d.hello())
+        theirs = ids.obj()  # not used yet
+        p.push("join", _join("127.0.3.10"))
+        assert p.message()[1] == "welcome"
+        p.push("client_open", {"vconn": 1, "pid": os.getpid(), "uid": os.getuid()})
+        p.request(1, 1, "hello", {"role": "driver", "pid": os.getpid()})
+        hello = p.client_reply(1, 1)
+        assert hello[2] is None, hello
+        mine = Ids(hello[3]).obj()
+        before = c.head.status()["objects"]["count"]
+        for obj in (theirs, mine):
+            submit = mp_pack([0, 7, "submit", {"actor": b"\0" * 16, "obj": obj, "method": "m", "args": b"",
+                                               "objects": [], "actors": []}])
+            p.push("local_batch", {"msgs": [[1, 1, submit]]})
+            reply = p.client_reply(1, 7)
+            if obj is theirs:
+                assert reply[2] is not None and reply[2]["code"] == "bad_request", reply
+                assert "'obj'" in reply[2]["message"], reply
+            else:
+                assert reply[2] is None, reply
+        assert c.head.status()["objects"]["count"] == before + 1  # only the member client's own
+        assert d.call("put", {"obj": theirs, "data": b"v"}) == {}
+        assert d.call("get", {"objs": [theirs], "timeout_ms": 0})["values"][0] == [0, b"v"]
+    p.close()

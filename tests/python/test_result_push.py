@@ -134,6 +134,60 @@ def test_raw_client_sees_the_push(ray_start, beamd):
     conn.close()
 
 
+def test_a_refused_submit_still_gets_its_pushed_result(ray_start, beamd):
+    """A submit with push whose object id is already in use is refused (an
+    `error` push): its `result` must come too, as an error, or its waiter
+    waits forever. Raw (it comes before the reply to the next request), and
+    through _beam (wait_result answers instead of timing out). The object
+    in use keeps its value and the actor never runs the call."""
+    a = A.remote()
+    ray.get(a.f.remote(0))
+    conn = Conn(beamd.socket)
+    ids = Ids(conn.hello())
+    obj = ids.obj()
+    conn.call("put", {"obj": obj, "data": b"v"})
+    for actor in (a._ray_actor_id_bytes, b"\x00" * 16):
+        conn.send([0, 0, "submit", {"actor": actor, "obj": obj, "method": "die", "args": cloudpickle.dumps(((), {})),
+                                     "push": True}])
+        conn.send([0, 99, "status", {}])
+        msgs = []
+        while (m := conn.recv())[:2] != [1, 99]:
+            msgs.append(m)
+        results = [m[2] for m in msgs if m[:2] == [2, "result"]]
+        errors = [m[2]["message"] for m in msgs if m[:2] == [2, "error"]]
+        assert len(results) == 1 and results[0]["obj"] == obj and results[0]["status"] == 3, msgs
+        assert b"already in use" in results[0]["data"] and any("already in use" in e for e in errors), msgs
+    assert conn.call("get", {"objs": [obj], "timeout_ms": 5000})["values"][0] == [0, b"v"]
+    conn.close()
+    # through _beam: the id of this driver's own put, submitted again
+    ref = ray.put("kept")
+    client().submit({"actor": a._ray_actor_id_bytes, "obj": ref.binary(), "method": "f",
+                     "args": cloudpickle.dumps((("other",), {}))})
+    status, data = client().wait_result(ref.binary(), 10)
+    assert status == 3 and b"already in use" in bytes(data)
+    assert ray.get(a.pid.remote(), timeout=10) > 0  # (the actor did not run "die")
+
+
+def test_an_object_id_another_client_made_is_refused(beamd):
+    """A new object's id must be the client's own (its first 8 bytes: the
+    node index and connection its hello gave). Another's next id, put or
+    submitted by this client, made that object, and the other client's own
+    put of it then failed `exists`. Now both are refused, the submit with
+    push gets its error result, and the owner's put goes through."""
+    with Conn(beamd.socket) as a, Conn(beamd.socket) as b:
+        theirs = Ids(a.hello()).obj()
+        b.hello()
+        r = b.request("put", {"obj": theirs, "data": b"b"})
+        assert r[2] is not None and r[2]["code"] == "bad_request" and "'obj'" in r[2]["message"], r
+        b.send([0, 0, "submit", {"actor": b"\x00" * 16, "obj": theirs, "method": "f", "args": b"", "push": True}])
+        m = b.recv()
+        while m[:2] != [2, "result"]:
+            m = b.recv()
+        assert m[2]["obj"] == theirs and m[2]["status"] == 3 and b"not made by this client" in m[2]["data"], m
+        assert a.call("put", {"obj": theirs, "data": b"a"}) == {}
+        assert b.call("get", {"objs": [theirs], "timeout_ms": 0})["values"][0] == [0, b"a"]
+
+
 def test_pushed_entry_equals_a_gets_entry(ray_start):
     """The table's (status, data) is what a get of the same id returns, for
     a small value, one long enough to be a memoryview, a task error and a

@@ -332,11 +332,15 @@ def _lost_connection(e):
     return _exc.RaySystemError(f"beam: lost the connection to beamd: {e}")
 
 
-def _request(op, params):
+def _request(op, params, timeout=None):
+    """The reply to op; with a timeout (seconds), TimeoutError when it has
+    not come by then (beamd still does the rest: the late reply is dropped)."""
     import _beam
 
     rt = runtime()
     try:
+        if timeout is not None:
+            return rt.client.request(op, params, timeout)
         return rt.client.request(op, params)
     except _beam.RemoteError as e:
         raise _remote_error(e) from None

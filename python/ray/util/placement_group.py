@@ -114,17 +114,29 @@ def placement_group(bundles, strategy="PACK", name="", lifetime=None, _soft_targ
     return PlacementGroup(_ids.PlacementGroupID(pg_id), [{k: v for k, v in b.items() if v} for b in specs])
 
 
+# How long remove_placement_group waits for the group's resources to be free.
+# Ray's call returns at once and the removal completes in the background;
+# beam's waits for beamd's answer (sent once the group's workers are gone:
+# a few ms), so a group made next takes the resources at once, but no
+# longer than this: a node that stops answering is declared dead only
+# after --node-timeout, and the removal then completes in beamd.
+_REMOVE_WAIT_S = 1.0
+
+
 def remove_placement_group(placement_group):
     """Kills the actors placed in the group and frees its bundles. Returns
     once they are free again (beamd answers after the workers are gone), so
-    a group made next can take them at once. A group that is gone already,
-    or was never known, is no error (as Ray)."""
+    a group made next can take them at once, or after _REMOVE_WAIT_S, the
+    removal going on in beamd. A group that is gone already, or was never
+    known, is no error (as Ray)."""
     if not isinstance(placement_group, PlacementGroup):
         raise TypeError("remove_placement_group takes a PlacementGroup")
     try:
-        _worker._request("pg_remove", {"pg": placement_group.id.binary()})
+        _worker._request("pg_remove", {"pg": placement_group.id.binary()}, _REMOVE_WAIT_S)
     except ValueError:
         pass  # long gone (beamd keeps few removed groups): Ray's GCS answers OK too
+    except TimeoutError:
+        pass  # a node is slow to give the resources back: beamd completes the removal
 
 
 def check_placement_group_index(placement_group, bundle_index):
