@@ -190,11 +190,17 @@ void beam_status(beam_req_t *r)
     for (beam_pg_t *pg = node->pgs; pg; pg = pg->hh.next)
         beam_pg_pack(pk, pg);
     beam_pack_key(pk, "objects");
-    msgpack_pack_map(pk, 2);
+    msgpack_pack_map(pk, 5);
     beam_pack_key(pk, "count");
     msgpack_pack_uint64(pk, beam_object_count(node));
     beam_pack_key(pk, "bytes");
     msgpack_pack_uint64(pk, node->object_bytes);
+    beam_pack_key(pk, "shm_count"); /* values in shared memory (shm.h) */
+    msgpack_pack_uint32(pk, node->shm_objects);
+    beam_pack_key(pk, "shm_bytes");
+    msgpack_pack_uint64(pk, node->shm_used);
+    beam_pack_key(pk, "shm_budget");
+    msgpack_pack_uint64(pk, node->shm_budget);
     beam_pack_key(pk, "clients");
     msgpack_pack_map(pk, 3);
     beam_pack_key(pk, "drivers");
