@@ -17,13 +17,23 @@ A client turns this on after ``hello`` (the ``shm`` op) when beamd offers it
 open beamd's fds; otherwise every value stays inline.
 """
 
+import ctypes
 import errno
 import fcntl
 import mmap
 import os
+import weakref
 
 MIN_BYTES = 100 * 1024  # Ray's max_direct_call_object_size; measured in bench/bench_data.py
 _SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+
+# mmap(2) itself: Python's mmap.mmap keeps a dup of the fd for as long as
+# the map lives, which would cost a reader one fd per value it holds
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+_libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+_MAP_FAILED = ctypes.c_void_p(-1).value
 
 
 def turn_on(client, hello):
@@ -66,13 +76,20 @@ def write(parts, size):
 
 def read(desc, daemon_pid):
     """A read-only memoryview of the value beamd described ({"fd", "size",
-    "ino"}): a map of its memfd, kept alive by the views made of it."""
+    "ino"}): a map of its memfd (a ctypes array over it), unmapped once the
+    last view made of it is gone."""
+    size = desc["size"]
     fd = os.open(f"/proc/{daemon_pid}/fd/{desc['fd']}", os.O_RDONLY | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
-        if st.st_ino != desc["ino"] or st.st_size != desc["size"]:
+        if st.st_ino != desc["ino"] or st.st_size != size:
             raise OSError(errno.ESTALE, "beamd's fd for the value names another file")
-        mm = mmap.mmap(fd, desc["size"], mmap.MAP_SHARED, mmap.PROT_READ)
+        addr = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if addr in (None, _MAP_FAILED):
+            err = ctypes.get_errno()
+            raise OSError(err, f"could not map a value of {size} bytes: {os.strerror(err)}")
     finally:
         os.close(fd)
-    return memoryview(mm)
+    mapping = (ctypes.c_char * size).from_address(addr)
+    weakref.finalize(mapping, _libc.munmap, addr, size)
+    return memoryview(mapping).cast("B").toreadonly()

@@ -188,7 +188,9 @@ def init(address=None, *, num_cpus=None, num_gpus=None, ignore_reinit_error=Fals
                 raise ValueError("When connecting to an existing cluster, resources must not be provided.")
         elif may_start:
             _check_default_resources(kwargs.get("resources"))
-            private = _node.PrivateDaemon(num_cpus=num_cpus, num_gpus=num_gpus, resources=kwargs.get("resources"))
+            store = kwargs.get("object_store_memory")  # the node's budget for shared-memory values
+            private = _node.PrivateDaemon(num_cpus=num_cpus, num_gpus=num_gpus, resources=kwargs.get("resources"),
+                                          extra_args=["--object-store-memory", str(int(store))] if store else ())
             path = private.socket
         else:
             raise ConnectionError(
