@@ -52,7 +52,8 @@ int beam_shm_adopt(beam_node_t *node, long pid, int64_t fd_num, size_t len, beam
         return -ENOSPC;
     char path[64];
     snprintf(path, sizeof path, "/proc/%ld/fd/%lld", pid, (long long)fd_num);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* non-blocking and no tty: whatever the client named, the open cannot hang or take a terminal */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return -errno;
     uint64_t ino = 0;

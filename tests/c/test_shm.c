@@ -110,6 +110,15 @@ static void refuses_what_could_change_or_lies(void **state)
     assert_int_equal(write(file, "abcd", 4), 4);
     assert_int_equal(beam_shm_adopt(&node, getpid(), file, 4, &b), -EINVAL);
     assert_int_equal(beam_shm_adopt(&node, getpid(), 1000000, 4096, &b), -ENOENT); /* no such fd */
+    char fifo[] = "/tmp/beam-test-fifo-XXXXXX";
+    int tmp = mkstemp(fifo);
+    close(tmp);
+    unlink(fifo);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    int reader = open(fifo, O_RDONLY | O_NONBLOCK); /* a FIFO with no writer: a blocking open would hang */
+    unlink(fifo);
+    assert_int_equal(beam_shm_adopt(&node, getpid(), reader, 4096, &b), -EINVAL);
+    close(reader);
     assert_int_equal(beam_shm_adopt(&node, getpid(), sealed, 0, &b), -EINVAL);
     assert_null(b);
     assert_int_equal(node.shm_used, 0);
