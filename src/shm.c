@@ -12,7 +12,10 @@
 
 #include "beam/codec.h"
 
-#define SEALED (F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK)
+/* what a value's memfd must be sealed against: its size is fixed, so no
+ * mapping of it can fault past its end (the producer may write it again
+ * once no one else has it open: shm.py's write lease) */
+#define SEALED (F_SEAL_GROW | F_SEAL_SHRINK)
 
 typedef struct shm_buf_s {
     beam_buf_t b; /* first: the buffer the tables hold */
@@ -31,7 +34,7 @@ static void shm_release(beam_buf_t *b)
     free(s);
 }
 
-/* 0 if fd is a memfd of len bytes that no one can change any more. */
+/* 0 if fd is a memfd of len bytes whose size no one can change any more. */
 static int check_sealed(int fd, size_t len, uint64_t *ino)
 {
     struct stat st;

@@ -1,6 +1,6 @@
 /* shm.h — values in shared memory on this node (docs/DESIGN.md, "Large
- * values"). A producer writes a value once into a memfd and seals it
- * (no write, grow or shrink from then on); beamd adopts it here by opening
+ * values"). A producer writes a value once into a memfd sealed against
+ * growing and shrinking (no mapping of it can fault); beamd adopts it here by opening
  * the producer's fd through /proc/<pid>/fd, checks it (a sealed memfd of the
  * size claimed), charges it to the node's budget (object_store_memory) and
  * keeps the fd as the value's storage, mapped read-only: a value that must
@@ -22,7 +22,7 @@
  * whose data is the read-only mapping (one reference to the caller; the
  * last one unmaps it, closes the fd and gives len back to the budget).
  * 0; -ENOSPC: len does not fit in what is left of node->shm_budget;
- * -EINVAL: not a sealed memfd of len bytes; another negative errno when it
+ * -EINVAL: not a memfd of len bytes sealed against grow and shrink; another negative errno when it
  * cannot be opened or mapped. */
 int beam_shm_adopt(beam_node_t *node, long pid, int64_t fd, size_t len, beam_buf_t **out);
 /* Whether b is an adopted value's buffer. */

@@ -139,6 +139,34 @@ def test_actor_return_and_argument_are_mapped(node):
     assert total == 1000 and not base
 
 
+def test_a_producer_writes_a_memfd_again_only_once_no_one_holds_it(node):
+    """The producer's pool (shm.py): a memfd is written again only when no
+    one else has it open or mapped (its write lease), never under a live
+    value or a reader's view."""
+    d, ray = node
+    from ray._private import shm
+
+    def put(k):
+        return ray.put(np.full(MIB, k, dtype=np.uint8))
+
+    r1 = put(1)
+    y1 = ray.get(r1)  # a view of r1's memfd, here
+    r2 = put(2)  # r1's memfd is beamd's and mapped: another one
+    del r1
+    gc.collect()
+    r3 = put(3)  # r1 is released, but y1 still maps its memfd
+    assert (y1 == 1).all() and (ray.get(r2) == 2).all() and (ray.get(r3) == 3).all()
+    del y1, r2, r3
+    gc.collect()
+    idle = len(shm._pool)
+    assert 1 <= idle <= shm.POOL_MAX
+    before = _memfds(os.getpid())
+    for k in range(4, 12):  # once free they are written again: no new memfd
+        assert (ray.get(put(k)) == k).all()
+    assert _memfds(os.getpid()) <= before
+    assert wait_until(lambda: (_flush(ray), _shm(d))[1] == (0, 0), 10), _shm(d)
+
+
 # --- the budget ---
 
 
@@ -168,6 +196,8 @@ def test_an_actor_result_past_the_budget_fails_the_call_not_the_actor(node):
 
 PRODUCER = textwrap.dedent("""
     import os, sys, numpy as np, ray
+    from ray._private import shm
+    shm.POOL_MAX = 0  # no idle memfds kept to write again: every one counted is a value's
     ray.init()
     keep = [ray.put(np.ones(1 << 20, dtype=np.uint8)) for _ in range(3)]
     held = ray.get(keep[0])

@@ -665,6 +665,13 @@ def _large(value):
     return type(nbytes) is int and nbytes >= _shm.MIN_BYTES
 
 
+def _settle(rt):
+    """Sends the releases this process queued and waits until beamd has
+    handled them (a round trip), so what they free is free."""
+    rt.client.flush()
+    rt.client.request("shm", {})
+
+
 def send_value(rt, op, params, parts, size):
     """Sends a put or task_done (params without its data) carrying a value
     dumped as parts (serialization.dumps_parts) of size bytes: a large one
@@ -674,9 +681,9 @@ def send_value(rt, op, params, parts, size):
     import _beam
 
     if rt.shm and size >= _shm.MIN_BYTES:
-        fd = _shm.write(parts, size)
+        memfd = _shm.write(parts, size, lambda: _settle(rt))
         try:
-            rt.client.request(op, dict(params, data=b"", shm_fd=fd, shm_size=size))
+            rt.client.request(op, dict(params, data=b"", shm_fd=memfd.fd, shm_size=size))
             return
         except _beam.RemoteError as e:
             if e.args[:1] == ("store_full",):
@@ -685,7 +692,7 @@ def send_value(rt, op, params, parts, size):
                 raise _remote_error(e) from None
             rt.shm = False  # beamd cannot open this process's fds: inline from now on
         finally:
-            os.close(fd)
+            _shm.give_back(memfd)
     params["data"] = parts[0] if len(parts) == 1 else b"".join(parts)
     rt.client.send(op, params)
 
