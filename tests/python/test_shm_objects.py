@@ -53,8 +53,8 @@ def _is_mapping(obj):
 
 
 def _shm(d):
-    objs = d.status()["objects"]
-    return objs["shm_count"], objs["shm_bytes"]
+    store = d.status()["object_store"]
+    return store["count"], store["bytes"]
 
 
 def _flush(ray):
@@ -308,7 +308,7 @@ def test_a_large_value_crosses_nodes_inline(make_cluster):
     far = Store.options(resources={"node:127.0.0.2": 0.001}).remote()
     x = np.arange(3 * MIB, dtype=np.uint8)
     ref = ray.put(x)  # on the head's node: in shared memory there
-    assert c.head.status()["objects"]["shm_count"] == 1
+    assert c.head.status()["object_store"]["count"] == 1
     # the member's actor gets it over the link (beamd reads its mapping), as a plain value
     total, writeable, base = ray.get(far.look.remote(ref))
     assert total == int(x.sum()) and not base

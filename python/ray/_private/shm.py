@@ -199,6 +199,13 @@ def give_back(m):
             _pool.pop(0).close()
 
 
+def drop_pool():
+    """Closes every idle memfd (ray.shutdown)."""
+    with _pool_lock:
+        while _pool:
+            _pool.pop().close()
+
+
 def read(desc, daemon_pid):
     """A read-only memoryview of the value beamd described ({"fd", "size",
     "ino"}): a map of its memfd (a ctypes array over it), unmapped once the

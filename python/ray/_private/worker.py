@@ -255,6 +255,7 @@ def shutdown(_exiting_interpreter=False):
             return
         _runtime = None
         _refcount.detach()
+        _shm.drop_pool()  # the memfds kept to write again go with the connection
         try:
             rt.client.close()
             if rt.log_printer is not None:
