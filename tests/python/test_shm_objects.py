@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Large values through shared memory on a node (docs/DESIGN.md, "Large
-values"; shm.h, ray/_private/shm.py): a value of 100 KiB or more is
+values"; shm.h, ray/_private/shm.py): a value of 256 KiB or more is
 written once into a sealed memfd that beamd keeps; readers on the node map
 it read-only, so a numpy array comes back as a view of the mapping; the
 node's object_store_memory bounds them (ObjectStoreFullError); nothing is

@@ -33,7 +33,7 @@ import signal
 import threading
 import weakref
 
-MIN_BYTES = 100 * 1024  # Ray's max_direct_call_object_size; measured in bench/bench_data.py
+MIN_BYTES = 256 * 1024  # measured: inline is faster under it (docs/DESIGN.md, "Large values"); Ray's is 100 KiB
 POOL_MAX = 4  # memfds a producer keeps to write again
 POOL_BYTES = 512 << 20
 _SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
