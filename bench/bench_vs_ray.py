@@ -16,13 +16,10 @@ round trips to subprocesses (no placement group there).
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
 
 import benchutil
-from benchutil import PipeActor, timed, timed_start
+from benchutil import PipeActor, fmt, side_envs, side_in_subprocess, timed, timed_start
 
 WORKLOADS = ("sync call", "1000 in flight", "put+get small", "init + 4 actors", "4-bundle pg create/remove")
 
@@ -102,32 +99,6 @@ def run_pipe(quick):
 # ---------- the run ----------
 
 
-def side_in_subprocess(python, env, quick):
-    # results and errors go through files: Ray's daemons inherit the side's
-    # stdout and stderr and outlive it, so pipes would never see EOF
-    with tempfile.TemporaryDirectory() as tmp:
-        out, err = os.path.join(tmp, "out.json"), os.path.join(tmp, "err.txt")
-        cmd = [python, os.path.abspath(__file__), "--side", out] + (["--quick"] if quick else [])
-        with open(err, "w") as err_file:
-            done = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                  stderr=err_file, timeout=900)
-        if done.returncode != 0:
-            with open(err) as f:
-                raise RuntimeError(f"{python} failed:\n{f.read()[-3000:]}")
-        with open(out) as f:
-            return json.load(f)
-
-
-def fmt(seconds):
-    if seconds is None:
-        return "n/a"
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.0f} us"
-    if seconds < 1:
-        return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds:.2f} s"
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer iterations (a smoke run)")
@@ -139,13 +110,12 @@ def main():
         with open(args.side, "w") as f:
             json.dump(result, f)
         return
-    base = {k: v for k, v in os.environ.items() if k not in ("BEAM_SOCKET", "RAY_ADDRESS")}
+    base, ray_env = side_envs()
+    extra = ["--quick"] if args.quick else []
     print("beam ...", file=sys.stderr, flush=True)
-    beam = side_in_subprocess(sys.executable, base, args.quick)
+    beam = side_in_subprocess(__file__, sys.executable, base, extra)
     print("Ray ...", file=sys.stderr, flush=True)
-    ray_env = {k: v for k, v in base.items() if not k.startswith("BEAM_") and k != "PYTHONPATH"}
-    ray_env["RAY_USAGE_STATS_ENABLED"] = "0"
-    real = side_in_subprocess(args.ray_python, ray_env, args.quick)
+    real = side_in_subprocess(__file__, args.ray_python, ray_env, extra)
     print("Pipe ...", file=sys.stderr, flush=True)
     pipe = run_pipe(args.quick)
     print(f"{'workload':28} {'beam':>10} {'Ray 2.43':>10} {'Pipe':>10} {'beam/Ray':>9} {'beam/Pipe':>9} {'Ray/Pipe':>9}")

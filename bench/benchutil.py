@@ -1,12 +1,17 @@
 # SPDX-License-Identifier: Apache-2.0
 """What the benchmarks share (standard library only: bench_vs_ray.py runs
 it under real Ray's interpreter too): timed(), the median of repeated runs,
-Counter, the actor they call, and PipeActor, the baseline every actor call is compared with, a
+Counter, the actor they call, side_in_subprocess, which runs a script's one
+side (beam or real Ray) in its own interpreter, and PipeActor, the baseline every actor call is compared with, a
 multiprocessing.Pipe to a spawned process that keeps a counter and one
 object."""
 
+import json
 import multiprocessing as mp
+import os
 import statistics
+import subprocess
+import tempfile
 import threading
 import time
 
@@ -89,3 +94,40 @@ class PipeActor:
     def close(self):
         self.conn.send(None)
         self.proc.join()
+
+
+def side_envs():
+    """(beam's environment, real Ray's) for side_in_subprocess: neither sees
+    a running cluster; Ray's has no beam paths and no usage stats."""
+    base = {k: v for k, v in os.environ.items() if k not in ("BEAM_SOCKET", "RAY_ADDRESS")}
+    ray_env = {k: v for k, v in base.items() if not k.startswith("BEAM_") and k != "PYTHONPATH"}
+    ray_env["RAY_USAGE_STATS_ENABLED"] = "0"
+    return base, ray_env
+
+
+def side_in_subprocess(script, python, env, extra=()):
+    """Runs `python script --side OUT *extra` and returns the JSON it wrote
+    to OUT. Results and errors go through files: Ray's daemons inherit the
+    side's stdout and stderr and outlive it, so pipes would never see EOF."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out, err = os.path.join(tmp, "out.json"), os.path.join(tmp, "err.txt")
+        cmd = [python, os.path.abspath(script), "--side", out, *extra]
+        with open(err, "w") as err_file:
+            done = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=err_file, timeout=900)
+        if done.returncode != 0:
+            with open(err) as f:
+                raise RuntimeError(f"{python} failed:\n{f.read()[-3000:]}")
+        with open(out) as f:
+            return json.load(f)
+
+
+def fmt(seconds):
+    """A duration for a table."""
+    if seconds is None:
+        return "n/a"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} us"
+    if seconds < 1:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds:.2f} s"

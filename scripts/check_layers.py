@@ -14,7 +14,7 @@ import sys
 LAYERS = {
     # 0 base
     "codec": 0, "decoder": 0, "buf": 0, "ids": 0, "log": 0, "gpu": 0, "resources": 0, "notify": 0,
-    "auth": 0, "node": 0, "protocol": 0, "client": 0, "fieldspec": 0,
+    "auth": 0, "shm": 0, "node": 0, "protocol": 0, "client": 0, "fieldspec": 0,
     # 1 transports
     "outq": 1, "conn": 1, "link": 1, "server": 1, "procs": 1,
     # 2 port
@@ -35,7 +35,7 @@ SAME_LAYER_ORDER = [
     ["beamd", "hooks", "dispatch", "status", "fields"],
     ["server", "conn", "outq"],
     ["link", "outq"],
-    ["node", "resources", "gpu", "client", "fieldspec", "codec", "decoder", "buf", "ids", "log", "auth", "protocol", "notify"],
+    ["shm", "node", "resources", "gpu", "client", "fieldspec", "codec", "decoder", "buf", "ids", "log", "auth", "protocol", "notify"],
     ["relay", "headup", "local", "kept"],
 ]
 OUTSIDE = {"beamctl"}  # its own program, on top of client

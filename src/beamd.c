@@ -36,6 +36,7 @@ typedef struct options_s {
     double num_cpus; /* < 0: detect */
     int num_gpus;    /* < 0: detect */
     double memory;   /* < 0: detect */
+    double store;    /* object_store_memory; < 0: 30% of RAM */
     int ready_fd;
     int exit_with_parent;
     char *resources[BEAM_MAX_DEMAND];
@@ -58,6 +59,8 @@ static void usage(FILE *f)
             "  --num-gpus N         GPUs to offer; N pretend GPUs when the machine has fewer\n"
             "                       (default: the NVIDIA GPUs found, else 0)\n"
             "  --memory BYTES       the 'memory' resource (default: 70%% of RAM)\n"
+            "  --object-store-memory BYTES  what values in shared memory may take on this node\n"
+            "                       (default: 30%% of RAM, 3/7 of --memory; past it: ObjectStoreFullError)\n"
             "  --resource NAME=N    a custom resource (repeatable)\n"
             "  --node-ip IP         this node's address (default: the default route's, else 127.0.0.1)\n"
             "  --max-frame BYTES    largest frame accepted (default 256 MiB)\n"
@@ -135,7 +138,7 @@ static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
 {
     enum { O_HANDSHAKES = 100, O_HANDSHAKES_IP, O_MEMBER_CLIENTS }; /* getopt's values: any distinct ones */
     enum { O_SOCKET = 1, O_CPUS, O_GPUS, O_MEM, O_RES, O_IP, O_FRAME, O_DEPTH, O_ITEMS, O_STR, O_OUTQ,
-           O_LOG, O_READY, O_PARENT, O_HELP, O_HEAD, O_PORT, O_ADDRESS, O_TOKEN, O_TIMEOUT, O_LISTEN };
+           O_LOG, O_READY, O_PARENT, O_HELP, O_HEAD, O_PORT, O_ADDRESS, O_TOKEN, O_TIMEOUT, O_LISTEN, O_STORE };
     static const struct option longopts[] = {
         {"socket", 1, 0, O_SOCKET},     {"num-cpus", 1, 0, O_CPUS},  {"num-gpus", 1, 0, O_GPUS},
         {"memory", 1, 0, O_MEM},        {"resource", 1, 0, O_RES},   {"node-ip", 1, 0, O_IP},
@@ -146,7 +149,7 @@ static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
         {"max-member-clients", 1, 0, O_MEMBER_CLIENTS},
         {"head", 0, 0, O_HEAD},         {"port", 1, 0, O_PORT},      {"address", 1, 0, O_ADDRESS},
         {"token-file", 1, 0, O_TOKEN},  {"node-timeout", 1, 0, O_TIMEOUT},
-        {"listen-ip", 1, 0, O_LISTEN},
+        {"listen-ip", 1, 0, O_LISTEN},  {"object-store-memory", 1, 0, O_STORE},
         {0, 0, 0, 0},
     };
     int c;
@@ -164,6 +167,10 @@ static int parse_options(int argc, char **argv, options_t *o, beam_node_t *node)
             break;
         case O_MEM:
             if (check_amount("--memory", 8, optarg, &o->memory) < 0) goto bad;
+            break;
+        case O_STORE:
+            o->store = strtod(optarg, &end);
+            if (*end || o->store < 0) goto bad;
             break;
         case O_RES:
             if (o->nresources == BEAM_MAX_DEMAND || check_resource(optarg) < 0) goto bad;
@@ -281,7 +288,9 @@ static int setup_resources(beam_node_t *node, const options_t *o)
     char name[BEAM_RES_NAME_LEN];
     int rc = beam_pool_add(pool, "CPU", beam_res_units(cpus));
     rc |= beam_pool_add(pool, "memory", beam_res_units(memory));
-    rc |= beam_pool_add(pool, "object_store_memory", beam_res_units(memory * 0.3 / 0.7));
+    double store = o->store >= 0 ? o->store : memory * 0.3 / 0.7;
+    node->shm_budget = (size_t)store;
+    rc |= beam_pool_add(pool, "object_store_memory", beam_res_units(store));
     snprintf(name, sizeof name, "node:%s", node->node_ip);
     rc |= beam_pool_add(pool, name, BEAM_RES_UNIT);
     if (node->is_head)
@@ -426,7 +435,7 @@ static void on_signal(uv_signal_t *s, int signum)
 int main(int argc, char **argv)
 {
     static beam_node_t node;
-    options_t o = {.num_cpus = -1, .num_gpus = -1, .memory = -1, .ready_fd = -1};
+    options_t o = {.num_cpus = -1, .num_gpus = -1, .memory = -1, .store = -1, .ready_fd = -1};
     beam_limits_default(&node.limits);
     node.max_outq = (size_t)1 << 30;
     if (parse_options(argc, argv, &o, &node) < 0)

@@ -11,6 +11,7 @@ beam_buf_t *beam_buf_new(size_t len)
     b->refs = 1;
     b->len = len;
     b->data = (char *)(b + 1);
+    b->release = NULL;
     return b;
 }
 
@@ -24,6 +25,7 @@ beam_buf_t *beam_buf_wrap(char *data, size_t len)
     b->refs = 1;
     b->len = len;
     b->data = data;
+    b->release = NULL;
     return b;
 }
 
@@ -37,6 +39,10 @@ void beam_buf_unref(beam_buf_t *b)
 {
     if (!b || --b->refs > 0)
         return;
+    if (b->release) {
+        b->release(b);
+        return;
+    }
     if (b->data != (char *)(b + 1))
         free(b->data);
     free(b);

@@ -33,26 +33,14 @@ static void reply_oom(req_t *r)
     beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
 }
 
-/* A payload bin to keep, as a buffer reference the caller owns: the frame's
- * own buffer when it has one and the payload is most of it (no copy), else a
- * copy. NULL when out of memory. */
-static beam_buf_t *keep_bin(beam_req_t *r, const char *s, uint32_t n)
-{
-    if (r->frame_buf && (size_t)n * 2 >= r->frame_buf->len)
-        return beam_buf_ref(r->frame_buf);
-    beam_buf_t *b = beam_buf_new(n);
-    if (b)
-        memcpy(b->data, s, n);
-    return b;
-}
-
-/* Where a kept payload's bytes are: in the frame's buffer, or the copy's. */
-static const char *kept_data(req_t *r, const beam_buf_t *kept, const char *s)
-{
-    return kept == r->frame_buf ? s : kept->data;
-}
-
 /* --- hello --- */
+
+/* Whether the client may share values in memory with this beamd (shm.h): a
+ * client on this node, which keeps its values (not a member's, relayed). */
+static int may_share(const req_t *r)
+{
+    return r->conn->member == r->node->self && !r->node->is_member;
+}
 
 enum { H_ROLE, H_PID, H_LOGS };
 static const beam_field_spec_t hello_fields[] = {
@@ -108,7 +96,7 @@ static void op_hello(req_t *r)
     beam_enc_t enc;
     beam_enc_init(&enc);
     beam_enc_reply_ok(&enc, r->msgid);
-    msgpack_pack_map(&enc.pk, 8);
+    msgpack_pack_map(&enc.pk, 9);
     beam_pack_key(&enc.pk, "node_id");
     beam_pack_bin(&enc.pk, m->node_id, BEAM_NODE_ID_SIZE);
     beam_pack_key(&enc.pk, "node_index");
@@ -125,6 +113,8 @@ static void op_hello(req_t *r)
     beam_pack_str(&enc.pk, m->socket);
     beam_pack_key(&enc.pk, "pid");
     msgpack_pack_int64(&enc.pk, (int64_t)getpid());
+    beam_pack_key(&enc.pk, "shm"); /* this node keeps its clients' values: they may share memory with it */
+    msgpack_pack_int(&enc.pk, may_share(r));
     beam_enc_end(&enc, 0);
     beam_port_send_enc(c, &enc);
     /* a worker's first push (init) follows the reply */
@@ -172,18 +162,16 @@ static void op_put(req_t *r)
     beam_field_val_t v[2];
     beam_refs_t rf = {0};
     beam_buf_t *kept = NULL;
-    if (BEAM_REQ_FIELDS(r, put_fields, v) < 0 || beam_req_refs(r, &rf) < 0)
+    const char *data;
+    size_t len;
+    if (BEAM_REQ_FIELDS(r, put_fields, v) < 0 || beam_req_refs(r, &rf) < 0 ||
+        beam_req_value(r, &v[PUT_DATA], &kept, &data, &len) < 0)
         goto cleanup;
-    if (!(kept = keep_bin(r, v[PUT_DATA].s, v[PUT_DATA].len))) {
-        reply_oom(r);
-        goto cleanup;
-    }
     const char *why;
     beam_object_t *o = new_object(r, v[PUT_OBJ].s, &why);
     if (!o)
         goto cleanup;
-    beam_object_complete_buf(r->node, o, BEAM_OBJ_OK, kept, kept_data(r, kept, v[PUT_DATA].s), v[PUT_DATA].len,
-                             &rf);
+    beam_object_complete_buf(r->node, o, BEAM_OBJ_OK, kept, data, len, &rf);
     kept = NULL;
     rf = (beam_refs_t){0};
     beam_port_reply_empty(r->conn, r->msgid);
@@ -373,14 +361,14 @@ static void op_submit(req_t *r)
         goto cleanup;
     }
     method = beam_dup_str(v[S_METHOD].s, v[S_METHOD].len);
-    kept = keep_bin(r, v[S_ARGS].s, v[S_ARGS].len);
+    kept = beam_req_keep_bin(r, v[S_ARGS].s, v[S_ARGS].len);
     if (!method || !kept) {
         beam_object_fail(r->node, o, BEAM_OBJ_LOST, "beamd ran out of memory queueing the call");
         beam_port_reply_empty(r->conn, r->msgid); /* the object carries the failure */
         goto cleanup;
     }
     /* the actor takes method, kept and rf */
-    beam_actor_submit(r->node, a, v[S_OBJ].s, method, kept, kept_data(r, kept, v[S_ARGS].s), v[S_ARGS].len, &rf);
+    beam_actor_submit(r->node, a, v[S_OBJ].s, method, kept, beam_req_kept_data(r, kept, v[S_ARGS].s), v[S_ARGS].len, &rf);
     method = NULL;
     kept = NULL;
     rf = (beam_refs_t){0};
@@ -610,19 +598,16 @@ static void op_task_done(req_t *r)
     beam_refs_t rf = {0};
     beam_buf_t *kept = NULL;
     beam_actor_t *a = worker_actor(r);
-    if (!a || BEAM_REQ_FIELDS(r, task_done_fields, v) < 0 || beam_req_refs(r, &rf) < 0)
+    const char *data;
+    size_t len;
+    if (!a || BEAM_REQ_FIELDS(r, task_done_fields, v) < 0 || beam_req_refs(r, &rf) < 0 ||
+        beam_req_value(r, &v[TD_DATA], &kept, &data, &len) < 0)
         goto cleanup;
-    const char *data = v[TD_DATA].s;
-    uint32_t len = v[TD_DATA].len;
-    if (!(kept = keep_bin(r, data, len))) {
-        reply_oom(r);
-        goto cleanup;
-    }
     int dead = a->state == BEAM_ACTOR_DEAD;
     if (v[TD_EXITING].i)
         a->exiting = 1; /* its worker ends after this: never pooled */
     /* the actor takes kept and rf */
-    int rc = beam_actor_task_done(r->node, a, v[TD_OBJ].s, (int)v[TD_STATUS].i, kept, kept_data(r, kept, data), len,
+    int rc = beam_actor_task_done(r->node, a, v[TD_OBJ].s, (int)v[TD_STATUS].i, kept, data, len,
                                   &rf);
     kept = NULL;
     rf = (beam_refs_t){0};
@@ -635,6 +620,18 @@ static void op_task_done(req_t *r)
 cleanup:
     beam_buf_unref(kept);
     beam_refs_free(&rf);
+}
+
+/* The client maps values in shared memory from now on (shm.h): only a
+ * client of the node that keeps its values, which can open beamd's fds. */
+static void op_shm(req_t *r)
+{
+    if (!may_share(r)) {
+        beam_port_reply_error(r->conn, r->msgid, "denied", "values are shared in memory only on the head's node");
+        return;
+    }
+    r->conn->shm = 1;
+    beam_port_reply_empty(r->conn, r->msgid);
 }
 
 /* --- the table --- */
@@ -650,7 +647,7 @@ static const op_t ops[] = {
     {"kill", op_kill},           {"hold", op_hold},         {"release", op_release},
     {"status", beam_status},      {"get_actor", op_get_actor}, {"actor_ready", op_actor_ready},
     {"task_done", op_task_done}, {"pg_create", op_pg_create}, {"pg_remove", op_pg_remove},
-    {"pg_ready", op_pg_ready},   {"pg_table", beam_status_pg_table}, {"blocked", op_blocked},
+    {"pg_ready", op_pg_ready},   {"pg_table", beam_status_pg_table}, {"blocked", op_blocked}, {"shm", op_shm},
     {NULL, NULL},
 };
 

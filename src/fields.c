@@ -5,6 +5,8 @@
  * fails, and returns 0 or a negative errno. */
 #include "fields.h"
 
+#include "shm.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -366,5 +368,68 @@ int beam_req_bundle(beam_req_t *r, const msgpack_object *o, beam_demand_t *d)
         return rc;
     if (d->n == 0)
         return refuse(r, "bundles", "must not be all zero");
+    return 0;
+}
+
+beam_buf_t *beam_req_keep_bin(beam_req_t *r, const char *s, uint32_t n)
+{
+    if (r->frame_buf && (size_t)n * 2 >= r->frame_buf->len)
+        return beam_buf_ref(r->frame_buf);
+    beam_buf_t *b = beam_buf_new(n);
+    if (b)
+        memcpy(b->data, s, n);
+    return b;
+}
+
+const char *beam_req_kept_data(beam_req_t *r, const beam_buf_t *kept, const char *s)
+{
+    return kept == r->frame_buf ? s : kept->data;
+}
+
+enum { SHM_FD, SHM_SIZE };
+static const beam_field_spec_t shm_fields[] = {
+    [SHM_FD] = BEAM_FIELD("shm_fd", BEAM_F_INT, 0, .def = -1, .min = -1, .max = INT32_MAX,
+                          .bound = "must be a file descriptor"),
+    [SHM_SIZE] = BEAM_FIELD("shm_size", BEAM_F_INT, 0, .min = 0, .max = INT64_MAX, .bound = "must be >= 0"),
+};
+
+static int adopt(beam_req_t *r, const beam_field_val_t *v, beam_buf_t **buf)
+{
+    beam_node_t *node = r->node;
+    if (!r->conn->shm) {
+        beam_req_bad(r, "shm_fd", "needs shared memory, which this connection did not turn on");
+        return -1;
+    }
+    int rc = beam_shm_adopt(node, r->conn->pid, v[SHM_FD].i, (size_t)v[SHM_SIZE].i, buf);
+    if (rc == -ENOSPC)
+        beam_port_reply_error(r->conn, r->msgid, "store_full",
+                              "Failed to put object in object store because it is full. Object size is %lld "
+                              "bytes. Plasma store status: %zu of %zu bytes used by %u objects "
+                              "(object_store_memory).",
+                              (long long)v[SHM_SIZE].i, node->shm_used, node->shm_budget, node->shm_objects);
+    else if (rc < 0)
+        beam_port_reply_error(r->conn, r->msgid, "denied", "could not adopt the value's memfd: %s", strerror(-rc));
+    return rc < 0 ? -1 : 0;
+}
+
+int beam_req_value(beam_req_t *r, const beam_field_val_t *bin, beam_buf_t **buf, const char **data, size_t *len)
+{
+    beam_field_val_t v[2];
+    *buf = NULL;
+    if (BEAM_REQ_FIELDS(r, shm_fields, v) < 0)
+        return -1;
+    if (v[SHM_FD].i >= 0) {
+        if (adopt(r, v, buf) < 0)
+            return -1;
+        *data = (*buf)->data;
+        *len = (*buf)->len;
+        return 0;
+    }
+    if (!(*buf = beam_req_keep_bin(r, bin->s, bin->len))) {
+        beam_port_reply_error(r->conn, r->msgid, "internal", "out of memory");
+        return -1;
+    }
+    *data = beam_req_kept_data(r, *buf, bin->s);
+    *len = bin->len;
     return 0;
 }

@@ -47,6 +47,20 @@ void beam_req_bad(beam_req_t *r, const char *field, const char *what);
 char *beam_dup_str(const char *s, uint32_t n);
 char *beam_dup_bin(const char *s, uint32_t n);
 
+/* A payload bin to keep, as a buffer reference the caller owns: the frame's
+ * own buffer when it has one and the payload is most of it (no copy), else a
+ * copy. NULL when out of memory. */
+beam_buf_t *beam_req_keep_bin(beam_req_t *r, const char *s, uint32_t n);
+/* Where a kept payload's bytes are: in the frame's buffer, or the copy's. */
+const char *beam_req_kept_data(beam_req_t *r, const beam_buf_t *kept, const char *s);
+/* A put's or task_done's value: its payload bin (the field bin) kept, or,
+ * when the request names a memfd ("shm_fd" int, "shm_size" int; only from a
+ * client that turned shared memory on, and then bin is empty), that memfd
+ * adopted (shm.h). *buf gets the reference; *data and *len say where the
+ * bytes are. 0, or -1 after replying: store_full (ObjectStoreFullError),
+ * denied (the memfd could not be adopted: the client sends it inline),
+ * bad_request, internal. */
+int beam_req_value(beam_req_t *r, const beam_field_val_t *bin, beam_buf_t **buf, const char **data, size_t *len);
 /* The request's "refs" (ids inside a value), into out (caller frees with
  * beam_refs_free). Replies and returns -EINVAL on a bad one. */
 int beam_req_refs(beam_req_t *r, beam_refs_t *out);

@@ -47,6 +47,9 @@ typedef struct beam_node_s {
 
     struct beam_object_s *objects; /* uthash by id */
     size_t object_bytes;
+    size_t shm_budget;  /* object_store_memory: what values in shared memory may take (shm.h) */
+    size_t shm_used;    /* what they take now */
+    uint32_t shm_objects; /* how many there are */
     struct beam_actor_s *actors;   /* uthash by id */
     struct beam_actor_s *pending;  /* actors waiting for resources, FIFO */
     struct beam_pg_s *pgs;         /* placement groups, uthash by id */

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <utlist.h>
 
+#include "shm.h"
+
 #include "log.h"
 
 static int parse_ids(const msgpack_object *params, const char *key, size_t idlen, uint32_t *n,
@@ -276,7 +278,10 @@ static void reply_get(beam_waiter_t *w)
             beam_pack_bin(&enc.pk, lost, sizeof lost - 1);
         } else {
             msgpack_pack_int(&enc.pk, o->status);
-            beam_pack_bin_buf(&enc, o->buf, o->data, o->len);
+            if (w->port->shm && beam_shm_is(o->buf))
+                beam_shm_pack(&enc.pk, o->buf); /* the reader maps it (shm.h) */
+            else
+                beam_pack_bin_buf(&enc, o->buf, o->data, o->len);
         }
     }
     if (beam_enc_end(&enc, w->port->node->limits.max_frame) < 0) {

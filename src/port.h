@@ -54,6 +54,7 @@ typedef struct beam_port_s {
     long pid;
     uid_t uid;
     int no_logs;                  /* log_to_driver=False */
+    int shm;                      /* it maps values in shared memory (the `shm` op; shm.h) */
     beam_held_t *held_objects;    /* ids it holds (released when it ends) */
     beam_held_t *held_actors;
     struct beam_waiter_s *waiters; /* its get/wait waiters (objects.c) */

@@ -150,7 +150,7 @@ void beam_status(beam_req_t *r)
     beam_enc_init(&enc);
     beam_enc_reply_ok(&enc, r->msgid);
     msgpack_packer *pk = &enc.pk;
-    msgpack_pack_map(pk, 19);
+    msgpack_pack_map(pk, 20);
     beam_pack_key(pk, "local_calls"); /* calls members ran the local way (sentcalls.h) */
     msgpack_pack_uint64(pk, node->local_calls);
     beam_pack_key(pk, "gets"); /* get requests answered or held here */
@@ -195,6 +195,14 @@ void beam_status(beam_req_t *r)
     msgpack_pack_uint64(pk, beam_object_count(node));
     beam_pack_key(pk, "bytes");
     msgpack_pack_uint64(pk, node->object_bytes);
+    beam_pack_key(pk, "object_store"); /* values in shared memory (shm.h) */
+    msgpack_pack_map(pk, 3);
+    beam_pack_key(pk, "count");
+    msgpack_pack_uint32(pk, node->shm_objects);
+    beam_pack_key(pk, "bytes");
+    msgpack_pack_uint64(pk, node->shm_used);
+    beam_pack_key(pk, "budget");
+    msgpack_pack_uint64(pk, node->shm_budget);
     beam_pack_key(pk, "clients");
     msgpack_pack_map(pk, 3);
     beam_pack_key(pk, "drivers");

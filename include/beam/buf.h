@@ -12,6 +12,9 @@ typedef struct beam_buf_s {
     uint32_t refs;
     size_t len;
     char *data; /* freed with the last reference */
+    /* NULL, or what the last reference calls instead of freeing: for
+     * bytes that are not the heap's (a mapping, shm.h), which it owns */
+    void (*release)(struct beam_buf_s *b);
 } beam_buf_t;
 
 /* A buffer of len bytes (header and bytes in one allocation), one reference

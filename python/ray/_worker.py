@@ -99,9 +99,11 @@ def _actor_repr(instance):
 
 class Worker:
     def __init__(self, rt):
+        from ray import exceptions
         from ray._private import serialization
 
         self.ser = serialization
+        self.exceptions = exceptions
         self.rt = rt
         self.client = rt.client
         self.instance = None
@@ -352,7 +354,7 @@ class Worker:
             ok, value = outcome
             if not ok:
                 raise value
-            data, objs, actors = ser.dumps(value)
+            data, _, objs, actors = ser.dumps_parts(value)  # parts: send_value joins or maps them
         except Exception as e:
             status = 1
             err = self._error(name, e)
@@ -367,6 +369,10 @@ class Worker:
             del data
             err = self._error(name, ValueError(f"the result of {self.class_name}.{name}() could not be sent: {e}"))
             self.reply(params["obj"], 1, ser.dumps(err)[0], [], [])
+        except self.exceptions.ObjectStoreFullError as e:
+            # the node's object_store_memory cannot take the result: the call fails with it, as in Ray
+            del data
+            self.reply(params["obj"], 1, ser.dumps(self._error(name, e))[0], [], [])
         # the call's refs died with it; _beam only sends queued releases
         # with a later message, and an idle worker sends none
         try:
@@ -375,8 +381,18 @@ class Worker:
             os._exit(0)
 
     def reply(self, obj, status, data, objs, actors):
+        """Sends a call's result: data is bytes, or a value's parts
+        (serialization.dumps_parts), which go through shared memory when
+        large (worker.send_value)."""
         ser = self.ser  # imported once: a call's path runs this per call
 
+        if type(data) is list:
+            from ray._private import worker
+
+            size = sum(memoryview(p).nbytes for p in data)
+            worker.send_value(self.rt, "task_done", ser.with_refs({"obj": obj, "status": status}, objs, actors),
+                              data, size)
+            return
         self.client.send("task_done", ser.with_refs({"obj": obj, "status": status, "data": data}, objs, actors))
 
     def serve(self):

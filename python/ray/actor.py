@@ -349,7 +349,7 @@ def _create_actor(actor_class, args, kwargs, _task=None):
         max_concurrency = (_opts.DEFAULT_MAX_CONCURRENCY_ASYNC if _has_async_methods(actor_class._cls)
                            else _opts.DEFAULT_MAX_CONCURRENCY_THREADED)
     actor_id = rt.ids.actor_id()
-    data, objs, actors = _ser.dumps((args, kwargs))
+    data, objs, actors = _worker.dumps_args(args, kwargs)
     env = _env_vars(rt.runtime_env, opts.get("runtime_env"))
     sys_path = _sys_path()
     if "PYTHONPATH" in env:
@@ -515,7 +515,7 @@ class ActorMethod:
         if sigs is not None:
             _bind(sigs.get(self._name), args, kwargs)
         rt = _worker.runtime()
-        data, objs, actors = _ser.dumps((args, kwargs))
+        data, objs, actors = _worker.dumps_args(args, kwargs)
         oid = rt.ids.object_id()
         # submit sets push: beamd then sends the result here when it is
         # ready, so ray.get of this ref needs no round trip (worker.get)

@@ -531,11 +531,13 @@ def test_ref_args_released_after_the_call(ray_start, beamd):
 
 
 def test_result_too_large_for_a_frame_fails_the_call_not_the_actor(ray_start):
+    """Inline (shared memory off in the worker, as on a member node)."""
     ray = ray_start
 
     @ray.remote
     class Big:
         def big(self):
+            ray._private.worker.runtime().shm = False
             return b"x" * (256 * 1024 * 1024 + 1)
 
         def ping(self):
@@ -548,8 +550,10 @@ def test_result_too_large_for_a_frame_fails_the_call_not_the_actor(ray_start):
 
 
 def test_put_too_large_for_a_frame_raises_and_keeps_the_connection(ray_start):
+    """Inline (shared memory off, as on a member node)."""
     ray = ray_start
     s = _slow_class(ray).remote()
+    ray._private.worker.runtime().shm = False
     with pytest.raises(ValueError, match="frame limit"):
         ray.put(b"x" * (256 * 1024 * 1024 + 1))
     assert ray.get(s.echo.remote("still connected"), timeout=5) == "still connected"

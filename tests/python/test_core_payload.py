@@ -52,7 +52,7 @@ def test_numpy_result_is_a_zero_copy_view_that_outlives_the_driver_connection(ra
             return np.arange(n, dtype=np.float64)
 
     s = Source.remote()
-    got = ray.get(s.array.remote(1 << 20))
+    got = ray.get(s.array.remote(1 << 12))  # 32 KiB: inline (larger ones are mapped: test_shm_objects.py)
     assert not got.flags.owndata and not got.flags.writeable
     assert got.ctypes.data % 64 == 0
     # its memory is the received frame's (no copy for alignment or otherwise)
@@ -62,7 +62,7 @@ def test_numpy_result_is_a_zero_copy_view_that_outlives_the_driver_connection(ra
     assert isinstance(base, memoryview) and type(base.obj).__name__ == "FrameBytes"
     ray.shutdown()
     gc.collect()
-    np.testing.assert_array_equal(got, np.arange(1 << 20, dtype=np.float64))
+    np.testing.assert_array_equal(got, np.arange(1 << 12, dtype=np.float64))
 
 
 def test_frames_of_every_size_across_read_boundaries(ray_start):

@@ -10,6 +10,9 @@ starts at a 64-byte-aligned address, as in Ray's object store: where the
 received bytes put it elsewhere, it is copied once to an aligned address
 (``_beam`` places a received payload so that this is rare).
 
+A large value may come as a read-only map of shared memory (shm.py): its
+buffers are then views of the mapping, never copied.
+
 ``loads`` takes bytes or any bytes-like object: ``_beam`` hands a received
 payload of 1 KiB or more over as a read-only memoryview of the frame it came
 in, which the loaded value's buffers keep alive, not as a copy.
@@ -73,14 +76,25 @@ def _plain(value, budget):
 
 def dumps(value):
     """Returns (bytes, [object ids], [actor ids]) for value."""
+    parts, _, objs, actors = dumps_parts(value)
+    return (parts[0] if len(parts) == 1 else b"".join(parts)), objs, actors
+
+
+def dumps_parts(value):
+    """As dumps, with the bytes as ([parts], their total length), to be
+    joined or written where they go (a large value's buffers are not copied
+    until then: shm.py writes them straight into shared memory)."""
     if _plain(value, _PLAIN_MAX) >= 0:
-        return pickle.dumps(value, protocol=PROTOCOL), [], []
+        data = pickle.dumps(value, protocol=PROTOCOL)
+        return [data], len(data), [], []
     buffers = []
     with _refcount.collect() as found:
         data = cloudpickle.dumps(value, protocol=PROTOCOL, buffer_callback=buffers.append)
     if buffers:
-        data = _frame(data, buffers)
-    return data, _unique(found[0]), _unique(found[1])
+        parts, size = _frame(data, buffers)
+    else:
+        parts, size = [data], len(data)
+    return parts, size, _unique(found[0]), _unique(found[1])
 
 
 def _frame(data, buffers):
@@ -94,7 +108,7 @@ def _frame(data, buffers):
             parts.append(b"\0" * pad)
         parts.append(v)
         offset += pad + v.nbytes
-    return b"".join(parts)
+    return parts, offset
 
 
 def _aligned(view):

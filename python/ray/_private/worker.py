@@ -17,6 +17,7 @@ import uuid
 from ray import exceptions as _exc
 from ray._private import ids as _ids
 from ray._private import refcount as _refcount
+from ray._private import shm as _shm
 from ray._private import serialization as _ser
 from ray._private.object_ref import ObjectRef
 
@@ -59,6 +60,8 @@ class Runtime:
         self.log_printer = None  # a driver's worker_logs.Printer
         self.saved_socket_env = None
         self.epoch = _refcount.attach(client)
+        self.daemon_pid = hello.get("pid")
+        self.shm = _shm.turn_on(client, hello)  # large values through shared memory (shm.py)
 
     @property
     def job_id_bytes(self):
@@ -185,7 +188,9 @@ def init(address=None, *, num_cpus=None, num_gpus=None, ignore_reinit_error=Fals
                 raise ValueError("When connecting to an existing cluster, resources must not be provided.")
         elif may_start:
             _check_default_resources(kwargs.get("resources"))
-            private = _node.PrivateDaemon(num_cpus=num_cpus, num_gpus=num_gpus, resources=kwargs.get("resources"))
+            store = kwargs.get("object_store_memory")  # the node's budget for shared-memory values
+            private = _node.PrivateDaemon(num_cpus=num_cpus, num_gpus=num_gpus, resources=kwargs.get("resources"),
+                                          extra_args=["--object-store-memory", str(int(store))] if store else ())
             path = private.socket
         else:
             raise ConnectionError(
@@ -250,6 +255,7 @@ def shutdown(_exiting_interpreter=False):
             return
         _runtime = None
         _refcount.detach()
+        _shm.drop_pool()  # the memfds kept to write again go with the connection
         try:
             rt.client.close()
             if rt.log_printer is not None:
@@ -350,6 +356,8 @@ def _request(op, params, timeout=None):
 
 def _value(status, data, ref):
     """Decodes one [status, data] entry; errors are returned, not raised."""
+    if type(data) is dict:  # a value in shared memory: mapped, not copied
+        data = _shm.read(data, runtime().daemon_pid)
     if status == STATUS_OK:
         return _ser.loads(data), None
     if status == STATUS_TASK_ERROR:
@@ -629,17 +637,69 @@ def put(value, *, _owner=None):
         )
     rt = runtime()
     try:
-        data, objs, actors = _ser.dumps(value)
+        parts, size, objs, actors = _ser.dumps_parts(value)
     except Exception as e:
         raise TypeError(f"Could not serialize the put value {value!r:.100}: {e}") from e
     oid = rt.ids.object_id(_ids.KIND_PUT)
-    params = _ser.with_refs({"obj": oid, "data": data}, objs, actors)
+    params = _ser.with_refs({"obj": oid}, objs, actors)
     ref = ObjectRef(oid, _owned=True)
     try:
-        rt.client.send("put", params)
+        send_value(rt, "put", params, parts, size)
     except ConnectionError as e:
         raise _lost_connection(e) from None
     return ref
+
+
+def dumps_args(args, kwargs):
+    """(args, kwargs) of a call dumped as serialization.dumps does, after
+    each top-level argument of at least shm.MIN_BYTES (by its nbytes, or a
+    bytes-like's length) is put first and passed as its ObjectRef, which the
+    worker resolves: as Ray puts a large argument in its object store, so it
+    is written once into shared memory and mapped by the worker."""
+    rt = runtime()
+    if rt.shm and (any(map(_large, args)) or (kwargs and any(map(_large, kwargs.values())))):
+        args = tuple(put(a) if _large(a) else a for a in args)
+        kwargs = {k: put(v) if _large(v) else v for k, v in kwargs.items()}
+    return _ser.dumps((args, kwargs))
+
+
+def _large(value):
+    if isinstance(value, (bytes, bytearray)):
+        return len(value) >= _shm.MIN_BYTES
+    nbytes = getattr(value, "nbytes", None)
+    return type(nbytes) is int and nbytes >= _shm.MIN_BYTES
+
+
+def _settle(rt):
+    """Sends the releases this process queued and waits until beamd has
+    handled them (a round trip), so what they free is free."""
+    rt.client.flush()
+    rt.client.request("shm", {})
+
+
+def send_value(rt, op, params, parts, size):
+    """Sends a put or task_done (params without its data) carrying a value
+    dumped as parts (serialization.dumps_parts) of size bytes: a large one
+    through shared memory when this connection shares it (then the request
+    waits for beamd's reply: ObjectStoreFullError when the node's
+    object_store_memory cannot take it), anything else inline."""
+    import _beam
+
+    if rt.shm and size >= _shm.MIN_BYTES:
+        memfd = _shm.write(parts, size, lambda: _settle(rt))
+        try:
+            rt.client.request(op, dict(params, data=b"", shm_fd=memfd.fd, shm_size=size))
+            return
+        except _beam.RemoteError as e:
+            if e.args[:1] == ("store_full",):
+                raise _exc.ObjectStoreFullError(e.args[1]) from None
+            if e.args[:1] != ("denied",):
+                raise _remote_error(e) from None
+            rt.shm = False  # beamd cannot open this process's fds: inline from now on
+        finally:
+            _shm.give_back(memfd)
+    params["data"] = parts[0] if len(parts) == 1 else b"".join(parts)
+    rt.client.send(op, params)
 
 
 def status():

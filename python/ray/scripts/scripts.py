@@ -34,7 +34,7 @@ IGNORED_START = {
     "--node-name": True, "--redis-username": True, "--redis-password": True, "--redis-shard-ports": True,
     "--object-manager-port": True, "--node-manager-port": True, "--gcs-server-port": True,
     "--min-worker-port": True, "--max-worker-port": True, "--worker-port-list": True,
-    "--ray-client-server-port": True, "--object-store-memory": True, "--redis-max-memory": True,
+    "--ray-client-server-port": True, "--redis-max-memory": True,
     "--include-dashboard": True, "--dashboard-host": True, "--dashboard-port": True,
     "--dashboard-agent-listen-port": True, "--dashboard-agent-grpc-port": True, "--dashboard-grpc-port": True,
     "--runtime-env-agent-port": True, "--plasma-directory": True, "--autoscaling-config": True,
@@ -247,6 +247,7 @@ def start_parser():
     p.add_argument("--num-cpus", type=int)
     p.add_argument("--num-gpus", type=int)
     p.add_argument("--memory", type=int)
+    p.add_argument("--object-store-memory", type=int)
     p.add_argument("--resources")
     p.add_argument("--block", action="store_true")
     p.add_argument("--temp-dir")
@@ -265,7 +266,8 @@ def cmd_start(argv):
         raise Failure("`--address` is a required flag unless starting a head node with `--head`.")
     if a.port is not None and not 0 < a.port < 65536:
         raise UsageError("start", f"Invalid value for '--port': {a.port} is not a valid port.")
-    for name, v in (("--num-cpus", a.num_cpus), ("--num-gpus", a.num_gpus), ("--memory", a.memory)):
+    for name, v in (("--num-cpus", a.num_cpus), ("--num-gpus", a.num_gpus), ("--memory", a.memory),
+                    ("--object-store-memory", a.object_store_memory)):
         if v is not None and v < 0:
             raise UsageError("start", f"Invalid value for '{name}': {v} is negative.")
     resources = {}
@@ -352,6 +354,8 @@ def cmd_start(argv):
         args += ["--num-gpus", str(a.num_gpus)]
     if a.memory is not None:
         args += ["--memory", str(a.memory)]
+    if a.object_store_memory is not None:
+        args += ["--object-store-memory", str(a.object_store_memory)]
     for name, amount in resources.items():
         args += ["--resource", f"{name}={amount}"]
     if a.block:
