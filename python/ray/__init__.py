@@ -25,7 +25,7 @@ def remote(*args, **kwargs):
     or a function (a task), or ``ray.remote(Cls)``."""
     if len(args) == 1 and not kwargs and callable(args[0]):
         return _make_remote(args[0], {})
-    if args:
+    if args or not kwargs:  # ray.remote(x, ...) or @ray.remote()
         from ray._private.ray_option_utils import remote_args_error_string
 
         raise AssertionError(remote_args_error_string)  # what Ray raises

@@ -8,6 +8,7 @@ threads at once: _beam serialises sends and files replies by message id.
 """
 
 import atexit
+import math
 import os
 import sys
 import threading
@@ -367,7 +368,7 @@ def _timeout_ms(timeout):
         return -1
     if timeout < 0:
         return -1
-    return int(timeout * 1000)
+    return math.ceil(timeout * 1000 - 1e-6)  # rounded up: a get or wait never ends before its timeout
 
 
 class _Blocked:
