@@ -77,25 +77,35 @@ def get_gpu_ids():
     return list(ids)
 
 
-def nodes():
-    from ray._private import state
+# nodes, cluster_resources, available_resources and timeline do not start
+# Ray, as in 2.43: before ray.init() they raise RaySystemError
 
+
+def nodes():
+    from ray._private import state, worker as _worker
+
+    _worker.check_initialized()
     return state.node_table()
 
 
 def cluster_resources():
-    from ray._private import state
+    from ray._private import state, worker as _worker
 
+    _worker.check_initialized()
     return state.cluster_resources()
 
 
 def available_resources():
-    from ray._private import state
+    from ray._private import state, worker as _worker
 
+    _worker.check_initialized()
     return state.available_resources()
 
 
 def timeline(filename=None):
+    from ray._private import worker as _worker
+
+    _worker.check_initialized()
     return []
 
 

@@ -102,6 +102,13 @@ def runtime():
     return rt
 
 
+def check_initialized():
+    """For the calls Ray 2.43 does not auto-init (nodes, cluster_resources,
+    available_resources, timeline): Ray's RaySystemError before ray.init()."""
+    if _runtime is None:
+        raise _exc.RaySystemError("Ray has not been started yet. You can start Ray with 'ray.init()'.")
+
+
 def _resolve_address(address, temp_dir=None):
     """Returns (socket path or None, may_start_private), as Ray finds its
     cluster: the address given, else $RAY_ADDRESS; "auto" or none means this
