@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from beamkit.procs import wait_gone, wait_until
+from beamkit.procs import read_match, wait_gone, wait_until
 
 pytestmark = pytest.mark.ray_compat
 
@@ -489,6 +489,7 @@ def test_logging_records_from_workers_reach_the_drivers_stderr(ray_start):
     address = ray.get_runtime_context().gcs_address
     code = textwrap.dedent("""
         import logging
+        import sys
         import ray
 
         @ray.remote(num_cpus=0)
@@ -504,15 +505,25 @@ def test_logging_records_from_workers_reach_the_drivers_stderr(ray_start):
                 logging.getLogger("beam-t.actor").warning("actor warning")
                 return "done"
 
-        print(ray.get(task.remote(), timeout=60), flush=True)
+        print("task", ray.get(task.remote(), timeout=60), flush=True)
         a = Logs.remote()
-        print(ray.get(a.log.remote(), timeout=60), flush=True)
-        ray.shutdown()
+        print("actor", ray.get(a.log.remote(), timeout=60), flush=True)
+        sys.stdin.readline()  # the test has seen the workers' lines
     """)
     env = dict(os.environ, RAY_ADDRESS=address)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
-    assert out.stdout.splitlines()[-2:] == ["done", "done"], out.stderr[-3000:]
-    err = _plain(out.stderr)
-    assert re.search(r"^\(task pid=\d+\) task warning 1$", err, re.M), err[-3000:]
-    assert re.search(r"^\(task pid=\d+\) ERROR:beam-t.lib:task error$", err, re.M), err[-3000:]
-    assert re.search(r"^\(Logs pid=\d+\) actor warning$", err, re.M), err[-3000:]
+    # the driver's stderr (where the workers' lines are printed) read with its stdout
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        want = {r"\(task pid=\d+\) task warning 1$", r"\(task pid=\d+\) ERROR:beam-t.lib:task error$",
+                r"\(Logs pid=\d+\) actor warning$"}
+        while want:  # in any order: each process's lines come on their own
+            line = read_match(proc, "|".join(f"(?:{w})" for w in want), 120).group(0)
+            want = {w for w in want if not re.match(w, line)}
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
