@@ -160,18 +160,25 @@ def test_wait_and_get_never_return_before_their_timeout(ray_start):
 
     gate = Gate.remote()
     never = gate.block.remote()
-    # (whole milliseconds: Ray cuts a timeout to them)
-    for timeout in (0.2, 0.05, 0.2, 0.01, 0.2):
+    # (whole milliseconds: Ray cuts a timeout to them). A timer cut to the
+    # millisecond ends early now and then (beamd did, about 1 wait in 60):
+    # many short waits show it
+    early = []
+    for timeout in [0.2, 0.05] + [0.01] * 150:
         start = time.monotonic()
         ready, rest = ray.wait([never], timeout=timeout)
         took = time.monotonic() - start
         assert (ready, rest) == ([], [never])
-        assert took >= timeout, (timeout, took)
-    for timeout in (0.2, 0.01):
+        if took < timeout:
+            early.append((timeout, took))
+    for timeout in [0.2] + [0.01] * 50:
         start = time.monotonic()
         with pytest.raises(ray.exceptions.GetTimeoutError):
             ray.get(never, timeout=timeout)
-        assert time.monotonic() - start >= timeout
+        took = time.monotonic() - start
+        if took < timeout:
+            early.append((timeout, took))
+    assert early == []
     ray.kill(gate)
 
 
