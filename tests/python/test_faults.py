@@ -480,6 +480,7 @@ def test_fds_do_not_leak_across_worker_deaths(ray_start, beamd):
     V = _victim(ray)
     warm = V.remote()
     ray.get(warm.ping.remote(), timeout=30)  # warm: imports, first worker
+    del warm
     _settled(ray, beamd, drivers=1)
     base = fd_count(beamd.proc.pid)
     for i in range(20):
