@@ -207,6 +207,9 @@ def test_runtime_context_get_and_ids_as_ray(ray_start):
     types, hexes, job, task_id, actor_id = _context_of(ray)
     assert types == {"job_id": "JobID", "node_id": "NodeID", "namespace": "str"}
     assert hexes["job_id"] == job and len(job) == 8
+    # a job's number little-endian, as Ray formats it
+    assert ray.JobID.from_int(1).hex() == "01000000"
+    assert ray.JobID.from_int(ray.JobID.from_hex(job).int()).hex() == job
     assert task_id is None and actor_id is None
     a = A.remote()
     seen_tasks = set()

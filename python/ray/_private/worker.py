@@ -63,7 +63,7 @@ class Runtime:
 
     @property
     def job_id_bytes(self):
-        return self.job.to_bytes(4, "big")
+        return self.job.to_bytes(4, "little")  # as Ray's JobID: job 1 is 01000000
 
 
 def _connect(path, role, extra=None, logs=True):
