@@ -451,8 +451,13 @@ def test_placement_group_table_stats(ray_start):
                 and stats["end_to_end_creation_latency_ms"] == 0)
 
     assert wait_until(no_resources, 30)
+    node = ray.get_runtime_context().get_node_id()
+    assert placement_group_table(full)["bundles_to_node_id"] == {0: node}
     remove_placement_group(full)
     ray.get(waiting.ready(), timeout=60)
+    # a removed group's row still names the nodes its bundles had
+    assert wait_until(lambda: placement_group_table(full)["state"] == "REMOVED", 30)
+    assert placement_group_table(full)["bundles_to_node_id"] == {0: node}
 
     def finished():
         stats = placement_group_table(waiting)["stats"]
