@@ -374,7 +374,7 @@ void beam_actors_schedule(beam_node_t *node)
         *p = a->pending_next;
         a->pending_next = NULL;
         if (rc == -ECANCELED) {
-            actor_die(node, a, "The actor is dead because its placement group was removed.");
+            actor_die(node, a, BEAM_PG_REMOVED_DEATH);
             p = &node->pending; /* the death may have changed the list */
             continue;
         }

@@ -114,6 +114,12 @@ void beam_actor_set_blocked(beam_node_t *node, beam_actor_t *a, int blocked);
 /* ray.kill: the worker is killed at once; every call fails. */
 void beam_actor_kill(beam_node_t *node, beam_actor_t *a, const char *message);
 
+/* The death of an actor whose placement group was removed, in Ray's words. */
+#define BEAM_PG_REMOVED_DEATH                                                                                         \
+    "The actor died unexpectedly before finishing this task. The actor is dead because its worker process has "     \
+    "died. Worker exit type: INTENDED_SYSTEM_EXIT Worker exit detail: Destroying worker since its placement group "   \
+    "was removed."
+
 /* A worker said hello: links it if the token matches. Returns 0 or -EPERM. */
 int beam_actor_attach_worker(beam_node_t *node, beam_actor_t *a, beam_port_t *c, const char *token);
 /* Sends the worker its init push (after the hello reply). */

@@ -322,7 +322,9 @@ static void print_pgs(const msgpack_object *st, const nodes_t *nodes)
         for (uint32_t j = 0; bundles && j < bundles->size && j < MAX_SHOWN; j++) {
             char res[512], node[128] = "", ip[64];
             bundle_text(&bundles->ptr[j], res, sizeof res);
-            if (where && j < where->size)
+            /* a removed group's row names the nodes its bundles had (as
+             * Ray's table): nothing is reserved there any more */
+            if (where && j < where->size && strcmp(state, "REMOVED") != 0)
                 text(&where->ptr[j], node, sizeof node);
             if (*node && strcmp(node, "?") != 0)
                 printf("    bundle %-4u %-36s -> %s %.12s\n", j, res, node_ip_of(nodes, node, ip, sizeof ip), node);

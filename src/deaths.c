@@ -11,7 +11,7 @@ void beam_actors_pg_removed(beam_node_t *node, beam_pg_t *pg)
     HASH_ITER(hh, node->actors, a, tmp)
         if (a->pg == pg)
             a->doomed = a->state != BEAM_ACTOR_DEAD;
-    beam_actors_kill_doomed(node, "The actor is dead because its placement group was removed.");
+    beam_actors_kill_doomed(node, BEAM_PG_REMOVED_DEATH);
 }
 
 void beam_actors_pg_forget(beam_node_t *node, beam_pg_t *pg)
@@ -27,7 +27,7 @@ void beam_actors_pg_forget(beam_node_t *node, beam_pg_t *pg)
             }
         if (!victim)
             break;
-        beam_actor_kill(node, victim, "The actor is dead because its placement group was removed.");
+        beam_actor_kill(node, victim, BEAM_PG_REMOVED_DEATH);
     }
     beam_actor_t *a, *tmp;
     HASH_ITER(hh, node->actors, a, tmp)

@@ -424,8 +424,7 @@ static void op_get_actor(req_t *r)
                               "namespace matching the namespace of the actor.", nm);
         return;
     }
-    if (beam_port_hold(&r->conn->held_actors, a->id, BEAM_ACTOR_ID_SIZE) == 1)
-        beam_actor_hold(r->node, a);
+    /* no hold: a handle got by name is weak, as in Ray (it keeps no actor alive) */
     beam_enc_t enc;
     beam_enc_init(&enc);
     beam_enc_reply_ok(&enc, r->msgid);

@@ -298,7 +298,8 @@ int beam_kept_get(beam_kept_t *lo, uint32_t vconn, const beam_msg_t *m)
         uv_timer_init(lo->node->loop, &g->timer);
         g->timer.data = g;
         g->has_timer = 1;
-        uv_timer_start(&g->timer, on_get_timeout, (uint64_t)ms, 0);
+        uv_update_time(lo->node->loop); /* never early: as objects.c's waiter timers */
+        uv_timer_start(&g->timer, on_get_timeout, (uint64_t)ms + 1, 0);
     }
     return 1;
 }

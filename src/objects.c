@@ -410,7 +410,10 @@ int beam_waiter_start(beam_node_t *node, beam_port_t *port, uint64_t msgid, int 
         uv_timer_init(node->loop, &w->timer);
         w->timer.data = w;
         w->has_timer = 1;
-        uv_timer_start(&w->timer, on_waiter_timeout, (uint64_t)timeout_ms, 0);
+        /* never early, as Ray: the loop's clock is cached and cut to whole
+         * ms, so it is read now and the timer given 1 ms more */
+        uv_update_time(node->loop);
+        uv_timer_start(&w->timer, on_waiter_timeout, (uint64_t)timeout_ms + 1, 0);
     }
     return 0;
 }

@@ -419,18 +419,17 @@ void beam_pg_pack(msgpack_packer *pk, const beam_pg_t *pg)
     beam_pack_key(pk, "state");
     beam_pack_str(pk, beam_pg_state_name(pg->state));
     beam_pack_key(pk, "bundles");
-    uint32_t n = pg->nbundles;
-    if (pg->row_bundles) {
-        pk->callback(pk->data, pg->row_bundles, pg->row_len); /* packed when it was freed */
-        n = pg->row_nbundles;
+    if (pg->row_bundles) { /* packed when it was freed */
+        pk->callback(pk->data, pg->row_bundles, pg->row_nodes_at);
+        beam_pack_key(pk, "bundles_to_node_id");
+        pk->callback(pk->data, pg->row_bundles + pg->row_nodes_at, pg->row_len - pg->row_nodes_at);
     } else {
         pack_bundles(pk, pg);
+        beam_pack_key(pk, "bundles_to_node_id");
+        msgpack_pack_array(pk, pg->nbundles);
+        for (uint32_t i = 0; i < pg->nbundles; i++)
+            beam_pack_str(pk, pg->bundles[i].placed && pg->bundles[i].member ? pg->bundles[i].member->hex : "");
     }
-    beam_pack_key(pk, "bundles_to_node_id");
-    msgpack_pack_array(pk, n);
-    for (uint32_t i = 0; i < n; i++)
-        beam_pack_str(pk, i < pg->nbundles && pg->bundles[i].placed && pg->bundles[i].member
-                              ? pg->bundles[i].member->hex : "");
     beam_pack_key(pk, "creation_latency_ms");
     msgpack_pack_double(pk, pg->placed_ns ? (double)(pg->placed_ns - pg->created_ns) / 1e6 : 0.0);
     beam_pack_key(pk, "attempts");
@@ -490,11 +489,20 @@ static void retire(beam_node_t *node, beam_pg_t *pg)
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     int failed = pack_bundles(&pk, pg);
+    size_t nodes_at = sb.size;
+    /* the nodes its bundles had, as Ray's table keeps them once removed */
+    failed |= msgpack_pack_array(&pk, pg->nbundles);
+    for (uint32_t i = 0; i < pg->nbundles; i++) {
+        const char *hex = pg->bundles[i].member ? pg->bundles[i].member->hex : "";
+        failed |= msgpack_pack_str(&pk, strlen(hex));
+        failed |= msgpack_pack_str_body(&pk, hex, strlen(hex));
+    }
     char *row = !failed && sb.size ? malloc(sb.size) : NULL;
-    if (row) /* (without memory the row keeps no bundles: an empty array) */
+    if (row) /* (without memory the row keeps no bundles: two empty arrays) */
         memcpy(row, sb.data, sb.size);
-    pg->row_len = row ? sb.size : 1;
-    pg->row_bundles = row ? row : strdup("\x90");
+    pg->row_len = row ? sb.size : 2;
+    pg->row_nodes_at = row ? nodes_at : 1;
+    pg->row_bundles = row ? row : strdup("\x90\x90");
     pg->row_nbundles = row ? pg->nbundles : 0;
     msgpack_sbuffer_destroy(&sb);
     for (uint32_t i = 0; i < pg->nbundles; i++)

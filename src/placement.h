@@ -74,9 +74,10 @@ typedef struct beam_pg_s {
     beam_pg_remover_t *removers;
     int removing; /* inside beam_pg_remove: its bundles go back once that is done */
     /* a removed group's row (its bundles freed, nbundles 0): the bundle
-     * specs as packed msgpack, and how many there were */
+     * specs as packed msgpack, then from row_nodes_at on the nodes they had
+     * (bundles_to_node_id, kept as Ray keeps it), and how many there were */
     char *row_bundles;
-    size_t row_len;
+    size_t row_len, row_nodes_at;
     uint32_t row_nbundles;
     struct beam_pg_s *removed_next; /* the history, oldest first */
     struct beam_pg_s *pending_next;

@@ -25,7 +25,7 @@ def remote(*args, **kwargs):
     or a function (a task), or ``ray.remote(Cls)``."""
     if len(args) == 1 and not kwargs and callable(args[0]):
         return _make_remote(args[0], {})
-    if args:
+    if args or not kwargs:  # ray.remote(x, ...) or @ray.remote()
         from ray._private.ray_option_utils import remote_args_error_string
 
         raise AssertionError(remote_args_error_string)  # what Ray raises
@@ -77,25 +77,35 @@ def get_gpu_ids():
     return list(ids)
 
 
-def nodes():
-    from ray._private import state
+# nodes, cluster_resources, available_resources and timeline do not start
+# Ray, as in 2.43: before ray.init() they raise RaySystemError
 
+
+def nodes():
+    from ray._private import state, worker as _worker
+
+    _worker.check_initialized()
     return state.node_table()
 
 
 def cluster_resources():
-    from ray._private import state
+    from ray._private import state, worker as _worker
 
+    _worker.check_initialized()
     return state.cluster_resources()
 
 
 def available_resources():
-    from ray._private import state
+    from ray._private import state, worker as _worker
 
+    _worker.check_initialized()
     return state.available_resources()
 
 
 def timeline(filename=None):
+    from ray._private import worker as _worker
+
+    _worker.check_initialized()
     return []
 
 

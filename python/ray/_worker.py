@@ -29,6 +29,15 @@ import types
 _FunctionType = types.FunctionType
 
 
+class _DependencyFailed(Exception):
+    """An argument's task failed (.error, the RayTaskError ray.get raised):
+    this call fails without running, as Ray's raise_if_dependency_failed."""
+
+    def __init__(self, error):
+        super().__init__(str(error))
+        self.error = error
+
+
 def _resolve_args(args, kwargs):
     """Top-level ObjectRef arguments are passed as their values, as in Ray."""
     from ray._private.object_ref import ObjectRef
@@ -40,7 +49,11 @@ def _resolve_args(args, kwargs):
         return args, kwargs
     import ray
 
-    return _substitute(args, kwargs, refs, ray.get(refs))
+    try:
+        values = ray.get(refs)
+    except ray.exceptions.RayTaskError as e:
+        raise _DependencyFailed(e) from None
+    return _substitute(args, kwargs, refs, values)
 
 
 def _substitute(args, kwargs, refs, values):
@@ -61,7 +74,11 @@ async def _resolve_args_async(args, kwargs):
     refs += [v for v in kwargs.values() if isinstance(v, ray.ObjectRef)]
     if not refs:
         return args, kwargs
-    return _substitute(args, kwargs, refs, await asyncio.gather(*refs))
+    try:
+        values = await asyncio.gather(*refs)
+    except ray.exceptions.RayTaskError as e:
+        raise _DependencyFailed(e) from None
+    return _substitute(args, kwargs, refs, values)
 
 
 def _exit_now(exc):
@@ -76,14 +93,28 @@ def _task_error(name, exc, class_name, actor_id, actor_repr=None, proctitle=None
     from ray import actor as _actor
     from ray.exceptions import RayTaskError
 
-    # the remote traceback starts at the user's code: this module's frames
-    # (and the task runner's) go
-    internal = (__file__, _actor.__file__)
-    tb_top = exc.__traceback__
-    while tb_top is not None and tb_top.tb_frame.f_code.co_filename in internal:
-        tb_top = tb_top.tb_next
-    tb = "".join(traceback.format_exception(type(exc), exc, tb_top))
-    return RayTaskError(name, tb, exc, proctitle=proctitle or f"ray::{class_name}.{name}", pid=os.getpid(),
+    cause = exc
+    if isinstance(exc, _DependencyFailed):
+        # as Ray prints it: the failed argument's error, as stored (a plain
+        # RayTaskError), under Ray's sentence
+        tb = ("Traceback (most recent call last):\n"
+              "  At least one of the input arguments for this task could not be computed:\n"
+              f"ray.exceptions.RayTaskError: {exc.error}\n")
+        cause = exc.error
+    else:
+        # the remote traceback starts at the user's code: this module's frames
+        # (and the task runner's) go
+        internal = (__file__, _actor.__file__)
+        tb_top = exc.__traceback__
+        while tb_top is not None and tb_top.tb_frame.f_code.co_filename in internal:
+            tb_top = tb_top.tb_next
+        tb = "".join(traceback.format_exception(type(exc), exc, tb_top))
+    if isinstance(cause, RayTaskError):
+        # a nested task's error (ray.get in this call raised it): the new
+        # error wraps what the innermost task raised, so ray.get raises it
+        # as RayTaskError(<that class>) at every level, as Ray's
+        cause = cause.cause
+    return RayTaskError(name, tb, cause, proctitle=proctitle or f"ray::{class_name}.{name}", pid=os.getpid(),
                         actor_repr=actor_repr or class_name, actor_id=actor_id)
 
 

@@ -436,8 +436,9 @@ def get_actor(name, namespace=None):
         reply = rt.client.request("get_actor", {"name": name, "namespace": namespace or rt.namespace})
     except _beam.RemoteError as e:
         raise ValueError((e.args + ("", ""))[1]) from None
-    # the daemon counted this connection as a holder when it answered
-    return ActorHandle(reply["actor"], reply["class_name"], None, _owned=True)
+    # weak, as in Ray ("getting the actor by name acts as a weakref"): the
+    # daemon counted no holder, and this handle counts none
+    return ActorHandle(reply["actor"], reply["class_name"], None, _counted=False)
 
 
 class ActorHandle:
@@ -498,20 +499,41 @@ def _deserialize_actor_handle(actor_id, class_name, methods):
     return ActorHandle(actor_id, class_name, methods)
 
 
-class ActorMethod:
-    """``handle.method``: ``.remote(*args, **kwargs)`` returns an ObjectRef."""
+def _method_from_pickle(handle, name, num_returns):
+    return ActorMethod(handle, name, num_returns, _hard=True)
 
-    def __init__(self, handle, name, num_returns=1):
-        self._handle = handle
+
+class ActorMethod:
+    """``handle.method``: ``.remote(*args, **kwargs)`` returns an ObjectRef.
+    As Ray's, it holds its handle weakly (a method alone keeps no actor
+    alive; once the handle is gone, .remote() raises "Lost reference to
+    actor"); one unpickled elsewhere (passed into a task) holds it."""
+
+    def __init__(self, handle, name, num_returns=1, _hard=False):
+        self._handle_ref = weakref.ref(handle)
+        self._hard = handle if _hard else None
         self._name = name
         self._num_returns = num_returns
 
+    @property
+    def _handle(self):
+        handle = self._hard or self._handle_ref()
+        if handle is None:
+            raise RuntimeError("Lost reference to actor")
+        return handle
+
+    def __reduce__(self):
+        return (_method_from_pickle, (self._handle, self._name, self._num_returns))
+
     def options(self, **options):
         n = options.get("num_returns", 1)
-        return ActorMethod(self._handle, self._name, n)
+        return ActorMethod(self._handle, self._name, n, _hard=self._hard is not None)
 
     def remote(self, *args, **kwargs):
-        sigs = self._handle._ray_method_sigs
+        handle = self._hard or self._handle_ref()
+        if handle is None:
+            raise RuntimeError("Lost reference to actor")
+        sigs = handle._ray_method_sigs
         if sigs is not None:
             _bind(sigs.get(self._name), args, kwargs)
         rt = _worker.runtime()
@@ -519,7 +541,7 @@ class ActorMethod:
         oid = rt.ids.object_id()
         # submit sets push: beamd then sends the result here when it is
         # ready, so ray.get of this ref needs no round trip (worker.get)
-        params = _ser.with_refs({"actor": self._handle._ray_actor_id_bytes, "obj": oid, "method": self._name,
+        params = _ser.with_refs({"actor": handle._ray_actor_id_bytes, "obj": oid, "method": self._name,
                                  "args": data}, objs, actors)
         ref = ObjectRef(oid, _owned=True)
         try:

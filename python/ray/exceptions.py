@@ -282,12 +282,11 @@ class RayTaskError(RayError):
             dual_cls = self.make_dual_exception_type()
             dual = dual_cls(self.cause)
         except TypeError as err:
+            # Ray's sentence, word for word
             logger.warning(
-                "The exception type %s raised remotely cannot be subclassed, so "
-                "it is raised as a plain RayTaskError; its .cause holds the "
-                "original exception (%s).",
-                cause_cls,
-                err,
+                f"User exception type {cause_cls} in RayTaskError can't be subclassed! This exception is raised "
+                f"as RayTaskError only. You can use `ray_task_error.cause` to access the user exception. Failure "
+                f"in subclassing: {err}"
             )
             return self
         dual.__dict__.update(

@@ -20,16 +20,20 @@ class RuntimeContext:
         return self._given or _worker.runtime()
 
     def get(self):
-        """Deprecated in Ray: the ids as ID objects (actor_id and task_id only where set)."""
+        """Deprecated in Ray: the ids as ID objects, as Ray's dict: job_id,
+        node_id and namespace; in a worker task_id too, and actor_id in an
+        actor (not in a task)."""
         from ray._private import ids as _ids
 
-        out = {"job_id": _ids.JobID(self._rt.job_id_bytes), "node_id": _ids.NodeID(self._rt.node_id),
+        rt = self._rt
+        out = {"job_id": _ids.JobID(rt.job_id_bytes), "node_id": _ids.NodeID(rt.node_id),
                "namespace": self.namespace}
-        if self._rt.actor_id is not None:
-            out["actor_id"] = _ids.ActorID(self._rt.actor_id)
-            task = getattr(self._rt, "task_id", None)
+        if rt.mode == "worker":
+            task = getattr(rt, "task_id", None)
             if task is not None:
                 out["task_id"] = _ids.TaskID(task)
+            if rt.actor_id is not None and not rt.is_task:
+                out["actor_id"] = _ids.ActorID(rt.actor_id)
         return out
 
     def get_node_id(self):
@@ -44,15 +48,37 @@ class RuntimeContext:
         return (self._rt.node_id[:24] + self._rt.conn.to_bytes(4, "big")).hex()
 
     def get_actor_id(self):
-        if self._rt.actor_id is None:
+        """The actor's id in hex; None in a driver and in a task, as Ray's."""
+        rt = self._rt
+        if rt.actor_id is None or rt.is_task:
             return None
-        return self._rt.actor_id.hex()
+        return rt.actor_id.hex()
 
     def get_actor_name(self):
         return getattr(self._rt, "actor_name", None) or None
 
     def get_task_id(self):
-        return None
+        """The current call's task id in hex in a worker; None in a driver."""
+        task = getattr(self._rt, "task_id", None) if self._rt.mode == "worker" else None
+        return task.hex() if task else None
+
+    @property
+    def task_id(self):
+        """Deprecated in Ray: the TaskID (use get_task_id() for its hex)."""
+        from ray._private import ids as _ids
+
+        assert self._rt.mode == "worker", "This method is only available when the process is a worker. Current mode: 0"
+        task = getattr(self._rt, "task_id", None)
+        return _ids.TaskID(task) if task else None
+
+    @property
+    def actor_id(self):
+        """Deprecated in Ray: the ActorID (use get_actor_id() for its hex)."""
+        from ray._private import ids as _ids
+
+        assert self._rt.mode == "worker", "This method is only available when the process is a worker. Current mode: 0"
+        hex_id = self.get_actor_id()
+        return _ids.ActorID.from_hex(hex_id) if hex_id else None
 
     def get_placement_group_id(self):
         pg = self._rt.placement_group_id

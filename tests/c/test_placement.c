@@ -730,6 +730,65 @@ static void test_removed_groups_leave_a_bounded_history(void **state)
     table_destroy(&t);
 }
 
+/* The table row of a group: its "bundles_to_node_id" array's strings. */
+static uint32_t row_nodes(const beam_pg_t *pg, char out[][2 * BEAM_NODE_ID_SIZE + 1], uint32_t max)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    beam_pg_pack(&pk, pg);
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    assert_int_equal(msgpack_unpack_next(&u, sb.data, sb.size, NULL), MSGPACK_UNPACK_SUCCESS);
+    assert_int_equal(u.data.type, MSGPACK_OBJECT_MAP);
+    uint32_t n = 0;
+    const msgpack_object_map *m = &u.data.via.map;
+    for (uint32_t i = 0; i < m->size; i++) {
+        const msgpack_object *k = &m->ptr[i].key, *v = &m->ptr[i].val;
+        if (k->via.str.size != 18 || memcmp(k->via.str.ptr, "bundles_to_node_id", 18) != 0)
+            continue;
+        assert_int_equal(v->type, MSGPACK_OBJECT_ARRAY);
+        for (n = 0; n < v->via.array.size && n < max; n++) {
+            const msgpack_object_str *str = &v->via.array.ptr[n].via.str;
+            assert_true(str->size < 2 * BEAM_NODE_ID_SIZE + 1);
+            memcpy(out[n], str->ptr, str->size);
+            out[n][str->size] = 0;
+        }
+    }
+    msgpack_unpacked_destroy(&u);
+    msgpack_sbuffer_destroy(&sb);
+    return n;
+}
+
+static void test_removed_group_row_keeps_its_nodes(void **state)
+{
+    (void)state;
+    table_t t;
+    table_make(&t);
+    beam_node_t *node = &t.node;
+    snprintf(node->self->hex, sizeof node->self->hex, "%s", "c0ffee");
+    beam_demand_t d[2];
+    demand(&d[0], "GPU=1");
+    demand(&d[1], "GPU=1");
+    char id[BEAM_PG_ID_SIZE];
+    pg_id(id, 1);
+    assert_int_equal(beam_pg_create(node, NULL, id, NULL, BEAM_PG_PACK, d, 2, 0), 0);
+    char nodes[2][2 * BEAM_NODE_ID_SIZE + 1];
+    assert_int_equal(row_nodes(beam_pg_find(node, id), nodes, 2), 2);
+    assert_string_equal(nodes[0], "c0ffee");
+    beam_pg_remove(node, beam_pg_find(node, id), NULL, 0);
+    beam_pg_t *pg = beam_pg_find(node, id);
+    assert_int_equal(pg->state, BEAM_PG_REMOVED);
+    assert_null(pg->bundles);
+    /* as Ray's table: a removed group still names the nodes its bundles had */
+    memset(nodes, 0, sizeof nodes);
+    assert_int_equal(row_nodes(pg, nodes, 2), 2);
+    assert_string_equal(nodes[0], "c0ffee");
+    assert_string_equal(nodes[1], "c0ffee");
+    table_destroy(&t);
+}
+
 static void test_removed_pending_group_is_freed_and_the_next_placed(void **state)
 {
     table_t t;
@@ -821,6 +880,7 @@ int main(void)
         cmocka_unit_test(test_strategy_and_state_names),
         cmocka_unit_test(test_removed_groups_leave_a_bounded_history),
         cmocka_unit_test(test_removed_pending_group_is_freed_and_the_next_placed),
+        cmocka_unit_test(test_removed_group_row_keeps_its_nodes),
         cmocka_unit_test(test_failed_bundle_pool_gives_every_take_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

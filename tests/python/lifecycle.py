@@ -123,6 +123,7 @@ class Slot:
 
     def reset_model(self):
         self.actors, self.refs, self.pgs = {}, {}, {}
+        self.weak = set()  # aliases got by name: weak, as in Ray (they keep nothing alive)
 
     def start(self):
         self.generation += 1
@@ -361,14 +362,15 @@ class Run:
         return getattr(self, "cmd_" + op)(s)
 
     def lookup_candidates(self, s):
-        """Named actors another live driver holds a handle to, made before
-        this step, not known dead: ray.get_actor must find them."""
+        """Named actors another live driver holds a handle to (not one got
+        by name: that one is weak), made before this step, not known dead:
+        ray.get_actor must find them."""
         out = {}
         for o in self.slots:
             if o is s or not o.alive():
                 continue
-            for a in o.actors.values():
-                if a.actor_name and not a.dead and a.step < self.step_no and a.hex:
+            for alias, a in o.actors.items():
+                if alias not in o.weak and a.actor_name and not a.dead and a.step < self.step_no and a.hex:
                     out[a.actor_name] = a
         return [out[k] for k in sorted(out)]
 
@@ -376,6 +378,7 @@ class Run:
         a = self.rng.choice(self.lookup_candidates(s))
         alias = self.fresh("a")
         s.actors[alias] = a
+        s.weak.add(alias)  # the actor may die under it (calls allow ActorDiedError)
 
         def check(r):
             if "error" in r or r["ok"] != a.hex:
@@ -492,6 +495,7 @@ class Run:
         names = self.rng.sample(sorted(s.actors), min(len(s.actors), self.rng.choice([1, 1, 2])))
         for n in names:
             del s.actors[n]
+            s.weak.discard(n)
         return {"op": "del", "names": names}, self.check_ok
 
     # objects

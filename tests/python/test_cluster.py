@@ -732,7 +732,8 @@ def test_group_with_a_bundle_on_a_dead_node_is_rescheduling(cluster):
     S = _pg()[3]
     # an actor for the lost bundle waits (the bundle has no node)
     waiting = _where_class(ray).options(num_gpus=0, scheduling_strategy=S(pg, placement_group_bundle_index=lost))
-    ref = waiting.remote().where.remote()
+    waiter = waiting.remote()  # (a method holds its handle weakly, as Ray's)
+    ref = waiter.where.remote()
     assert ray.wait([ref], timeout=0.5)[0] == []
     # removing the group kills the survivor and frees the head's GPU
     _pg()[2](pg)
@@ -745,7 +746,8 @@ def test_surviving_bundles_take_new_actors(cluster):
     ray, pg, lost, ids, survivor = _lose_a_bundle(cluster)
     S = _pg()[3]
     fresh = _where_class(ray).options(num_gpus=0, scheduling_strategy=S(pg, placement_group_bundle_index=1 - lost))
-    assert ray.get(fresh.remote().where.remote(), timeout=2)["node_id"] == ids[HEAD_IP]
+    placed = fresh.remote()
+    assert ray.get(placed.where.remote(), timeout=2)["node_id"] == ids[HEAD_IP]
 
 
 def test_lost_bundles_are_placed_again(cluster):

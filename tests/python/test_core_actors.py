@@ -97,7 +97,8 @@ def test_two_gpu_actors(ray_start):
             return (os.environ.get("CUDA_VISIBLE_DEVICES"), sorted(ray.get_gpu_ids()),
                     ray.get_runtime_context().get_accelerator_ids()["GPU"])
 
-    infos = ray.get([G2.remote().info.remote() for _ in range(2)])
+    g2s = [G2.remote() for _ in range(2)]  # (a method holds its handle weakly, as Ray's)
+    infos = ray.get([g.info.remote() for g in g2s])
     all_ids = []
     for cvd, gpu_ids, accel in infos:
         assert len(accel) == 2 and len(set(accel)) == 2
@@ -155,7 +156,8 @@ def test_zero_gpu_actor_hides_gpus(ray_start):
             return (os.environ.get("CUDA_VISIBLE_DEVICES"), ray.get_gpu_ids(),
                     ray.get_runtime_context().get_accelerator_ids())
 
-    cvd, gpu_ids, accel = ray.get(NoGpu.remote().info.remote())
+    no_gpu = NoGpu.remote()
+    cvd, gpu_ids, accel = ray.get(no_gpu.info.remote())
     assert cvd == ""
     assert gpu_ids == []
     assert accel["GPU"] == []
@@ -228,7 +230,8 @@ def test_runtime_env_pythonpath_adds_to_import_path(beamd, tmp_path):
 
                 return beam_t_pp_mod.VALUE, os.environ["PYTHONPATH"].split(os.pathsep)[0]
 
-        assert ray.get(Imp.remote().get.remote(), timeout=10) == ("from pythonpath dir", str(tmp_path))
+        imp = Imp.remote()
+        assert ray.get(imp.get.remote(), timeout=10) == ("from pythonpath dir", str(tmp_path))
     finally:
         ray.shutdown()
 
@@ -241,8 +244,8 @@ def test_runtime_env_cuda_visible_devices_does_not_override_assignment(ray_start
         def info(self):
             return os.environ.get("CUDA_VISIBLE_DEVICES"), ray.get_runtime_context().get_accelerator_ids()["GPU"]
 
-    cvd, accel = ray.get(G.options(runtime_env={"env_vars": {"CUDA_VISIBLE_DEVICES": "7"}}).remote()
-                         .info.remote(), timeout=10)
+    g = G.options(runtime_env={"env_vars": {"CUDA_VISIBLE_DEVICES": "7"}}).remote()
+    cvd, accel = ray.get(g.info.remote(), timeout=10)
     assert cvd == ",".join(accel)
 
 
@@ -335,7 +338,8 @@ def test_worker_cwd_is_drivers(ray_start, tmp_path, monkeypatch):
         def cwd(self):
             return os.getcwd()
 
-    assert ray.get(Cwd.remote().cwd.remote()) == str(tmp_path)
+    cwd = Cwd.remote()
+    assert ray.get(cwd.cwd.remote()) == str(tmp_path)
 
 
 # -- scheduling -----------------------------------------------------------------
@@ -455,7 +459,8 @@ def test_log_to_driver_false_silences_workers(beamd):
                 print("should-not-appear", flush=True)
                 return 1
 
-        assert ray.get(Printer.remote().say.remote()) == 1
+        printer = Printer.remote()
+        assert ray.get(printer.say.remote()) == 1
         time.sleep(0.3)
         print("done")
         ray.shutdown()
@@ -532,7 +537,8 @@ def test_nested_actor_output_has_one_prefix(beamd):
                 self.c = Child.remote()
                 return ray.get(self.c.hi.remote())
 
-        print("PID", ray.get(Parent.remote().make.remote()), flush=True)
+        parent = Parent.remote()
+        print("PID", ray.get(parent.make.remote()), flush=True)
         time.sleep(0.3)
         ray.shutdown()
     """))
@@ -618,7 +624,8 @@ def test_long_class_name_output_prefix(beamd):
             return os.getpid()
 
         Long = ray.remote(type("L" * 200, (), {"hi": hi}))
-        print("PID", ray.get(Long.remote().hi.remote()), flush=True)
+        long_named = Long.remote()
+        print("PID", ray.get(long_named.hi.remote()), flush=True)
         time.sleep(0.3)
         ray.shutdown()
     """))

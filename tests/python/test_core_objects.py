@@ -207,7 +207,8 @@ def test_wait_counts_errors_as_ready(ray_start):
         def fail(self):
             raise ValueError("x")
 
-    ref = Fails.remote().fail.remote()
+    fails = Fails.remote()  # (a method holds its handle weakly, as Ray's)
+    ref = fails.fail.remote()
     ready, rest = ray.wait([ref], timeout=5)
     assert ready == [ref]
     with pytest.raises(ValueError):
@@ -263,8 +264,9 @@ def test_custom_exception_class(ray_start):
         def bad(self):
             raise KeyError("missing-key")
 
+    raises = Raises.remote()
     with pytest.raises(KeyError) as e:
-        ray.get(Raises.remote().bad.remote())
+        ray.get(raises.bad.remote())
     assert isinstance(e.value, ray.exceptions.RayTaskError)
     assert "missing-key" in str(e.value)
 
@@ -423,7 +425,8 @@ def test_ref_args(ray_start):
         def get(self):
             return self.x, self.inner
 
-    assert ray.get(Init.remote(v, [ray.put("in-list")]).get.remote()) == ({"k": 1}, "in-list")
+    init = Init.remote(v, [ray.put("in-list")])
+    assert ray.get(init.get.remote()) == ({"k": 1}, "in-list")
 
 
 def test_ref_arg_dropped_by_driver_stays_until_call_runs(ray_start):
@@ -602,8 +605,9 @@ def test_task_error_text_has_no_orphan_caret_lines(ray_start):
         def lock(self):
             return threading.Lock()
 
+    bad = Bad.remote()
     with pytest.raises(TypeError) as e:
-        ray.get(Bad.remote().lock.remote(), timeout=5)
+        ray.get(bad.lock.remote(), timeout=5)
     lines = str(e.value).splitlines()
     for prev, line in zip(lines, lines[1:]):
         if line.strip() and set(line.strip()) <= {"^", "~"}:

@@ -478,7 +478,9 @@ def test_fds_do_not_leak_across_worker_deaths(ray_start, beamd):
     """20 actors that die in different ways: beamd's open fds come back."""
     ray = ray_start
     V = _victim(ray)
-    ray.get(V.remote().ping.remote(), timeout=30)  # warm: imports, first worker
+    warm = V.remote()
+    ray.get(warm.ping.remote(), timeout=30)  # warm: imports, first worker
+    del warm
     _settled(ray, beamd, drivers=1)
     base = fd_count(beamd.proc.pid)
     for i in range(20):

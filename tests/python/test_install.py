@@ -38,7 +38,8 @@ def test_installed_package_imports_and_runs(tmp_path):
         "@ray.remote(num_gpus=1)\n"
         "class A:\n"
         "    def f(self): return ray.get_gpu_ids()\n"
-        "print('GPUS', ray.get(A.remote().f.remote()))\n"
+        "a = A.remote()\n"
+        "print('GPUS', ray.get(a.f.remote()))\n"
         "ray.shutdown()\n" % str(site)
     )
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "BEAM_BEAMD", "BEAM_SOCKET")}

@@ -274,7 +274,8 @@ def test_default_actor_needs_a_cpu_to_be_placed(ray_env):
     with pytest.raises(ray.exceptions.GetTimeoutError):
         ray.get(pending.ping.remote(), timeout=2)
     # an actor that asks for no CPU runs: 0 to run
-    assert ray.get(A.options(num_cpus=0).remote().ping.remote(), timeout=60) == "pong"
+    placed = A.options(num_cpus=0).remote()  # (a method holds its handle weakly, as Ray's)
+    assert ray.get(placed.ping.remote(), timeout=60) == "pong"
 
 
 def test_default_actor_holds_no_cpu_once_placed(ray_env):
@@ -514,10 +515,14 @@ def test_get_assigned_resources(ray_start):
 
     assert ray.get(task.options(num_cpus=2, num_gpus=0.5).remote()) == {"CPU": 2.0, "GPU": 0.5}
     # an actor that names a resource holds 1 CPU too, as Ray's
-    assert ray.get(G.remote().assigned.remote()) == {"CPU": 1.0, "GPU": 1.0}
-    assert ray.get(G.options(num_cpus=0).remote().assigned.remote()) == {"GPU": 1.0}
-    assert ray.get(G.options(num_cpus=1, num_gpus=0).remote().assigned.remote()) == {"CPU": 1.0}
+    def assigned(actor_class):
+        g = actor_class.remote()  # (a method holds its handle weakly, as Ray's)
+        return ray.get(g.assigned.remote())
+
+    assert assigned(G) == {"CPU": 1.0, "GPU": 1.0}
+    assert assigned(G.options(num_cpus=0)) == {"GPU": 1.0}
+    assert assigned(G.options(num_cpus=1, num_gpus=0)) == {"CPU": 1.0}
     # a default actor holds nothing
-    assert ray.get(G.options(num_gpus=None).remote().assigned.remote()) == {}
+    assert assigned(G.options(num_gpus=None)) == {}
     with pytest.raises(AssertionError, match="This method is only available when the process is a"):
         ray.get_runtime_context().get_assigned_resources()  # in the driver

@@ -864,7 +864,8 @@ def test_state_inside_an_actor(ray_start):
             return (r.get_runtime_context().get_node_id(), get_node_ip_address(),
                     [n["NodeID"] for n in r.nodes()], list(state.available_resources_per_node()))
 
-    nid, ip, nodes, per_node = ray.get(Looker.remote().look.remote(), timeout=10)
+    looker = Looker.remote()  # (a method holds its handle weakly, as Ray's)
+    nid, ip, nodes, per_node = ray.get(looker.look.remote(), timeout=10)
     assert nid == node_id and nodes == [node_id] and per_node == [node_id]
     assert ip == IP
 

@@ -188,10 +188,12 @@ def test_removed_groups_are_freed_and_the_table_is_bounded(beamd):
         groups = c.call("pg_table", {})["groups"]
         assert len(groups) <= PG_HISTORY, len(groups)
         assert all(g["state"] == "REMOVED" for g in groups)
-        # the newest removed group is still listed with its bundles; removing it again is harmless
+        # the newest removed group is still listed with its bundles and the
+        # node they had (as Ray's table); removing it again is harmless
         last = c.call("pg_table", {"pg": p["pg"]})["groups"]
+        node = c.call("status", {})["node_id"]
         assert [(g["state"], g["bundles"], g["bundles_to_node_id"]) for g in last] == \
-            [("REMOVED", [{"CPU": 0.001}], [""])]
+            [("REMOVED", [{"CPU": 0.001}], [node])]
         assert c.call("pg_remove", {"pg": p["pg"]}) == {}
         # one that left the history is unknown (the ray API treats that as done, as Ray's GCS)
         assert c.call("pg_table", {"pg": first}) == {"groups": []}

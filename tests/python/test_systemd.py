@@ -100,7 +100,8 @@ def test_workers_do_not_inherit_notify_socket(tmp_path, monkeypatch):
             def get(self, key):
                 return os.environ.get(key)
 
-        assert ray.get(Env.remote().get.remote("NOTIFY_SOCKET"), timeout=10) is None
+        env = Env.remote()  # (a method holds its handle weakly, as Ray's)
+        assert ray.get(env.get.remote("NOTIFY_SOCKET"), timeout=10) is None
     finally:
         ray.shutdown()
         assert d.stop() == 0

@@ -72,10 +72,16 @@ class NodeID(BaseID):
 
 
 class JobID(BaseID):
+    """As Ray's: the job's number little-endian (job 1 is 01000000)."""
+
     SIZE = 4
 
+    @classmethod
+    def from_int(cls, value):
+        return cls(struct.pack("<I", value))
+
     def int(self):
-        return struct.unpack(">I", self._bytes)[0]
+        return struct.unpack("<I", self._bytes)[0]
 
 
 class ActorID(BaseID):
@@ -111,14 +117,16 @@ class IdMaker:
         self.node_index = node_index
         self.conn = conn
         self.job = job
+        # packed big-endian below, this gives a JobID's bytes as Ray's (little-endian)
+        self._job = int.from_bytes(struct.pack("<I", job), "big")
         self._seq = itertools.count(1)
 
     def object_id(self, kind=KIND_CALL):
-        return struct.pack(">IIQIII", self.node_index, self.conn, next(self._seq), self.job, kind, 1)
+        return struct.pack(">IIQIII", self.node_index, self.conn, next(self._seq), self._job, kind, 1)
 
     def actor_id(self):
-        return struct.pack(">IIII", self.node_index, self.conn, next(self._seq) & 0xFFFFFFFF, self.job)
+        return struct.pack(">IIII", self.node_index, self.conn, next(self._seq) & 0xFFFFFFFF, self._job)
 
     def placement_group_id(self):
         seq = next(self._seq)
-        return struct.pack(">II", self.node_index, self.conn) + seq.to_bytes(6, "big") + struct.pack(">I", self.job)
+        return struct.pack(">II", self.node_index, self.conn) + seq.to_bytes(6, "big") + struct.pack(">I", self._job)

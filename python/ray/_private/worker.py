@@ -8,6 +8,7 @@ threads at once: _beam serialises sends and files replies by message id.
 """
 
 import atexit
+import math
 import os
 import sys
 import threading
@@ -65,7 +66,7 @@ class Runtime:
 
     @property
     def job_id_bytes(self):
-        return self.job.to_bytes(4, "big")
+        return self.job.to_bytes(4, "little")  # as Ray's JobID: job 1 is 01000000
 
 
 def _connect(path, role, extra=None, logs=True):
@@ -102,6 +103,13 @@ def runtime():
         if rt is None:
             raise _exc.RaySystemError("Ray has not been started yet. You can start Ray with 'ray.init()'.")
     return rt
+
+
+def check_initialized():
+    """For the calls Ray 2.43 does not auto-init (nodes, cluster_resources,
+    available_resources, timeline): Ray's RaySystemError before ray.init()."""
+    if _runtime is None:
+        raise _exc.RaySystemError("Ray has not been started yet. You can start Ray with 'ray.init()'.")
 
 
 def _resolve_address(address, temp_dir=None):
@@ -379,7 +387,7 @@ def _timeout_ms(timeout):
         return -1
     if timeout < 0:
         return -1
-    return int(timeout * 1000)
+    return math.ceil(timeout * 1000 - 1e-6)  # rounded up: a get or wait never ends before its timeout
 
 
 class _Blocked:

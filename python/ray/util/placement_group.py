@@ -149,7 +149,18 @@ def check_placement_group_index(placement_group, bundle_index):
                          f"0-{placement_group.bundle_count}")
 
 
+def _scheduling_state(t):
+    """Ray's stats["scheduling_state"]: a pending group beamd tried to place
+    and could not is NO_RESOURCES (Ray says so for an infeasible one too)."""
+    if t["state"] == "CREATED":
+        return "FINISHED"
+    if t["state"] == "REMOVED":
+        return "REMOVED"
+    return "NO_RESOURCES" if t.get("attempts", 0) >= 1 else "QUEUED"
+
+
 def _entry(t):
+    latency = round(t.get("creation_latency_ms", 0.0), 3)  # Ray's: ms to the µs
     return {
         "placement_group_id": t["placement_group_id"],
         "name": t["name"],
@@ -159,12 +170,11 @@ def _entry(t):
         "strategy": t["strategy"],
         "state": t["state"],
         "stats": {
-            "end_to_end_creation_latency_ms": t.get("creation_latency_ms", 0.0),
-            "scheduling_latency_ms": t.get("creation_latency_ms", 0.0),
+            "end_to_end_creation_latency_ms": latency,
+            "scheduling_latency_ms": latency,
             "scheduling_attempt": t.get("attempts", 1),
             "highest_retry_delay_ms": 0.0,
-            "scheduling_state": "FINISHED" if t["state"] == "CREATED" else (
-                "REMOVED" if t["state"] == "REMOVED" else "QUEUED"),
+            "scheduling_state": _scheduling_state(t),
         },
     }
 
@@ -190,6 +200,9 @@ def get_placement_group(placement_group_name):
 
 def get_current_placement_group():
     """The group the current actor was placed in; None in a driver."""
+    from ray._private import auto_init_hook
+
+    auto_init_hook.auto_init_ray()  # as Ray's: it starts Ray unless auto-connect is off
     if not _worker.is_initialized():
         return None
     pg = _worker.runtime().placement_group_id

@@ -177,3 +177,26 @@ def read_line(proc, prefix, timeout=30):
             if line.startswith(prefix):
                 return line[len(prefix):].strip()
     raise AssertionError(f"no {prefix!r} line; stderr: {proc.stderr.read() if proc.poll() is not None else ''}")
+
+
+def read_match(proc, pattern, timeout=30):
+    """The re.Match of the first line of proc's stdout (a text pipe), colour
+    codes removed, that matches the regex pattern; AssertionError when none
+    comes within timeout seconds."""
+    import re
+
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        if sel.select(max(0, deadline - time.monotonic())):
+            line = proc.stdout.readline()
+            if not line:
+                break
+            line = re.sub(r"\x1b\[[0-9;]*m", "", line.rstrip("\n"))
+            seen.append(line)
+            m = re.match(pattern, line)
+            if m:
+                return m
+    raise AssertionError(f"no line matching {pattern!r}; lines: {seen[-20:]}")
