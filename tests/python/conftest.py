@@ -5,6 +5,13 @@ with pretend GPUs, and a check that no beam process outlives its test.
 The build is found through build/env.sh (scripts/test.sh sources it):
 BEAM_BEAMD, BEAM_BEAMCTL and PYTHONPATH.
 
+Hermetic: the suite lives in a folder of its own (beamkit.suite): Ray's
+temp folder, HOME, the runtime folder of beam's default socket and TMPDIR
+point into it, per test, with RAY_ADDRESS / BEAM_SOCKET unset, so no test
+sees a user's cluster, session files or token; at the end no process the
+suite started may be left (they are killed and the run fails) and the folder
+goes.
+
 Differential runs: a test marked ``@pytest.mark.ray_compat`` uses only Ray's
 public API and the fixtures ``ray_start`` / ``ray_env``, so the same body runs
 against real Ray too. With BEAM_REAL_RAY=1 (scripts/test_real_ray.sh, with
@@ -13,10 +20,13 @@ instead of a beamd: one instance per module, started again only when a test
 asks for another shape, and the ``beamd`` fixture is refused.
 """
 
+import itertools
 import os
+import sys
 
 import pytest
 
+from beamkit import suite
 from beamkit.daemon import Beamd, Cluster, resource_args
 from beamkit.procs import wait_until
 
@@ -27,11 +37,43 @@ REAL_RAY = os.environ.get("BEAM_REAL_RAY") == "1"
 DEFAULT_SHAPE = {"num_cpus": 8, "num_gpus": 4, "resources": None}
 
 
+ROOT = None  # the suite's folder (beamkit.suite.enter)
+_test_no = itertools.count(1)
+
+
 def pytest_configure(config):
+    global ROOT
     config.addinivalue_line(
         "markers",
         "ray_compat: uses only Ray's public API; scripts/test_real_ray.sh runs it against real Ray as well",
     )
+    ROOT = suite.enter()
+
+
+@pytest.fixture(autouse=True)
+def _own_environment(monkeypatch):
+    """Each test: its own Ray temp folder, HOME and runtime folder, no
+    RAY_ADDRESS / BEAM_SOCKET unless the test sets them."""
+    suite.test_env(monkeypatch, ROOT, next(_test_no))
+    yield
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """No process the suite started is left (its folder goes at exit)."""
+    if ROOT is None:
+        return
+    if "ray" in sys.modules:
+        sys.modules["ray"].shutdown()
+    wait_until(lambda: not suite.leftovers(ROOT), 10, 0.1)
+    left = suite.leftovers(ROOT)
+    if left:
+        what = suite.describe(left)
+        suite.kill(left)
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            tr.write_line("")
+            tr.write_line(f"beam tests: processes left behind (killed): {what}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture

@@ -90,14 +90,22 @@ def test_status_shows_placement_groups(ray_start, beamd):
     assert [(d[1], d[3]) for d in devices] == [("0", "1/1"), ("1", "0.5/1"), ("2", "0/1"), ("3", "0/1")]
     assert "Nodes (1)" in text and node_id in text
 
-    # removed: the state says so, the bundles are no longer anywhere
+    # removed: the state says so at once; the bundles go back once the
+    # group's actor is gone (Ray's removal is asynchronous): wait for both
     api.remove_placement_group(placed)
-    assert wait_until(lambda: "REMOVED" in _group_block(_beamctl("--socket", beamd.socket, "status").stdout,
-                                                        placed.id.hex())[0])
-    text = _beamctl("--socket", beamd.socket, "status").stdout
-    row, *bundles = _group_block(text, placed.id.hex())
-    assert row.split()[2] == "REMOVED"
-    assert all("(not placed)" in b for b in bundles)
+
+    def removed_block():
+        out = _beamctl("--socket", beamd.socket, "status")
+        assert out.returncode == 0, out.stderr
+        return _group_block(out.stdout, placed.id.hex())
+
+    def removed_and_freed():
+        row, *bundles = removed_block()
+        return row.split()[2] == "REMOVED" and all("(not placed)" in b for b in bundles)
+
+    assert wait_until(removed_and_freed, 30, 0.05), removed_block()
+    row, *bundles = removed_block()
+    assert row.split()[2] == "REMOVED" and len(bundles) == 2
 
 
 def test_status_json_has_placement_groups(ray_start, beamd):

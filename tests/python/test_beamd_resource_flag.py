@@ -18,7 +18,7 @@ from beamkit.procs import beam_processes
 
 
 def _start(arg, flag="--resource"):
-    d = tempfile.mkdtemp(prefix="beamt-", dir="/tmp")
+    d = tempfile.mkdtemp(prefix="beamt-")
     sock = os.path.join(d, "beamd.sock")
     try:
         out = subprocess.run([os.environ["BEAM_BEAMD"], "--socket", sock, "--num-cpus", "1", "--num-gpus", "0",

@@ -6,7 +6,11 @@ background thread beside ordinary calls, teardown stopping it, TCP between
 nodes, and values that cannot be pickled. Real beamd, real workers."""
 
 import os
+import socket
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
 
@@ -242,3 +246,126 @@ def test_pipeline_across_two_nodes_over_tcp(make_cluster, transport):
 
 for _mark in NEEDS_TORCH:
     test_pipeline_across_two_nodes_over_tcp = _mark(test_pipeline_across_two_nodes_over_tcp)
+
+
+# -- the listeners under a flood of idle peers ------------------------------------
+
+FLOOD = 50
+OTHER_UID = 64124
+
+# As another uid: connect to the abstract unix socket argv[1] (hex) and say how
+# many bytes came before the listener closed ("hung" if it did not within 10 s).
+_FOREIGN_PEER = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(10)
+s.connect(bytes.fromhex(sys.argv[1]))
+got = b""
+try:
+    while True:
+        chunk = s.recv(64)
+        if not chunk:
+            break
+        got += chunk
+except socket.timeout:
+    print("hung"); sys.exit(0)
+except ConnectionResetError:
+    pass
+print(len(got))
+"""
+
+
+def _idle_peers(address, n):
+    """n connections that never send a byte to each of a plan's listeners."""
+    socks = []
+    for _ in range(n):
+        for family, target in ((socket.AF_UNIX, address["unix"]), (socket.AF_INET, tuple(address["tcp"]))):
+            s = socket.socket(family, socket.SOCK_STREAM)
+            s.settimeout(10)
+            s.connect(target)
+            socks.append(s)
+    return socks
+
+
+def _foreign_peer(address):
+    """What a unix peer of another uid gets from the listener at address."""
+    out = subprocess.run([sys.executable, "-I", "-c", _FOREIGN_PEER, address["unix"].encode().hex()],
+                         capture_output=True, text=True, timeout=30, user=OTHER_UID, group=OTHER_UID,
+                         extra_groups=[], cwd="/")
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def _compile_and_run(ray, actors, hook=None):
+    """Seconds for experimental_compile() + one execute().get() of a 2-stage
+    pipeline, less the time hook(infos) took: it runs once the actors'
+    listeners are up (the prepare round's answer), before any peer connects."""
+    from ray.dag import InputNode, MultiOutputNode
+
+    real_get = ray.get
+    in_hook = [0.0]
+
+    def get(refs, *a, **kw):
+        out = real_get(refs, *a, **kw)
+        if hook is not None and isinstance(out, list) and out and isinstance(out[0], dict) and "address" in out[0]:
+            t = time.monotonic()
+            hook(out)
+            in_hook[0] += time.monotonic() - t
+        return out
+
+    ray.get = get
+    try:
+        t0 = time.monotonic()
+        with InputNode() as inp:
+            dag = MultiOutputNode([actors[1].step.bind(actors[0].step.bind(inp))]).experimental_compile()
+        assert dag.execute(7)[0].get(timeout=60) == 7
+        took = time.monotonic() - t0 - in_hook[0]
+    finally:
+        ray.get = real_get
+    dag.teardown()
+    return took
+
+
+class Echo:
+    def step(self, x):
+        return x
+
+
+def test_idle_and_foreign_peers_do_not_stall_compile(ray_start):
+    """50 idle connections to each listener (unix and TCP) of each actor,
+    opened after the listeners are up and before any real peer connects:
+    compile + execute takes about as long as without them; the idle peers
+    are closed once the graph's peers are in; a unix peer of another uid is
+    closed before it is sent anything."""
+    import ray
+
+    actors = [ray.remote(num_cpus=0)(Echo).remote() for _ in range(2)]
+    ray.get([a.step.remote(0) for a in actors])
+    _compile_and_run(ray, actors)  # warm: imports in the workers
+    quiet = _compile_and_run(ray, actors)
+    idle, foreign = [], []
+
+    def flood(infos):
+        for info in infos:
+            idle.extend(_idle_peers(info["address"], FLOOD))
+        if os.geteuid() == 0:
+            foreign.append(_foreign_peer(infos[0]["address"]))
+
+    flooded = _compile_and_run(ray, actors, flood)
+    print(f"compile + execute: {quiet * 1e3:.1f} ms quiet, {flooded * 1e3:.1f} ms with {FLOOD} idle peers "
+          f"on each of {2 * len(actors)} listeners")
+    assert len(idle) == 2 * len(actors) * FLOOD
+    # an idle peer got its nonce, then was closed (not kept waiting)
+    for s in idle:
+        got = b""
+        while True:
+            chunk = s.recv(64)
+            if not chunk:
+                break
+            got += chunk
+        s.close()
+        assert len(got) == 16
+    if foreign:
+        assert foreign == ["0"]
+    # far below the handshake deadline an idle peer is given (2 s): no peer waited on one
+    assert flooded < quiet + 1.0, (quiet, flooded)

@@ -15,6 +15,9 @@ import pytest
 from beamkit.daemon import run_driver
 from beamkit.procs import alive, beam_processes, wait_gone, wait_until
 
+# a hang guard for a worker's start, not a figure the test relies on
+WORKER_START_S = 120.0
+
 
 def _actor(status, pid=None, actor_id=None):
     for a in status["actors"]:
@@ -156,13 +159,17 @@ def test_constructor_raises(ray_start, beamd):
             return "pong"
 
     b = Broken.remote()
-    for ref in (b.ping.remote(), b.__ray_ready__.remote(), b.ping.remote()):
+    refs = [b.ping.remote(), b.__ray_ready__.remote(), b.ping.remote()]
+    # the worker's start (an interpreter, ray's import) has no bound on a
+    # loaded machine (over 5 s with ASan under stress-ng): wait for the death
+    # itself, then its calls have failed already
+    assert wait_until(lambda: beamd.status()["actors"][0]["state"] == "DEAD", WORKER_START_S)
+    for ref in refs:
         with pytest.raises(ray.exceptions.ActorDiedError) as e:
             ray.get(ref, timeout=5)
         assert e.value.actor_init_failed is True
         assert "ctor-cause-1234" in str(e.value)
         assert "ValueError" in str(e.value)
-    assert wait_until(lambda: beamd.status()["actors"][0]["state"] == "DEAD", 5)
     # DEAD comes first (the calls fail at once), then beamd SIGKILLs the worker
     # and shows its pid until it has reaped it: wait for that, not for a race
     def worker_gone():

@@ -11,11 +11,13 @@ its open fds, clients and objects are back where they were, and its RSS is
 sane (the ``served`` fixture).
 """
 
+import fcntl
 import gc
 import os
 import resource
 import socket
 import struct
+import termios
 import threading
 import time
 
@@ -28,6 +30,7 @@ from beamkit.wire import Raw, frame
 
 # Limits the watcher and the RSS check hold a daemon to.
 MAX_STALL_S = 1.0
+STALL_S = 30.0  # the slow-reader test: a socket call that makes no progress this long is a stall
 MAX_RSS_KIB = 256 * 1024
 
 
@@ -642,25 +645,38 @@ def test_a_client_that_never_reads_replies_is_dropped_past_max_outq(served):
 
 def test_a_slow_reader_is_paused_then_served_in_full(served):
     """A client that pipelines 20,000 status requests before reading anything
-    still gets every reply, in order, once it reads."""
+    still gets every reply, in order, once it reads.
+
+    Each socket call may wait STALL_S for progress (not the whole exchange:
+    a loaded machine may take long overall), and the socket's timeout is set
+    once, before the writer starts (settimeout while another thread is in
+    sendall changes the socket under it)."""
     n = 20000
     with driver(served) as c:
-        data = b"".join(request(100 + i, "status") for i in range(n))
+        data = memoryview(b"".join(request(100 + i, "status") for i in range(n)))
+        c.sock.settimeout(STALL_S)
+        sent = [0]
         done = threading.Event()
 
         def write():
-            c.sock.sendall(data)
+            while sent[0] < len(data):
+                sent[0] += c.sock.send(data[sent[0]:])
             done.set()
 
         t = threading.Thread(target=write, daemon=True)
         t.start()
-        time.sleep(0.5)  # beamd backs up and stops reading us
-        c.sock.settimeout(30)
+        # beamd backs up and stops reading us: requests of ours lie unread in its socket
+        assert wait_until(lambda: done.is_set() or (sent[0] > 0 and unread_by_peer(c.sock) > 0), STALL_S)
         for i in range(n):
             m = c.recv()
             assert m is not None and m[0] == 1 and m[1] == 100 + i and m[2] is None
-        t.join(10)
+        t.join(STALL_S)
         assert done.is_set()
+
+
+def unread_by_peer(sock):
+    """Bytes this socket sent that its peer has not read yet (SIOCOUTQ)."""
+    return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
 
 
 def test_a_large_frame_gives_its_memory_back(served):

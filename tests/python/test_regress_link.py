@@ -171,7 +171,7 @@ def test_two_daemons_started_at_once_on_one_socket_one_survives():
     the first to lock the socket's lock file runs; the other exits 1 with a
     clear error. 72 pairs, 6 at a time, each in a folder that does not exist
     yet (both daemons make it)."""
-    root = tempfile.mkdtemp(prefix="beamlock-", dir="/tmp")
+    root = tempfile.mkdtemp(prefix="beamlock-")
     procs = []
     try:
         for rnd in range(12):

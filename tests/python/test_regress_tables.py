@@ -315,7 +315,7 @@ def failing_beamd(monkeypatch):
     if not shutil.which("cc"):
         pytest.skip("no C compiler for the malloc shim")
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    d = tempfile.mkdtemp(prefix="beamt-shim-", dir="/tmp")
+    d = tempfile.mkdtemp(prefix="beamt-shim-")
     src, lib = os.path.join(d, "fail.c"), os.path.join(d, "libfail.so")
     with open(src, "w") as f:
         f.write(_FAILMALLOC)

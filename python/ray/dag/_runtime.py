@@ -29,7 +29,6 @@ themselves.
 """
 
 import os
-import select
 import sys
 import threading
 import traceback
@@ -154,26 +153,24 @@ class _Plan:
     # -- set-up ---------------------------------------------------------------
 
     def accept_loop(self):
-        listeners = list(self.listeners)
-        while not self.stopping:
-            try:
-                ready, _, _ = select.select(listeners, [], [], 0.5)
-            except (OSError, ValueError):
-                return
-            for ls in ready:
-                try:
-                    got = T.accept(ls, self.secret)
-                except OSError:
-                    return
-                if got is None:
-                    continue
-                src, conn = got
-                with self.cond:
-                    if src in self.incoming or self.stopping:
-                        conn.close()
-                        continue
-                    self.incoming[src] = conn
-                    self.cond.notify_all()
+        """Until the listeners close (all expected peers came) or the plan
+        stops: take each peer whose proof checks out (T.Acceptor: proofs
+        read at once, an idle or foreign peer dropped without delaying
+        others)."""
+        acceptor = T.Acceptor(self.listeners, self.secret)
+        try:
+            while not self.stopping:
+                for src, conn in acceptor.poll(0.5):
+                    with self.cond:
+                        if src in self.incoming or self.stopping:
+                            conn.close()
+                            continue
+                        self.incoming[src] = conn
+                        self.cond.notify_all()
+        except (T.Closed, OSError, ValueError):
+            pass
+        finally:
+            acceptor.close()
 
     def configure(self, spec):
         self.index = spec["index"]

@@ -5,8 +5,11 @@ graph, frames on them, values to frames and back.
 A connection is a stream socket (a unix socket in the abstract namespace
 between processes of one node, TCP on the node IP between nodes) opened once
 at compile time and authenticated with the graph's secret (HMAC of a nonce
-the listener sends; the secret itself travels only through beamd). On it go
-frames:
+the listener sends; the secret itself travels only through beamd). The
+listener side (Acceptor) reads every peer's proof at once, without blocking,
+each within HANDSHAKE_S, and closes a unix peer of another uid (not ours nor
+root's, by SO_PEERCRED) before sending it anything: an idle or foreign peer
+delays no other. On a connection go frames:
 
     header  <BBHIQQ>: kind, flags, nbufs, key, seq, payload length
     nbufs * <Q>: out-of-band buffer lengths
@@ -23,11 +26,13 @@ Owns no threads. A Conn is used by one reading thread at a time and one
 writing thread at a time.
 """
 
+import errno
 import hashlib
 import hmac
 import io
 import os
 import pickle
+import select
 import socket
 import struct
 import sys
@@ -226,25 +231,149 @@ def connect(address, same_node, secret, src, timeout=30.0):
     return Conn(sock)
 
 
-def accept(listener, secret, timeout=10.0):
-    """Accept one connection and check its proof. Returns (src, Conn), or
-    None for a peer that failed the check (it is closed)."""
-    sock, _ = listener.accept()
-    sock.settimeout(timeout)
+HANDSHAKE_S = 2.0  # an accepted peer has this long to prove the secret
+MAX_HANDSHAKES = 128  # unproven peers held at once; past it the oldest is dropped
+
+
+def peer_uid_allowed(sock):
+    """Whether a unix peer may hand a proof at all: its uid (SO_PEERCRED) is
+    this process's or root's, as beamd admits its local clients. TCP peers
+    (other nodes) are not checked here; the secret is their only proof."""
+    if sock.family != socket.AF_UNIX:
+        return True
     try:
-        nonce = os.urandom(_NONCE)
-        sock.sendall(nonce)
-        proof = _recv_exact(sock, 32 + 4)
-        if not hmac.compare_digest(proof[:32], hmac.new(secret, nonce, hashlib.sha256).digest()):
+        _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                               struct.calcsize("3i")))
+    except OSError:
+        return False
+    return uid in (os.getuid(), 0)
+
+
+class _Handshake:
+    """One accepted peer that has its nonce and owes its proof."""
+
+    __slots__ = ("sock", "nonce", "got", "deadline")
+
+    def __init__(self, sock, nonce, deadline):
+        self.sock, self.nonce, self.got, self.deadline = sock, nonce, b"", deadline
+
+
+class Acceptor:
+    """Accepts peers on a graph's listeners and checks their proofs, all of
+    them at once: each accepted socket is sent its nonce at once and has
+    ``deadline_s`` to answer; reads never block, so a peer that sends
+    nothing delays no other, and is dropped when its time is up. A unix peer
+    of another uid (not ours, not root's) is closed at accept, before it is
+    sent anything. Beyond ``max_pending`` unproven peers the oldest is
+    dropped (a real peer answers within a round trip). Used by one thread;
+    the listeners may be closed by another, which ends it."""
+
+    def __init__(self, listeners, secret, deadline_s=HANDSHAKE_S, max_pending=MAX_HANDSHAKES):
+        self.listeners = list(listeners)
+        for ls in self.listeners:
+            ls.setblocking(False)
+        self.secret = secret
+        self.deadline_s = deadline_s
+        self.max_pending = max_pending
+        self.pending = {}  # fd -> _Handshake, oldest first
+        self.refused = 0  # peers closed without a proven handshake (for tests)
+
+    def poll(self, timeout):
+        """Waits up to ``timeout`` s for progress; returns the peers proven
+        meanwhile as [(src, Conn)]. Raises Closed once a listener was closed
+        or shut down (the acceptor is then done: call close())."""
+        now = time.monotonic()
+        for h in [h for h in self.pending.values() if h.deadline <= now]:
+            self._drop(h)
+        if self.pending:
+            timeout = max(0.0, min(timeout, min(h.deadline for h in self.pending.values()) - now))
+        p = select.poll()
+        for ls in self.listeners:
+            if ls.fileno() < 0:
+                raise Closed("the graph's listeners are closed")
+            p.register(ls.fileno(), select.POLLIN)
+        for fd in self.pending:
+            p.register(fd, select.POLLIN)
+        by_fd = {ls.fileno(): ls for ls in self.listeners}
+        proven = []
+        for fd, ev in p.poll(timeout * 1000):
+            ls = by_fd.get(fd)
+            if ls is not None:
+                if ev & (select.POLLNVAL | select.POLLERR | select.POLLHUP):
+                    raise Closed("the graph's listeners are closed")
+                self._accept_all(ls)
+            elif fd in self.pending:
+                got = self._read(self.pending[fd])
+                if got is not None:
+                    proven.append(got)
+        return proven
+
+    def _accept_all(self, ls):
+        while True:
+            try:
+                sock, _ = ls.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    return  # the peers held now may free some
+                raise Closed(str(e)) from None
+            if not peer_uid_allowed(sock):
+                self.refused += 1
+                sock.close()
+                continue
+            sock.setblocking(False)
+            nonce = os.urandom(_NONCE)
+            try:
+                sent = sock.send(nonce)  # a new socket's empty buffer takes it whole
+            except OSError:
+                sent = 0
+            if sent != _NONCE:
+                self.refused += 1
+                sock.close()
+                continue
+            while len(self.pending) >= self.max_pending:
+                self._drop(next(iter(self.pending.values())))
+            self.pending[sock.fileno()] = _Handshake(sock, nonce, time.monotonic() + self.deadline_s)
+
+    def _read(self, h):
+        try:
+            chunk = h.sock.recv(32 + 4 - len(h.got))
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._drop(h)
+            return None
+        h.got += chunk
+        if len(h.got) < 32 + 4:
+            return None
+        del self.pending[h.sock.fileno()]
+        sock = h.sock
+        if not hmac.compare_digest(h.got[:32], hmac.new(self.secret, h.nonce, hashlib.sha256).digest()):
+            self.refused += 1
             sock.close()
             return None
-        sock.sendall(b"\1")
-    except (OSError, Closed):
-        sock.close()
-        return None
-    sock.settimeout(None)
-    _tune(sock)
-    return struct.unpack("<I", proof[32:])[0], Conn(sock)
+        try:
+            sock.setblocking(True)
+            sock.sendall(b"\1")
+        except OSError:
+            self.refused += 1
+            sock.close()
+            return None
+        _tune(sock)
+        return struct.unpack("<I", h.got[32:])[0], Conn(sock)
+
+    def _drop(self, h):
+        self.pending.pop(h.sock.fileno(), None)
+        self.refused += 1
+        h.sock.close()
+
+    def close(self):
+        """Closes every peer still owing its proof."""
+        for h in list(self.pending.values()):
+            self._drop(h)
 
 
 class Frame:

@@ -14,6 +14,8 @@ what they share lives here, and fixtures live in conftest.py.
     netns    two network namespaces joined by a veth pair
     gloo     GlooComm, a gloo communicator for compiled graphs (needs ray, torch)
     venv     a venv with beam pip-installed, and `ray` run from it
+    suite    the suite's own folder and environment (Ray temp folder, HOME,
+             default socket, TMPDIR), per test; leftovers at the end
     vllm     the vLLM snapshot and the interpreter the scanner tests use
 
 The fuzz corpus scripts (tests/fuzz/make_*_corpus.py) pack with wire, and

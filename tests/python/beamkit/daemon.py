@@ -153,13 +153,13 @@ class Node:
 
 
 class Beamd(Node):
-    """A lone beamd started for a test, in a fresh folder under /tmp, on
+    """A lone beamd started for a test, in a fresh folder under the temp folder (the suite's own in a test run), on
     127.0.0.1 with pretend GPUs; it inherits the test's environment."""
 
     log_starts = False
 
     def __init__(self, num_gpus=4, num_cpus=8, extra=()):
-        super().__init__(tempfile.mkdtemp(prefix="beamt-", dir="/tmp"), "127.0.0.1", num_gpus, num_cpus,
+        super().__init__(tempfile.mkdtemp(prefix="beamt-"), "127.0.0.1", num_gpus, num_cpus,
                          extra=extra, inherit_env=True)
         self.start()
 
@@ -209,7 +209,7 @@ class Cluster:
     def __init__(self, members=1, gpus=2, cpus=4, node_timeout=NODE_TIMEOUT, member_gpu_ids=None,
                  head_ip="127.0.0.1", member_ips=None, wrap_head=(), wrap_members=None, port=None,
                  log_level="debug", start=True):
-        self.dir = tempfile.mkdtemp(prefix="beamc-", dir="/tmp")
+        self.dir = tempfile.mkdtemp(prefix="beamc-")
         os.chmod(self.dir, 0o700)
         self.gpus, self.cpus, self.node_timeout = gpus, cpus, node_timeout
         self.head_ip = head_ip

@@ -34,8 +34,8 @@ atexit.register(_cleanup)
 
 
 def _tmpdir(prefix):
-    # short, under /tmp: the unix sockets of `ray start` live below it
-    d = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
+    # under the temp folder (the suite's own, short: the unix sockets of `ray start` live below it)
+    d = tempfile.mkdtemp(prefix=prefix)
     _made.setdefault("dirs", []).append(d)
     return d
 
