@@ -49,21 +49,16 @@ static void send_error_push(beam_conn_t *c, const char *message)
     beam_conn_send_enc(c, &enc);
 }
 
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+/* Hands the decoder's whole frames to the owner while the client is read.
+ * A reply queue past soft_outq pauses the client between two frames, not
+ * only between two reads: the frames not yet handed on stay in the decoder
+ * until the queue drains (on_written), so one read of many small requests
+ * cannot queue replies past max_outq. */
+static void deliver(beam_conn_t *c)
 {
-    beam_conn_t *c = s->data;
-    if (nread < 0 && !c->dec.failed) {
-        beam_conn_close(c, nread == UV_EOF ? "disconnected" : uv_strerror((int)nread));
-        return;
-    }
-    if (nread == 0 || c->closing)
-        return;
-    if (nread > 0)
-        beam_decoder_commit(&c->dec, (size_t)nread);
     const char *frame;
     size_t len;
-    int rc;
-    while (!c->closing && (rc = beam_decoder_next(&c->dec, &frame, &len)) == 1) {
+    while (!c->closing && c->reading && beam_decoder_next(&c->dec, &frame, &len) == 1) {
         /* a frame that came in its own buffer is handed on with it: what
          * the owner keeps of it (a value, a call's args) is not copied */
         char *own = beam_decoder_take(&c->dec);
@@ -80,6 +75,20 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (!c->closing)
         beam_decoder_trim(&c->dec); /* an idle client holds no read buffer */
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    beam_conn_t *c = s->data;
+    if (nread < 0 && !c->dec.failed) {
+        beam_conn_close(c, nread == UV_EOF ? "disconnected" : uv_strerror((int)nread));
+        return;
+    }
+    if (nread == 0 || c->closing)
+        return;
+    if (nread > 0)
+        beam_decoder_commit(&c->dec, (size_t)nread);
+    deliver(c);
 }
 
 static int peer_allowed(beam_conn_t *c)
@@ -152,7 +161,9 @@ static void on_written(beam_outq_t *q, int status)
         send_drop_marker(c);
     if (!c->closing && !c->reading && beam_outq_drained(&c->outq)) {
         c->reading = 1;
-        uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+        deliver(c); /* the frames the pause left in the decoder first */
+        if (!c->closing && c->reading)
+            uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
     }
 }
 

@@ -626,14 +626,16 @@ def _read_until_eof(sock, timeout=10.0):
 
 
 def test_a_client_that_never_reads_replies_is_dropped_past_max_outq(served):
-    """Pipelined gets of a 1 MiB object that the client does not read: the
-    unsent replies pass --max-outq (4 MiB here) and beamd closes that one
-    client, and the object it held goes with it."""
+    """Pipelined gets, each of eight 1 MiB values, that the client does not
+    read: the unsent replies pass --max-outq (4 MiB here) and beamd closes
+    that one client, and the object it held goes with it. (beamd stops
+    taking a client's frames once its queue passes the soft cap, so it is
+    the replies of the frames already taken that pass the hard cap.)"""
     rss0 = rss_kib(served.pid)
     with driver(served) as c:
         obj = Ids(c.hello_reply).obj()
         c.call("put", {"obj": obj, "data": b"z" * (1 << 20)})
-        c.send_raw(b"".join(request(10 + i, "get", {"objs": [obj], "timeout_ms": 0}) for i in range(64)))
+        c.send_raw(b"".join(request(10 + i, "get", {"objs": [obj] * 8, "timeout_ms": 0}) for i in range(64)))
         time.sleep(0.3)  # not reading
         got = _read_until_eof(c.sock)
         assert got < 16 << 20, f"beamd sent {got} bytes to a client it should have dropped"
