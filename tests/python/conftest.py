@@ -28,7 +28,7 @@ import pytest
 
 from beamkit import suite
 from beamkit.daemon import Beamd, Cluster, resource_args
-from beamkit.procs import wait_until
+from beamkit.procs import kill_all, wait_until
 
 # BEAM_REAL_RAY=1: the ray_compat tests run against real Ray (scripts/test_real_ray.sh)
 REAL_RAY = os.environ.get("BEAM_REAL_RAY") == "1"
@@ -68,7 +68,7 @@ def pytest_sessionfinish(session, exitstatus):
     left = suite.leftovers(ROOT)
     if left:
         what = suite.describe(left)
-        suite.kill(left)
+        kill_all(left)
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None:
             tr.write_line("")

@@ -31,7 +31,6 @@ at its temp folder's ray_current_cluster.
 import atexit
 import os
 import shutil
-import signal
 import tempfile
 
 UNSET = ("RAY_ADDRESS", "BEAM_SOCKET", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE",
@@ -84,40 +83,18 @@ def test_env(monkeypatch, root, n):
     return _point(root, monkeypatch.setenv, f"t{n}")
 
 
-def _holds(pid, needle):
-    for what in ("environ", "cmdline"):
-        try:
-            with open(f"/proc/{pid}/{what}", "rb") as f:
-                if needle in f.read():
-                    return True
-        except OSError:
-            pass
-    return False
-
-
 def leftovers(root):
     """Live processes other than this one whose environment or arguments
     name root: started by the suite (or by what it started)."""
-    from .procs import alive
+    from .procs import processes
 
-    needle = root.encode()
-    me = os.getpid()
-    return [int(p) for p in os.listdir("/proc")
-            if p.isdigit() and int(p) != me and _holds(p, needle) and alive(int(p))]
+    return sorted(set(processes(root)) | set(processes(root, "cmdline")))
 
 
 def describe(pids):
     from .procs import cmdline
 
     return ", ".join(f"{p} ({b' '.join(cmdline(p)).decode(errors='replace')[:120]})" for p in pids)
-
-
-def kill(pids):
-    for p in pids:
-        try:
-            os.kill(p, signal.SIGKILL)
-        except OSError:
-            pass
 
 
 def _leave(root):
