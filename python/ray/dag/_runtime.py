@@ -36,21 +36,13 @@ import types
 
 
 from ray.dag import _transport as T
+from ray.dag._transport import Err
 
 _graphs = {}  # graph id -> _Plan, in this worker
 _lock = threading.Lock()
 
 _ACCEPT_TIMEOUT_S = 60.0
 _CoroutineType = types.CoroutineType
-
-
-class _Err:
-    """An upstream error standing for a value: tasks that get it skip."""
-
-    __slots__ = ("exc",)
-
-    def __init__(self, exc):
-        self.exc = exc
 
 
 def _runtime():
@@ -234,7 +226,7 @@ class _Plan:
         except T.Closed:
             raise _PeerGone(src) from None
         if frame.kind == T.ERROR:
-            return _Err(T.loads(frame.payload, frame.buffers))
+            return Err(T.loads(frame.payload, frame.buffers))
         tensors = None
         payload = frame.payload
         if frame.flags & T.F_COMM:
@@ -275,16 +267,16 @@ class _Plan:
                         kwargs = {k: self._resolve(v, inp, local) for k, v in task.kwargs.items()}
                 except _PeerGone:
                     return self._broken()
-                err = next((a for a in args if type(a) is _Err), None)
+                err = next((a for a in args if type(a) is Err), None)
                 if err is None:
-                    err = next((v for v in kwargs.values() if type(v) is _Err), None)
+                    err = next((v for v in kwargs.values() if type(v) is Err), None)
                 if err is None:
                     try:
                         out = task.fn(*args, **kwargs)
                         if type(out) is _CoroutineType:  # an async def method: run it on this thread's loop
                             out = self._run_coroutine(out)
                     except Exception as e:
-                        out = _Err(_task_error(task.method, e, self.class_name))
+                        out = Err(_task_error(task.method, e, self.class_name))
                 else:
                     out = err
                 try:
@@ -305,7 +297,7 @@ class _Plan:
 
     def _send(self, task, seq, out):
         plain = comm_frame = None
-        if type(out) is _Err:
+        if type(out) is Err:
             plain = self._dump_error(task, out.exc)
         else:
             try:
@@ -318,7 +310,7 @@ class _Plan:
                     metas = [(tuple(t.shape), t.dtype) for t in tensors]
                     comm_frame = (T.dumps((metas, inner))[0], bufs, tensors)
             except Exception as e:
-                out = _Err(_task_error(task.method, TypeError(
+                out = Err(_task_error(task.method, TypeError(
                     f"the output of {self.class_name}.{task.method}() could not be serialized: {e}"),
                     self.class_name))
                 plain = self._dump_error(task, out.exc)

@@ -59,6 +59,17 @@ class Closed(Exception):
     """The peer closed the connection (or it was shut down here)."""
 
 
+class Err:
+    """An upstream error standing for a value (what an ERROR frame carries,
+    unpickled): a task whose argument is one skips and forwards it, and the
+    driver's get raises its exception."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc):
+        self.exc = exc
+
+
 # -- values -----------------------------------------------------------------
 
 def _rebuild_tensor(buf, dtype, shape, device):

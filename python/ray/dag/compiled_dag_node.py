@@ -24,19 +24,16 @@ import time
 import uuid
 import weakref
 
+import ray
 from ray import exceptions as _exc
+from ray.dag import _runtime
 from ray.dag import _transport as T
+from ray.dag._transport import Err
 from ray.dag.context import DAGContext
 from ray.dag.dag_node import ClassMethodNode, DAGNode, InputAttributeNode, InputNode, MultiOutputNode, unsupported
+from ray.experimental.compiled_dag_ref import CompiledDAGRef
 
 _SETUP_TIMEOUT_S = 120
-
-
-class _Err:
-    __slots__ = ("exc",)
-
-    def __init__(self, exc):
-        self.exc = exc
 
 
 class _TaskInfo:
@@ -55,8 +52,6 @@ class CompiledDAG:
 
     def __init__(self, root, submit_timeout=None, enable_asyncio=False, max_inflight_executions=None,
                  max_buffered_results=None, overlap_gpu_communication=None):
-        import ray
-
         if enable_asyncio:
             unsupported("experimental_compile(enable_asyncio=True) (asyncio graphs)")
         if not ray.is_initialized():
@@ -205,9 +200,6 @@ class CompiledDAG:
         self.dag_output_channels = list(range(len(outputs)))
 
     def _setup(self):
-        import ray
-        from ray.dag import _runtime
-
         secret = os.urandom(32)
         rt = ray._private.worker.runtime()
         infos = ray.get([a.__ray_call__.remote(_runtime.prepare, self._dag_id, secret) for a in self.actor_refs],
@@ -277,8 +269,6 @@ class CompiledDAG:
     def execute(self, *args, **kwargs):
         """Run one step: one input frame to each actor that reads the input.
         Returns a list of CompiledDAGRef (a MultiOutputNode) or one."""
-        from ray.experimental.compiled_dag_ref import CompiledDAGRef
-
         self._check_usable()
         self._check_inputs(args, kwargs)
         payload, buffers = T.dumps((args, kwargs))
@@ -361,12 +351,12 @@ class CompiledDAG:
                     self._broken(actor)
                     raise self._error from None
                 if frame.kind == T.ERROR:
-                    partial[frame.key] = _Err(T.loads(frame.payload, frame.buffers))
+                    partial[frame.key] = Err(T.loads(frame.payload, frame.buffers))
                 else:
                     partial[frame.key] = T.loads(frame.payload, frame.buffers)
         self._partial = {}
         results = {ch: partial[key] for ch, key in enumerate(self._output_keys)}
-        err = next((v for v in results.values() if type(v) is _Err), None)
+        err = next((v for v in results.values() if type(v) is Err), None)
         if err is not None:  # as in Ray: one output's error stands for every output of the execution
             results = dict.fromkeys(results, err)
         for ch in self._destructed_ref_idxs.pop(seq, set()) | self._timed_out_ref_idxs.pop(seq, set()):
@@ -423,8 +413,6 @@ class CompiledDAG:
             if self._is_teardown:
                 return
             self._is_teardown = True
-        import ray
-
         if self._wake_w is not None:
             try:
                 os.write(self._wake_w, b"x")
@@ -447,8 +435,6 @@ class CompiledDAG:
         self._wake_r = self._wake_w = None
         if not ray.is_initialized():
             return
-        from ray.dag import _runtime
-
         refs = []
         for actor in self.actor_refs:
             try:

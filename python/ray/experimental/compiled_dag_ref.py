@@ -8,14 +8,13 @@ pickled, and ``ray.wait`` refuses it. A worker's exception comes back as Ray
 raises it: an instance of RayTaskError and of the cause's class.
 """
 
+from ray.dag._transport import Err
 from ray.exceptions import RayChannelTimeoutError, RayTaskError
 
 
 def _process_return_vals(return_vals, return_single_output):
-    from ray.dag.compiled_dag_node import _Err
-
     for val in return_vals:
-        if type(val) is _Err:
+        if type(val) is Err:
             exc = val.exc
             if isinstance(exc, RayTaskError):
                 raise exc.as_instanceof_cause()
