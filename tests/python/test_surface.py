@@ -206,6 +206,21 @@ def test_task_error_default_ip_and_pid():
     assert str(err).splitlines()[0].startswith("ray::f() (pid=")
 
 
+def test_node_ip_before_init_is_the_source_toward_the_address(monkeypatch):
+    """Before ray.init, ray.util.get_node_ip_address(address) is the address
+    this machine reaches ``address`` from (as Ray's), not always the default
+    route's; an error's header and the default agree with the default route."""
+    import ray.util
+
+    monkeypatch.delenv("BEAM_NODE_IP", raising=False)
+    default = ray.util.get_node_ip_address()
+    if default.startswith("127."):
+        pytest.skip("no default route here: every address is reached from loopback")
+    assert ray.util.get_node_ip_address("127.0.0.1:1") == "127.0.0.1"
+    assert ray.util.get_node_ip_address("8.8.8.8:53") == default
+    assert E.RayTaskError("f", "ValueError: v", ValueError("v")).ip == default
+
+
 def test_as_instanceof_cause_dual_class():
     err = raise_and_wrap(ValueError("bad input"))
     dual = err.as_instanceof_cause()

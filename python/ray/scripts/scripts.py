@@ -17,13 +17,13 @@ import os
 import secrets
 import select
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import ray
 from ray._private import node as _node
+from ray._private import services
 
 DEFAULT_PORT = 6379
 READY_TIMEOUT_S = 60.0
@@ -226,16 +226,6 @@ def daemon_status(sock):
     return daemon_hello(sock)[1]
 
 
-def route_ip_to(host, port):
-    """The address this machine reaches host from (no packet is sent)."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect((host, int(port)))
-            return s.getsockname()[0]
-    except OSError:
-        return None
-
-
 # --- ray start ------------------------------------------------------------
 
 def start_parser():
@@ -345,7 +335,7 @@ def cmd_start(argv):
             raise Failure(f"--address must be HOST:PORT, got {a.address!r}")
         args += ["--address", a.address]
         if not ip:
-            ip = route_ip_to(host.strip("[]"), hport)
+            ip = services.route_ip_to(host.strip("[]"), hport)
     if ip:
         args += ["--node-ip", ip]
     if a.num_cpus is not None:
