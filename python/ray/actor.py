@@ -14,6 +14,7 @@ import weakref
 
 from ray._private import ids as _ids
 from ray._private import options as _opts
+from ray._private import ray_option_utils
 from ray._private import refcount as _refcount
 from ray._private import serialization as _ser
 from ray._private import worker as _worker
@@ -38,26 +39,7 @@ def _check_options(options, task=False):
         _opts.check_task_options(options)
     else:
         _opts.check_actor_options(options)
-    for key in ("num_cpus", "num_gpus", "memory"):
-        value = options.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-            raise ValueError(f"The resource {key} must be a non-negative number, got {value!r}.")
-    gpus = options.get("num_gpus") or 0
-    if gpus > 1 and gpus != int(gpus):
-        raise ValueError("Resource quantities >1 must be whole numbers.")
-    res = options.get("resources") or {}
-    if not isinstance(res, dict):
-        raise TypeError("resources must be a dict of resource name to amount")
-    for name, amount in res.items():
-        if name in ("CPU", "GPU"):
-            raise ValueError(f"Use the '{name.lower().replace('cpu', 'num_cpus').replace('gpu', 'num_gpus')}' "
-                             f"argument to request {name}, not 'resources'.")
-        if not isinstance(amount, (int, float)) or amount < 0:
-            raise ValueError(f"Resource {name} must be a non-negative number, got {amount!r}.")
-        if amount > 1 and amount != int(amount):
-            raise ValueError("Resource quantities >1 must be whole numbers.")
+    ray_option_utils.check_resource_amounts(options)
 
 
 def _method_names(cls):
@@ -218,8 +200,6 @@ class ActorClass:
     Ray's: class attributes, static and class methods read through it."""
 
     def __init__(self, cls, options=None, _validate=True):
-        from ray._private import ray_option_utils
-
         if _validate:
             ray_option_utils.validate_actor_options(options or {}, in_options=False)
         _check_options(options or {})
@@ -259,8 +239,6 @@ class ActorClass:
         )
 
     def options(self, **options):
-        from ray._private import ray_option_utils
-
         ray_option_utils.validate_actor_options(options, in_options=True)
         merged = dict(self._options)
         merged.update(options)
@@ -321,8 +299,6 @@ def _create_actor(actor_class, args, kwargs, _task=None):
     """Creates the actor; _task names the remote function whose one-call
     worker this is (its output prefix, and beamd's ownership rule)."""
     from ray.util import scheduling_strategies as _ss
-
-    from ray._private import ray_option_utils
 
     opts = actor_class._options
     name = opts.get("name")
@@ -599,8 +575,6 @@ class RemoteFunction:
     while handles do (beamd hands it to the task's owner)."""
 
     def __init__(self, fn, options=None, _validate=True):
-        from ray._private import ray_option_utils
-
         if inspect.iscoroutinefunction(fn):
             raise ValueError(
                 "'async def' should not be used for remote tasks. You can wrap the async function with "
@@ -623,8 +597,6 @@ class RemoteFunction:
         )
 
     def options(self, **options):
-        from ray._private import ray_option_utils
-
         ray_option_utils.validate_task_options(options, in_options=True)
         merged = dict(self._options)
         merged.update(options)
@@ -635,8 +607,6 @@ class RemoteFunction:
     def remote(self, *args, **kwargs):
         # the task options beam accepts have no actor counterpart to pass on
         # (a task's name only labels it in Ray's dashboard: no named actor)
-        from ray._private import ray_option_utils
-
         if self._sig is False:
             self._sig = _signature(self._function, False)
         _bind(self._sig, args, kwargs)
