@@ -128,9 +128,9 @@ def bench_steps(n, rounds=7):
 
 
 def bench_tensors(sizes, n):
+    from beamkit.gloo import GlooComm
     from ray.dag import InputNode, MultiOutputNode
     from ray.experimental.channel import accelerator_context
-    from beamkit.gloo import GlooComm
 
     env = {"env_vars": {"GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}}
     cls = ray.remote(num_cpus=0, runtime_env=env)(NoOp)
@@ -161,6 +161,7 @@ def bench_tensors(sizes, n):
 
 def gpu_check():
     import torch
+
     from ray.dag import InputNode, MultiOutputNode
 
     if not torch.cuda.is_available():

@@ -22,10 +22,10 @@ import os
 import statistics
 import sys
 
-import ray
-
 import benchutil
 from benchutil import PipeActor, timed
+
+import ray
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
 from beamkit.procs import cpu_ns  # noqa: E402

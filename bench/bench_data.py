@@ -49,6 +49,7 @@ def _daemon_rss(ray):
 
 def run_side(quick):
     import numpy
+
     import ray
 
     init_kw = {"num_cpus": 2, "num_gpus": 0}

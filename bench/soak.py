@@ -26,6 +26,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "python"))
 
 import benchutil  # noqa: E402  (bench/, this script's folder)
+
 from beamkit.procs import fd_count, rss_kib  # noqa: E402
 
 

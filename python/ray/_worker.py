@@ -165,7 +165,7 @@ class Worker:
         self.rt.actor_handle = ActorHandle(self.rt.actor_id, self.class_name, None, _counted=False)
         try:
             cls = ser.loads(init["class_data"])
-            from ray.actor import _TaskRunner, _has_async_methods
+            from ray.actor import _has_async_methods, _TaskRunner
 
             self.task = self.rt.is_task = cls is _TaskRunner
             args, kwargs = ser.loads(init["args"])
@@ -397,12 +397,12 @@ class Worker:
             self.reply(params["obj"], status, data, objs, actors)
         except ValueError as e:
             # the result does not fit in one frame: the call fails, the actor lives
-            del data
+            data = None  # drop the result before building the error
             err = self._error(name, ValueError(f"the result of {self.class_name}.{name}() could not be sent: {e}"))
             self.reply(params["obj"], 1, ser.dumps(err)[0], [], [])
         except self.exceptions.ObjectStoreFullError as e:
             # the node's object_store_memory cannot take the result: the call fails with it, as in Ray
-            del data
+            data = None  # drop the result before building the error
             self.reply(params["obj"], 1, ser.dumps(self._error(name, e))[0], [], [])
         # the call's refs died with it; _beam only sends queued releases
         # with a later message, and an idle worker sends none

@@ -20,6 +20,7 @@ from ray._private import serialization as _ser
 from ray._private import worker as _worker
 from ray._private.object_ref import ObjectRef
 
+
 class ActorClassInheritanceException(TypeError):
     """Raised on ``class B(A)`` where A is an actor class, as in Ray."""
 

@@ -44,7 +44,6 @@ import select
 import signal
 import subprocess
 import sys
-import time
 
 from beamkit.daemon import Beamd
 from beamkit.procs import beam_processes, kill_all, wait_until

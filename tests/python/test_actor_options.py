@@ -20,7 +20,6 @@ import time
 import pytest
 
 import ray
-
 from beamkit.daemon import one_ray_for_module
 from beamkit.procs import wait_until
 

@@ -17,6 +17,7 @@ import pytest
 from beamkit.gloo import COMM_STATS, NEEDS_TORCH, GlooComm
 from beamkit.procs import free_port, wait_until
 
+
 class TensorStage:
     """Stage 0 makes {"hidden": tensor} from the step's input; stage 1 checks
     and sums it."""
@@ -39,8 +40,6 @@ class TensorStage:
         return {"hidden": hidden, "residual": torch.arange(n // 16, dtype=torch.int64), "seed": seed}
 
     def second(self, inter):
-        import torch
-
         if isinstance(inter, dict):
             return {"sum": float(inter["hidden"].float().sum()), "rsum": int(inter["residual"].sum()),
                     "dtype": str(inter["hidden"].dtype), "shape": tuple(inter["hidden"].shape),
@@ -108,8 +107,9 @@ def _compile(ws, transport):
 @pytest.mark.usefixtures("ray_start")
 def test_tensor_crosses_stages_inline(n):
     pytest.importorskip("torch")
-    import ray
     import torch
+
+    import ray
 
     ws = _two_stages(ray)
     dag = _compile(ws, "auto")  # no communicator registered: tensors ride in the frame

@@ -20,7 +20,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 
 import cloudpickle
 
@@ -289,7 +288,7 @@ def test_get_timeout_then_value_and_large_results(cluster):
 
 
 def test_detached_named_actor_outlives_its_owner_and_serves_locally(cluster):
-    run_on_member(cluster, """
+    out = run_on_member(cluster, """
         a = Log.options(name="keeper", namespace="loc", lifetime="detached", **on(M1)).remote()
         ray.get(a.add.remote("from the owner"), timeout=20)
         out(ok=1)
@@ -311,7 +310,7 @@ def test_detached_named_actor_outlives_its_owner_and_serves_locally(cluster):
 def test_owner_gone_with_local_calls_pending(cluster):
     """The driver ends with local calls still running: its actor dies with
     it, and the member forgets what it kept for that driver."""
-    out = run_on_member(cluster, """
+    run_on_member(cluster, """
         a = Log.options(**on(M1)).remote()
         out(pid=ray.get(a.pid.remote(), timeout=20), refs=[a.sleep.remote(3) for _ in range(3)] and 3)
     """)

@@ -20,7 +20,6 @@ from beamkit.daemon import Cluster
 from beamkit.netns import NetnsPair, needs_netns
 from beamkit.procs import wait_gone, wait_until
 
-
 pytestmark = needs_netns
 
 

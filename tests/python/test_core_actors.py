@@ -15,7 +15,6 @@ import pytest
 from beamkit.daemon import Beamd, run_driver
 from beamkit.procs import alive, beam_processes, wait_gone, wait_until
 
-
 # -- the program ------------------------------------------------------
 
 

@@ -351,7 +351,7 @@ def test_private_daemon_is_shared_with_child_processes(tmp_path):
     """A child of a driver that started a private beamd joins that daemon
     (vLLM's engine-core processes call ray.init() themselves), and the
     driver's environment is restored at shutdown."""
-    code = textwrap.dedent(f"""
+    code = textwrap.dedent("""
         import os, subprocess, sys
         import ray
         ray.init(num_gpus=1)

@@ -21,9 +21,8 @@ Longer runs: scripts/lifecycle_random.py.
 import os
 import random
 
-import pytest
-
 import lifecycle
+import pytest
 
 FIXED_SEED = 20261203
 STEPS = int(os.environ.get("BEAM_LIFECYCLE_STEPS", "400"))

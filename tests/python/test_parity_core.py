@@ -358,7 +358,6 @@ def test_bundle_is_a_reserved_resource_name(ray_start):
 
 
 def test_bundle_specs_drop_zero_amounts(ray_start):
-    ray = ray_start
     from ray.util.placement_group import placement_group, remove_placement_group
 
     pg = placement_group([{"CPU": 1, "GPU": 0}, {"CPU": 1}])

@@ -15,10 +15,10 @@ import zipfile
 
 import pytest
 
-from beamkit import REPO, venv as venv_util
+from beamkit import REPO
+from beamkit import venv as venv_util
 from beamkit.procs import alive
 from beamkit.venv import Node
-
 
 pytestmark = venv_util.skip_in_sanitizer_pass
 

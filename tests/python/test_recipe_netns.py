@@ -17,8 +17,8 @@ import shutil
 import subprocess
 import time
 
-
-from beamkit import REPO, venv as venv_util
+from beamkit import REPO
+from beamkit import venv as venv_util
 from beamkit.netns import NetnsPair, ip_cmd, needs_netns
 from beamkit.venv import Node, read_until
 

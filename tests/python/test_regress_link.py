@@ -22,14 +22,24 @@ import struct
 import subprocess
 import tempfile
 
-from beamkit.daemon import driver_env, run_driver
-from beamkit.link import H2M, SealedPeer, SealedStream, challenge, head_mac, read_token, stream_key
-from beamkit.procs import wait_until
-from beamkit.wire import FrameSocket, push
 from beamkit.client import Conn, Ids
-from beamkit.link import M2H, RawPeer, node_mac
-from beamkit.procs import hwm_kib, reset_hwm, rss_kib, sanitized
-from beamkit.wire import MSG_PUSH, pack as mp_pack, unpack as mp_unpack
+from beamkit.daemon import driver_env, run_driver
+from beamkit.link import (
+    H2M,
+    M2H,
+    RawPeer,
+    SealedPeer,
+    SealedStream,
+    challenge,
+    head_mac,
+    node_mac,
+    read_token,
+    stream_key,
+)
+from beamkit.procs import hwm_kib, reset_hwm, rss_kib, sanitized, wait_until
+from beamkit.wire import MSG_PUSH, FrameSocket, push
+from beamkit.wire import pack as mp_pack
+from beamkit.wire import unpack as mp_unpack
 
 HEAD_IP = "127.0.0.1"
 

@@ -9,8 +9,8 @@ the value when the object is released before the reply is read."""
 
 import pytest
 
-from beamkit.daemon import Beamd
 from beamkit.client import Conn, Ids, request
+from beamkit.daemon import Beamd
 
 # around the decoder's own-buffer size (64 KiB frames) and the span size (16 KiB values)
 SIZES = [0, 1, (16 << 10) - 1, 16 << 10, (64 << 10) - 40, (64 << 10) - 1, 64 << 10, (64 << 10) + 1,

@@ -205,7 +205,6 @@ def test_removed_groups_are_freed_and_the_table_is_bounded(beamd):
 
 
 def test_remove_placement_group_through_ray_after_the_history(ray_start, beamd):
-    ray = ray_start
     api = pg_api()
     pgs = [api.placement_group([{"CPU": 0.01}]) for _ in range(PG_HISTORY + 5)]
     for pg in pgs:

@@ -18,8 +18,8 @@ import uuid
 from ray import exceptions as _exc
 from ray._private import ids as _ids
 from ray._private import refcount as _refcount
-from ray._private import shm as _shm
 from ray._private import serialization as _ser
+from ray._private import shm as _shm
 from ray._private.object_ref import ObjectRef
 
 STATUS_OK, STATUS_TASK_ERROR, STATUS_ACTOR_DIED, STATUS_LOST, STATUS_UNSCHEDULABLE = 0, 1, 2, 3, 4

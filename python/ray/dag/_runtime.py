@@ -34,7 +34,6 @@ import threading
 import traceback
 import types
 
-
 from ray.dag import _transport as T
 from ray.dag._transport import Err
 

@@ -39,9 +39,8 @@ class PlacementGroup:
 
     def ready(self):
         """An ObjectRef that resolves (to this group) once it is placed."""
-        from ray._private.object_ref import ObjectRef
-
         from ray._private import serialization as _ser
+        from ray._private.object_ref import ObjectRef
 
         rt = _worker.runtime()
         oid = rt.ids.object_id()

@@ -8,6 +8,7 @@ import importlib.util
 import os
 
 import pytest
+
 from ray.experimental.channel.communicator import Communicator
 
 NEEDS_TORCH = [
@@ -29,8 +30,9 @@ class GlooComm(Communicator):
     sends / receives with dist.send / dist.recv."""
 
     def __init__(self, world_size, comm_id, rank, actor_handles, cuda_stream, use_communication_streams=False):
-        import ray
         import torch.distributed as dist
+
+        import ray
 
         self._world_size = world_size
         self._actor_handles = actor_handles
