@@ -209,8 +209,10 @@ def main():
     print("one float32 tensor between two stages (execute + get of a PP=2 graph), bytes/s:")
     for size in sizes:
         d, c = rates[("default", size)], rates[("communicator", size)]
-        print(f"  {size >> 20:3d} MiB   default path {d / 1e9:6.2f} GB/s   gloo communicator {c / 1e9:6.2f} GB/s"
-              f"   default/communicator {d / c:4.2f}")
+        print(
+            f"  {size >> 20:3d} MiB   default path {d / 1e9:6.2f} GB/s   gloo communicator {c / 1e9:6.2f} GB/s"
+            f"   default/communicator {d / c:4.2f}"
+        )
     ray.shutdown()
 
 

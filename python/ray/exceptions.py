@@ -347,9 +347,7 @@ class _DualMixin:
 def _format_cause(cause):
     """Format ``cause`` (an exception) the way the traceback module would."""
     if isinstance(cause, BaseException):
-        return "".join(
-            _traceback.format_exception(type(cause), cause, cause.__traceback__)
-        )
+        return "".join(_traceback.format_exception(type(cause), cause, cause.__traceback__))
     return f"{type(cause).__name__}: {cause}"
 
 
@@ -461,10 +459,7 @@ class ActorDiedError(RayActorError):
         if isinstance(cause, RayTaskError):
             actor_init_failed = True
             actor_id = actor_id or cause._actor_id
-            message = (
-                "The actor died because of an error raised in its creation "
-                f"task, {cause}"
-            )
+            message = "The actor died because of an error raised in its creation " f"task, {cause}"
         elif isinstance(cause, str):
             message = cause
         elif cause:
@@ -618,10 +613,7 @@ class ReferenceCountingAssertionError(ObjectLostError, AssertionError):
     """The object was deleted while a reference to it was still live."""
 
     def _detail(self):
-        return (
-            "The object has already been deleted by the reference counting "
-            "protocol. This should not happen."
-        )
+        return "The object has already been deleted by the reference counting " "protocol. This should not happen."
 
 
 class ObjectFreedError(ObjectLostError):

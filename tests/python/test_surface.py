@@ -162,19 +162,14 @@ def test_every_listed_type_is_sampled():
 
 
 def test_task_error_fields_and_text():
-    err = raise_and_wrap(
-        ValueError("bad input"), actor_repr="Worker(rank=0)", actor_id="ab" * 16
-    )
+    err = raise_and_wrap(ValueError("bad input"), actor_repr="Worker(rank=0)", actor_id="ab" * 16)
     assert err.function_name == "Worker.step"
     assert err.pid == 4242 and err.ip == "10.0.0.7"
     assert isinstance(err.cause, ValueError)
     assert err.args[:3] == ("Worker.step", err.traceback_str, err.cause)
     text = str(err)
     first = text.splitlines()[0]
-    assert first == (
-        f"ray::Worker.step() (pid=4242, ip=10.0.0.7, actor_id={'ab' * 16}, "
-        "repr=Worker(rank=0))"
-    )
+    assert first == (f"ray::Worker.step() (pid=4242, ip=10.0.0.7, actor_id={'ab' * 16}, " "repr=Worker(rank=0))")
     assert "ValueError: bad input" in text
     assert "raise_and_wrap" in text  # the user's frames stay
 
@@ -308,9 +303,7 @@ def test_ray_actor_error_signature():
 
 def test_actor_died_error_forms():
     assert str(E.ActorDiedError()) == "The actor died unexpectedly before finishing this task."
-    killed = E.ActorDiedError(
-        error_msg="The actor abc died because it was killed by `ray.kill`", actor_id="cd" * 16
-    )
+    killed = E.ActorDiedError(error_msg="The actor abc died because it was killed by `ray.kill`", actor_id="cd" * 16)
     assert isinstance(killed, E.RayActorError)
     assert "killed by `ray.kill`" in str(killed)
     assert killed.actor_id == "cd" * 16 and not killed.actor_init_failed
@@ -405,13 +398,9 @@ def test_runtime_env_config():
 
 def test_merge_runtime_env():
     merge = ray.runtime_env._merge_runtime_env
-    assert merge({"env_vars": {"A": "1"}}, {"env_vars": {"B": "2"}}) == {
-        "env_vars": {"A": "1", "B": "2"}
-    }
+    assert merge({"env_vars": {"A": "1"}}, {"env_vars": {"B": "2"}}) == {"env_vars": {"A": "1", "B": "2"}}
     assert merge({"env_vars": {"A": "1"}}, {"env_vars": {"A": "2"}}) is None
-    assert merge({"env_vars": {"A": "1"}}, {"env_vars": {"A": "2"}}, override=True) == {
-        "env_vars": {"A": "2"}
-    }
+    assert merge({"env_vars": {"A": "1"}}, {"env_vars": {"A": "2"}}, override=True) == {"env_vars": {"A": "2"}}
     assert merge(None, None) == {}
 
 

@@ -173,8 +173,10 @@ def pid_uid(pid):
     return None
 
 
-TEMP_ADVICE = ("Use a Ray temp folder of your own: set RAY_TMPDIR (or TMPDIR) to a folder only you can write, "
-               "or remove this one if it is stale.")
+TEMP_ADVICE = (
+    "Use a Ray temp folder of your own: set RAY_TMPDIR (or TMPDIR) to a folder only you can write, "
+    "or remove this one if it is stale."
+)
 
 
 def _refuse(path, st, what, why):

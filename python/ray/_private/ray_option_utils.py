@@ -50,10 +50,16 @@ def _resources(value):
 
 def _counting(name, infinite=True):
     if infinite:
-        return ((int, type(None)), lambda x: None if x is None or x >= -1 else
-                f"The keyword '{name}' only accepts None, 0, -1 or a positive integer, where -1 represents infinity.")
-    return ((int, type(None)), lambda x: None if x is None or x >= 0 else
-            f"The keyword '{name}' only accepts None, 0 or a positive integer.")
+        return (
+            (int, type(None)),
+            lambda x: None
+            if x is None or x >= -1
+            else f"The keyword '{name}' only accepts None, 0, -1 or a positive integer, where -1 represents infinity.",
+        )
+    return (
+        (int, type(None)),
+        lambda x: None if x is None or x >= 0 else f"The keyword '{name}' only accepts None, 0 or a positive integer.",
+    )
 
 
 def _resource(name):
@@ -63,8 +69,10 @@ def _resource(name):
 def _num_returns(x):
     if x is None or x in ("dynamic", "streaming") or (isinstance(x, int) and x >= 0):
         return None
-    return ("The keyword 'num_returns' only accepts None, a non-negative integer, 'streaming' (for generators), "
-            "or 'dynamic'.")
+    return (
+        "The keyword 'num_returns' only accepts None, a non-negative integer, 'streaming' (for generators), "
+        "or 'dynamic'."
+    )
 
 
 def _lifetime(x):
@@ -100,8 +108,10 @@ _TASK_ONLY = {
     "max_calls": _counting("max_calls", False),
     "max_retries": _counting("max_retries"),
     "num_returns": ((int, str, type(None)), _num_returns),
-    "object_store_memory": ((int, type(None)), lambda x: None if x is None else
-                            "Setting 'object_store_memory' is not implemented for tasks"),
+    "object_store_memory": (
+        (int, type(None)),
+        lambda x: None if x is None else "Setting 'object_store_memory' is not implemented for tasks",
+    ),
     "retry_exceptions": _ANY,
     "_generator_backpressure_num_objects": _ANY,
 }
@@ -144,8 +154,10 @@ def _validate(table, kind, options):
                 raise ValueError(msg)
     strategy = options.get("scheduling_strategy")
     if options.get("placement_group", "default") not in ("default", None) and strategy is not None:
-        raise ValueError("Placement groups should be specified via the scheduling_strategy option. "
-                         "The placement_group option is deprecated.")
+        raise ValueError(
+            "Placement groups should be specified via the scheduling_strategy option. "
+            "The placement_group option is deprecated."
+        )
 
 
 def validate_task_options(options, in_options):
@@ -169,8 +181,9 @@ def check_resources_at_submit(resources):
     if "memory" in resources or "object_store_memory" in resources:
         raise ValueError("The resources dictionary must not contain the key 'memory' or 'object_store_memory'")
     if "bundle" in resources:
-        raise ValueError(f"The resource should not include `bundle` which is reserved for Ray. resources: "
-                         f"{resources}")
+        raise ValueError(
+            f"The resource should not include `bundle` which is reserved for Ray. resources: " f"{resources}"
+        )
 
 
 def check_resource_amounts(options):

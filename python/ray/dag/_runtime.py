@@ -100,14 +100,20 @@ def _task_error(method, exc, class_name):
     tb = "".join(traceback.format_exception(type(exc), exc, tb_top))
     rt = _runtime()
     actor_id = rt.actor_id.hex() if rt.actor_id is not None else None
-    err = RayTaskError(method, tb, exc, proctitle=f"ray::{class_name}.{method}", pid=os.getpid(),
-                       actor_repr=class_name, actor_id=actor_id)
+    err = RayTaskError(
+        method,
+        tb,
+        exc,
+        proctitle=f"ray::{class_name}.{method}",
+        pid=os.getpid(),
+        actor_repr=class_name,
+        actor_id=actor_id,
+    )
     return err
 
 
 class _Task:
-    __slots__ = ("key", "method", "fn", "args", "kwargs", "peers", "comm_peers", "to_driver", "keep",
-                 "simple")
+    __slots__ = ("key", "method", "fn", "args", "kwargs", "peers", "comm_peers", "to_driver", "keep", "simple")
 
     def __init__(self, spec, instance):
         self.key = spec["key"]
@@ -181,8 +187,9 @@ class _Plan:
 
     def _await_incoming(self):
         with self.cond:
-            ok = self.cond.wait_for(lambda: self.stopping or self.expect <= set(self.incoming),
-                                    timeout=_ACCEPT_TIMEOUT_S)
+            ok = self.cond.wait_for(
+                lambda: self.stopping or self.expect <= set(self.incoming), timeout=_ACCEPT_TIMEOUT_S
+            )
         for ls in self.listeners:
             try:
                 ls.close()
@@ -309,9 +316,13 @@ class _Plan:
                     metas = [(tuple(t.shape), t.dtype) for t in tensors]
                     comm_frame = (T.dumps((metas, inner))[0], bufs, tensors)
             except Exception as e:
-                out = Err(_task_error(task.method, TypeError(
-                    f"the output of {self.class_name}.{task.method}() could not be serialized: {e}"),
-                    self.class_name))
+                out = Err(
+                    _task_error(
+                        task.method,
+                        TypeError(f"the output of {self.class_name}.{task.method}() could not be serialized: {e}"),
+                        self.class_name,
+                    )
+                )
                 plain = self._dump_error(task, out.exc)
                 comm_frame = None
         for peer in task.peers:
@@ -334,9 +345,16 @@ class _Plan:
         try:
             return (T.ERROR, *T.dumps(exc))
         except Exception as e:
-            return (T.ERROR, *T.dumps(_task_error(task.method, TypeError(
-                f"the error raised by {self.class_name}.{task.method}() could not be pickled: {e}"),
-                self.class_name)))
+            return (
+                T.ERROR,
+                *T.dumps(
+                    _task_error(
+                        task.method,
+                        TypeError(f"the error raised by {self.class_name}.{task.method}() could not be pickled: {e}"),
+                        self.class_name,
+                    )
+                ),
+            )
 
     def _broken(self):
         """A peer is gone: execute nothing more; hold the driver's connection

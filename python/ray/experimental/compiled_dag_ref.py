@@ -36,8 +36,10 @@ class CompiledDAGRef:
         self._dag_output_channels = dag.dag_output_channels
 
     def __str__(self):
-        return (f"CompiledDAGRef({self._dag.get_id()}, execution_index={self._execution_index}, "
-                f"channel_index={self._channel_index})")
+        return (
+            f"CompiledDAGRef({self._dag.get_id()}, execution_index={self._execution_index}, "
+            f"channel_index={self._channel_index})"
+        )
 
     __repr__ = __str__
 
@@ -80,8 +82,10 @@ def _get(object_refs, timeout):
         return object_refs.get(timeout=timeout)
     if all(isinstance(r, CompiledDAGRef) for r in object_refs):
         return [r.get(timeout=timeout) for r in object_refs]
-    raise ValueError("Invalid type of object refs. 'object_refs' must be a list of CompiledDAGRefs if there is "
-                     "any CompiledDAGRef within it. ")
+    raise ValueError(
+        "Invalid type of object refs. 'object_refs' must be a list of CompiledDAGRefs if there is "
+        "any CompiledDAGRef within it. "
+    )
 
 
 class CompiledDAGFuture:

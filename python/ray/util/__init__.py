@@ -18,14 +18,23 @@ def list_named_actors(all_namespaces=False):
     from ray._private import worker as _worker
 
     rt = _worker.runtime()
-    named = [(a["namespace"], a["name"]) for a in _worker.status().get("actors", [])
-             if a.get("name") and a.get("state") != "DEAD"]
+    named = [
+        (a["namespace"], a["name"])
+        for a in _worker.status().get("actors", [])
+        if a.get("name") and a.get("state") != "DEAD"
+    ]
     if all_namespaces:
         return [{"name": name, "namespace": ns} for ns, name in named]
     return [name for ns, name in named if ns == rt.namespace]
 
 
 __all__ = [
-    "PlacementGroup", "get_current_placement_group", "get_node_ip_address", "get_placement_group",
-    "list_named_actors", "placement_group", "placement_group_table", "remove_placement_group",
+    "PlacementGroup",
+    "get_current_placement_group",
+    "get_node_ip_address",
+    "get_placement_group",
+    "list_named_actors",
+    "placement_group",
+    "placement_group_table",
+    "remove_placement_group",
 ]

@@ -12,11 +12,14 @@ import pytest
 from ray.experimental.channel.communicator import Communicator
 
 NEEDS_TORCH = [
-    pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                       reason="torch is not installed (Debian: python3-torch)"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("torch") is None, reason="torch is not installed (Debian: python3-torch)"
+    ),
     # the ASan pass preloads libasan into every Python; torch's C++ exceptions then abort
-    pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
-                       reason="torch does not run with libasan preloaded (the sanitizer pass)"),
+    pytest.mark.skipif(
+        "libasan" in os.environ.get("LD_PRELOAD", ""),
+        reason="torch does not run with libasan preloaded (the sanitizer pass)",
+    ),
 ]
 
 # What the communicator did in this process (read back with an ordinary call).
