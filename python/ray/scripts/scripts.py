@@ -15,9 +15,7 @@ import hashlib
 import json
 import os
 import secrets
-import select
 import signal
-import subprocess
 import sys
 import time
 
@@ -386,45 +384,19 @@ def cmd_start(argv):
         args += ["--exit-with-parent"]
 
     t0 = time.monotonic()
-    r, w = os.pipe()
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            args + ["--ready-fd", str(w)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            pass_fds=(w,),
-            close_fds=True,
-            start_new_session=not a.block,
-        )
-    os.close(w)
 
     def interrupted(signum, frame):
         raise KeyboardInterrupt
 
     saved = {sig: signal.signal(sig, interrupted) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        ok = wait_ready(r, proc)
-    except KeyboardInterrupt:
-        # stopped while waiting: no daemon is left behind
-        ok = None
+        proc = _node.start_daemon(args, log_path, READY_TIMEOUT_S, start_new_session=not a.block)
+    except _node.DaemonStartFailed as e:
+        what = "join the cluster at " + a.address if a.address else "start"
+        raise Failure(f"beamd did not {what} ({e.why}); its log ({log_path}):\n{e.log_tail}") from None
     finally:
-        os.close(r)
         for sig, handler in saved.items():
             signal.signal(sig, handler)
-    if not ok:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        with open(log_path, "rb") as f:
-            tail = f.read()[-3000:].decode(errors="replace")
-        what = "join the cluster at " + a.address if a.address else "start"
-        why = "interrupted" if ok is None else f"exit status {proc.returncode}"
-        raise Failure(f"beamd did not {what} ({why}); its log ({log_path}):\n{tail}")
     ready_s = time.monotonic() - t0
 
     hello, _ = daemon_hello(sock, status=False)
@@ -506,25 +478,6 @@ def own_folder(path):
             f"cannot use {path} as Ray's temp folder: it belongs to uid {st.st_uid} and you (uid "
             f"{os.getuid()}) may not write it. {_node.TEMP_ADVICE}"
         )
-
-
-def wait_ready(fd, proc, timeout=READY_TIMEOUT_S):
-    """Waits for beamd's 'ready' line on fd (a member writes it once joined)."""
-    deadline = time.monotonic() + timeout
-    got = b""
-    while b"\n" not in got:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return False
-        ready, _, _ = select.select([fd], [], [], min(left, 1.0))
-        if ready:
-            chunk = os.read(fd, 64)
-            if not chunk:
-                break
-            got += chunk
-        elif proc.poll() is not None:
-            return False
-    return got.startswith(b"ready")
 
 
 def block(proc, temp_root):
