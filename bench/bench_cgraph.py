@@ -128,9 +128,9 @@ def bench_steps(n, rounds=7):
 
 
 def bench_tensors(sizes, n):
+    from beamkit.gloo import GlooComm
     from ray.dag import InputNode, MultiOutputNode
     from ray.experimental.channel import accelerator_context
-    from beamkit.gloo import GlooComm
 
     env = {"env_vars": {"GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}}
     cls = ray.remote(num_cpus=0, runtime_env=env)(NoOp)
@@ -161,6 +161,7 @@ def bench_tensors(sizes, n):
 
 def gpu_check():
     import torch
+
     from ray.dag import InputNode, MultiOutputNode
 
     if not torch.cuda.is_available():
@@ -208,8 +209,10 @@ def main():
     print("one float32 tensor between two stages (execute + get of a PP=2 graph), bytes/s:")
     for size in sizes:
         d, c = rates[("default", size)], rates[("communicator", size)]
-        print(f"  {size >> 20:3d} MiB   default path {d / 1e9:6.2f} GB/s   gloo communicator {c / 1e9:6.2f} GB/s"
-              f"   default/communicator {d / c:4.2f}")
+        print(
+            f"  {size >> 20:3d} MiB   default path {d / 1e9:6.2f} GB/s   gloo communicator {c / 1e9:6.2f} GB/s"
+            f"   default/communicator {d / c:4.2f}"
+        )
     ray.shutdown()
 
 

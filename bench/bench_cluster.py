@@ -82,14 +82,22 @@ DRIVER = textwrap.dedent("""
     print(json.dumps({"sync_us": sync_us, "pipe_calls_per_s": pipe_n / pipe_s, "cpu_us": cpu_us}))
 """)
 
-CASES = [("head->head", "head", "127.0.0.1"), ("head->member", "head", "127.0.0.2"),
-         ("member->head", "member", "127.0.0.1"), ("member->member", "member", "127.0.0.2")]
+CASES = [
+    ("head->head", "head", "127.0.0.1"),
+    ("head->member", "head", "127.0.0.2"),
+    ("member->head", "member", "127.0.0.1"),
+    ("member->member", "member", "127.0.0.2"),
+]
 
 
 def run_case(c, driver_on, actor_ip, sync_n, pipe_n, warm):
     node = c.head if driver_on == "head" else c.members[0]
-    env = dict(os.environ, BEAM_SOCKET=node.socket, RAY_ADDRESS=node.socket,
-               BENCH_DAEMON_PIDS=f"{c.head.pid},{c.members[0].pid}")
+    env = dict(
+        os.environ,
+        BEAM_SOCKET=node.socket,
+        RAY_ADDRESS=node.socket,
+        BENCH_DAEMON_PIDS=f"{c.head.pid},{c.members[0].pid}",
+    )
     code = DRIVER % {"sync_n": sync_n, "pipe_n": pipe_n, "warm": warm, "actor_ip": actor_ip, "kit": KIT}
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
@@ -126,23 +134,28 @@ def main():
             "cpu_us": [statistics.median(r["cpu_us"][i] for r in results[name]) for i in range(4)],
         }
     base = figures["head->head"]
-    print(f"beam cluster benchmark: {rounds} rounds, {sync_n} sync calls and {pipe_n} in flight per round, "
-          f"{os.cpu_count()} CPUs")
+    print(
+        f"beam cluster benchmark: {rounds} rounds, {sync_n} sync calls and {pipe_n} in flight per round, "
+        f"{os.cpu_count()} CPUs"
+    )
     print(f"{'case':<16} {'sync us/call':>13} {'x same-node':>12} {'pipelined calls/s':>18} {'x same-node':>12}")
     for name, f in figures.items():
-        print(f"{name:<16} {f['sync_us']:>13.1f} {f['sync_us'] / base['sync_us']:>12.2f} "
-              f"{f['pipe_calls_per_s']:>18.0f} {base['pipe_calls_per_s'] / f['pipe_calls_per_s']:>12.2f}")
+        print(
+            f"{name:<16} {f['sync_us']:>13.1f} {f['sync_us'] / base['sync_us']:>12.2f} "
+            f"{f['pipe_calls_per_s']:>18.0f} {base['pipe_calls_per_s'] / f['pipe_calls_per_s']:>12.2f}"
+        )
     print("(x same-node: time per call relative to head->head; above 1.0 is slower)")
     # a driver on a member calling an actor on that same member, against a
     # driver on the head calling an actor on the head (issue 14's goal: <= 1.15)
-    print(f"member-local / head-local sync call: "
-          f"{figures['member->member']['sync_us'] / base['sync_us']:.2f}")
+    print(f"member-local / head-local sync call: " f"{figures['member->member']['sync_us'] / base['sync_us']:.2f}")
     if args.cpu:
         print("CPU per sync call, us (head beamd, member beamd, driver, worker; median round):")
         for name in ("head->head", "member->member"):
             cpu = figures[name]["cpu_us"]
-            print(f"  {name:<16} head {cpu[0]:5.1f}  member {cpu[1]:5.1f}  driver {cpu[2]:5.1f}  "
-                  f"worker {cpu[3]:5.1f}  all {sum(cpu):6.1f}")
+            print(
+                f"  {name:<16} head {cpu[0]:5.1f}  member {cpu[1]:5.1f}  driver {cpu[2]:5.1f}  "
+                f"worker {cpu[3]:5.1f}  all {sum(cpu):6.1f}"
+            )
     if args.json:
         print(json.dumps(figures))
 

@@ -22,10 +22,10 @@ import os
 import statistics
 import sys
 
-import ray
-
 import benchutil
 from benchutil import PipeActor, timed
+
+import ray
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
 from beamkit.procs import cpu_ns  # noqa: E402
@@ -41,8 +41,9 @@ def cpu_per_call(fn, pids, ops, repeat):
         fn()
         after = [cpu_ns(p) for p in pids]
         runs.append([None if a is None or b is None else (b - a) / ops / 1000 for a, b in zip(before, after)])
-    return [None if any(r[i] is None for r in runs) else statistics.median(r[i] for r in runs)
-            for i in range(len(pids))]
+    return [
+        None if any(r[i] is None for r in runs) else statistics.median(r[i] for r in runs) for i in range(len(pids))
+    ]
 
 
 def main():
@@ -114,8 +115,10 @@ def main():
 
     rows.append(("ray.init + 4 actors ready", 1, timed(beam_start, repeat), timed(pipe_start, repeat)))
 
-    print(f"beam core benchmark ({'quick' if args.quick else 'full'}; median of {repeat}; "
-          f"python {sys.version.split()[0]}, {os.cpu_count()} cpus)")
+    print(
+        f"beam core benchmark ({'quick' if args.quick else 'full'}; median of {repeat}; "
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cpus)"
+    )
     print(f"{'workload':28} {'ops':>6} {'beam/op':>11} {'pipe/op':>11} {'beam/pipe':>10}")
     for name, ops, b, p in rows:
         print(f"{name:28} {ops:>6} {1e6 * b / ops:>9.1f}us {1e6 * p / ops:>9.1f}us {b / p:>10.2f}")
@@ -124,9 +127,11 @@ def main():
         return "?" if v is None else f"{v:.1f}us"
 
     known = [v for v in beam_cpu if v is not None]
-    print(f"sync actor call, CPU per call: beam {us(sum(known))} (driver {us(beam_cpu[0])}, beamd "
-          f"{us(beam_cpu[1])}, worker {us(beam_cpu[2])}); pipe {us(sum(v for v in pipe_cpu if v is not None))} "
-          f"(caller {us(pipe_cpu[0])}, server {us(pipe_cpu[1])})")
+    print(
+        f"sync actor call, CPU per call: beam {us(sum(known))} (driver {us(beam_cpu[0])}, beamd "
+        f"{us(beam_cpu[1])}, worker {us(beam_cpu[2])}); pipe {us(sum(v for v in pipe_cpu if v is not None))} "
+        f"(caller {us(pipe_cpu[0])}, server {us(pipe_cpu[1])})"
+    )
     return 0
 
 

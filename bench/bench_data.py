@@ -49,6 +49,7 @@ def _daemon_rss(ray):
 
 def run_side(quick):
     import numpy
+
     import ray
 
     init_kw = {"num_cpus": 2, "num_gpus": 0}
@@ -61,9 +62,11 @@ def run_side(quick):
     for label, n in SIZES:
         reps = (3 if quick else 10) if n >= 32 << 20 else (20 if quick else 100)
         x = numpy.ones(n, dtype=numpy.uint8)
-        for kind, fn in (("put+get", lambda: ray.get(ray.put(x))),
-                         ("return", lambda: ray.get(a.make.remote(n))),
-                         ("argument", lambda: ray.get(a.size.remote(x)))):
+        for kind, fn in (
+            ("put+get", lambda: ray.get(ray.put(x))),
+            ("return", lambda: ray.get(a.make.remote(n))),
+            ("argument", lambda: ray.get(a.size.remote(x))),
+        ):
             fn()
             out[f"{kind} {label}"] = timed(fn, reps)
     out["rss_after"] = _daemon_rss(ray)

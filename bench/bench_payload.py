@@ -97,8 +97,10 @@ def main():
     print(f"{args.mib} MiB actor-call result, ray.get, median of {args.runs} runs; peak RSS in MiB (+ above start)")
     print(f"{'value':8} {'get ms':>8} {'MiB/s':>6} {'driver':>14} {'beamd':>14} {'worker':>14}")
     for kind, t, peaks in rows:
-        print(f"{kind:8} {t * 1e3:8.1f} {args.mib / t:6.0f} " +
-              " ".join(f"{cell(peaks.get(w)):>14}" for w in ("driver", "beamd", "worker")))
+        print(
+            f"{kind:8} {t * 1e3:8.1f} {args.mib / t:6.0f} "
+            + " ".join(f"{cell(peaks.get(w)):>14}" for w in ("driver", "beamd", "worker"))
+        )
 
 
 if __name__ == "__main__":

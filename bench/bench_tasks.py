@@ -18,9 +18,9 @@ Per-call times are medians of --repeat rounds.
 import argparse
 import os
 
-import ray
-
 from benchutil import timed
+
+import ray
 
 
 @ray.remote

@@ -30,9 +30,15 @@ HOME = os.environ.get("VLLM_KIT_HOME", "/opt/vllm-kit")
 def role(title):
     """A process's role from its title (beam, Ray and mp name them differently)."""
     t = title.lower()
-    for pat, name in (("enginecore", "engine core"), ("worker", "worker"), ("beamd", "beamd"),
-                      ("raylet", "raylet"), ("gcs_server", "gcs"), ("generate.py", "driver"),
-                      ("resource_tracker", "resource tracker")):
+    for pat, name in (
+        ("enginecore", "engine core"),
+        ("worker", "worker"),
+        ("beamd", "beamd"),
+        ("raylet", "raylet"),
+        ("gcs_server", "gcs"),
+        ("generate.py", "driver"),
+        ("resource_tracker", "resource tracker"),
+    ):
         if pat in t:
             return name
     return "other ray"
@@ -45,8 +51,9 @@ def one(backend, model, rounds):
         env = run.env()
         if backend != "mp":
             run.start_head(env, num_gpus=2, num_cpus=2)
-        res = run.generate(model, env, "--backend", "mp" if backend == "mp" else "ray", "--tp", "2",
-                           "--rounds", str(rounds))
+        res = run.generate(
+            model, env, "--backend", "mp" if backend == "mp" else "ray", "--tp", "2", "--rounds", str(rounds)
+        )
         if backend != "mp":
             run.stop(env)
         cpu = {}
@@ -71,7 +78,7 @@ def main():
     seen = {b: {"startup": [], "tput": [], "cpu": []} for b in backends}
     tokens = {}
     for i in range(a.runs):
-        for b in (backends if i % 2 == 0 else backends[::-1]):
+        for b in backends if i % 2 == 0 else backends[::-1]:
             s, t, cpu, toks = one(b, model, a.rounds)
             tokens.setdefault(b, toks)
             seen[b]["startup"].append(s)
@@ -82,8 +89,10 @@ def main():
     print(f"\nsame greedy tokens on {', '.join(backends)}: {same}")
     print(f"{'backend':8s} {'start-up s (median)':>20s} {'tok/s (median)':>15s}   all runs")
     for b in backends:
-        print(f"{b:8s} {statistics.median(seen[b]['startup']):20.1f} {statistics.median(seen[b]['tput']):15.1f}"
-              f"   {[round(x) for x in seen[b]['tput']]}")
+        print(
+            f"{b:8s} {statistics.median(seen[b]['startup']):20.1f} {statistics.median(seen[b]['tput']):15.1f}"
+            f"   {[round(x) for x in seen[b]['tput']]}"
+        )
     if "beam" in seen and "ray" in seen:
         rs = [x / y for x, y in zip(seen["beam"]["tput"], seen["ray"]["tput"])]
         ss = [x / y for x, y in zip(seen["beam"]["startup"], seen["ray"]["startup"])]

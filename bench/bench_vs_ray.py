@@ -118,7 +118,9 @@ def main():
     real = side_in_subprocess(__file__, args.ray_python, ray_env, extra)
     print("Pipe ...", file=sys.stderr, flush=True)
     pipe = run_pipe(args.quick)
-    print(f"{'workload':28} {'beam':>10} {'Ray 2.43':>10} {'Pipe':>10} {'beam/Ray':>9} {'beam/Pipe':>9} {'Ray/Pipe':>9}")
+    print(
+        f"{'workload':28} {'beam':>10} {'Ray 2.43':>10} {'Pipe':>10} {'beam/Ray':>9} {'beam/Pipe':>9} {'Ray/Pipe':>9}"
+    )
     for w in WORKLOADS:
         b, r, p = beam[w], real[w], pipe.get(w)
         ratio = lambda x, y: f"{x / y:.2f}" if x and y else "n/a"  # noqa: E731

@@ -113,8 +113,9 @@ def side_in_subprocess(script, python, env, extra=()):
         out, err = os.path.join(tmp, "out.json"), os.path.join(tmp, "err.txt")
         cmd = [python, os.path.abspath(script), "--side", out, *extra]
         with open(err, "w") as err_file:
-            done = subprocess.run(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                  stderr=err_file, timeout=900)
+            done = subprocess.run(
+                cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err_file, timeout=900
+            )
         if done.returncode != 0:
             with open(err) as f:
                 raise RuntimeError(f"{python} failed:\n{f.read()[-3000:]}")

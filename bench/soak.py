@@ -26,6 +26,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "python"))
 
 import benchutil  # noqa: E402  (bench/, this script's folder)
+
 from beamkit.procs import fd_count, rss_kib  # noqa: E402
 
 
@@ -104,10 +105,17 @@ def main():
         base_puts = done_puts
         flush()
         time.sleep(0.2)
-        warm = {"rss_kib": rss_kib(pid), "fds": fd_count(pid), "objects": status()["objects"]["count"],
-                "s": round(time.monotonic() - t0, 2)}
-        print(f"soak: warm-up {args.warmup} calls, {args.warmup // 10} puts in {warm['s']}s: "
-              f"beamd RSS {warm['rss_kib']} KiB, {warm['fds']} fds, {warm['objects']} objects", flush=True)
+        warm = {
+            "rss_kib": rss_kib(pid),
+            "fds": fd_count(pid),
+            "objects": status()["objects"]["count"],
+            "s": round(time.monotonic() - t0, 2),
+        }
+        print(
+            f"soak: warm-up {args.warmup} calls, {args.warmup // 10} puts in {warm['s']}s: "
+            f"beamd RSS {warm['rss_kib']} KiB, {warm['fds']} fds, {warm['objects']} objects",
+            flush=True,
+        )
 
         samples = []
         t1 = time.monotonic()
@@ -117,12 +125,21 @@ def main():
             p = args.puts * (i + 1) // steps - args.puts * i // steps
             run(c, p)
             now = time.monotonic() - t1
-            s = {"calls": done_calls - args.warmup, "puts": done_puts - base_puts, "s": round(now, 2),
-                 "rss_kib": rss_kib(pid), "fds": fd_count(pid), "objects": status()["objects"]["count"]}
+            s = {
+                "calls": done_calls - args.warmup,
+                "puts": done_puts - base_puts,
+                "s": round(now, 2),
+                "rss_kib": rss_kib(pid),
+                "fds": fd_count(pid),
+                "objects": status()["objects"]["count"],
+            }
             samples.append(s)
             rate = s["calls"] / now if now else 0
-            print(f"soak: {s['calls']:>9} calls {s['puts']:>8} puts {now:8.1f}s {rate:8.0f} calls/s  "
-                  f"RSS {s['rss_kib']} KiB  fds {s['fds']}  objects {s['objects']}", flush=True)
+            print(
+                f"soak: {s['calls']:>9} calls {s['puts']:>8} puts {now:8.1f}s {rate:8.0f} calls/s  "
+                f"RSS {s['rss_kib']} KiB  fds {s['fds']}  objects {s['objects']}",
+                flush=True,
+            )
         elapsed = time.monotonic() - t1
 
         flush()
@@ -133,13 +150,21 @@ def main():
         end = {"rss_kib": rss_kib(pid), "fds": fd_count(pid), "objects": status()["objects"]["count"]}
         assert ray.get(actor.add.remote(0)) == done_calls
         growth = (end["rss_kib"] - warm["rss_kib"]) / warm["rss_kib"]
-        result = {"calls": args.calls, "puts": args.puts, "seconds": round(elapsed, 1),
-                  "calls_per_s": round(args.calls / elapsed) if elapsed else None,
-                  "warm": warm, "end": end, "rss_growth": round(growth, 4),
-                  "peak_rss_kib": max([warm["rss_kib"]] + [s["rss_kib"] for s in samples])}
-        print(f"soak: {args.calls} calls and {args.puts} puts in {elapsed:.1f}s "
-              f"({result['calls_per_s']} calls/s); beamd RSS {warm['rss_kib']} -> {end['rss_kib']} KiB "
-              f"({growth:+.1%}), fds {warm['fds']} -> {end['fds']}, objects at the end {end['objects']}")
+        result = {
+            "calls": args.calls,
+            "puts": args.puts,
+            "seconds": round(elapsed, 1),
+            "calls_per_s": round(args.calls / elapsed) if elapsed else None,
+            "warm": warm,
+            "end": end,
+            "rss_growth": round(growth, 4),
+            "peak_rss_kib": max([warm["rss_kib"]] + [s["rss_kib"] for s in samples]),
+        }
+        print(
+            f"soak: {args.calls} calls and {args.puts} puts in {elapsed:.1f}s "
+            f"({result['calls_per_s']} calls/s); beamd RSS {warm['rss_kib']} -> {end['rss_kib']} KiB "
+            f"({growth:+.1%}), fds {warm['fds']} -> {end['fds']}, objects at the end {end['objects']}"
+        )
         if args.json:
             print(json.dumps(result))
         ok = growth <= args.rss_slack and end["fds"] == warm["fds"] and end["objects"] == 0

@@ -7,26 +7,58 @@ Prints every offence and exits 1 if there is one; --report prints the graph.
 
 A module is a .c/.h pair named by its stem; src/pybeam/ (the extension) and
 beamctl (a program of its own on top of `client`) are not checked here."""
+
 import os
 import re
 import sys
 
 LAYERS = {
     # 0 base
-    "codec": 0, "decoder": 0, "buf": 0, "ids": 0, "log": 0, "gpu": 0, "resources": 0, "notify": 0,
-    "auth": 0, "shm": 0, "node": 0, "protocol": 0, "client": 0, "fieldspec": 0,
+    "codec": 0,
+    "decoder": 0,
+    "buf": 0,
+    "ids": 0,
+    "log": 0,
+    "gpu": 0,
+    "resources": 0,
+    "notify": 0,
+    "auth": 0,
+    "shm": 0,
+    "node": 0,
+    "protocol": 0,
+    "client": 0,
+    "fieldspec": 0,
     # 1 transports
-    "outq": 1, "conn": 1, "link": 1, "server": 1, "procs": 1,
+    "outq": 1,
+    "conn": 1,
+    "link": 1,
+    "server": 1,
+    "procs": 1,
     # 2 port
     "port": 2,
     # 3 tables (ordered inside the layer: a table may include those after it)
-    "deaths": 3, "sentcalls": 3, "actors": 3, "spec": 3, "calls": 3, "fit": 3, "placement": 3, "cluster": 3, "objects": 3,
+    "deaths": 3,
+    "sentcalls": 3,
+    "actors": 3,
+    "spec": 3,
+    "calls": 3,
+    "fit": 3,
+    "placement": 3,
+    "cluster": 3,
+    "objects": 3,
     # 4 session
     "session": 4,
     # 5 relay
-    "relay": 5, "headup": 5, "local": 5, "kept": 5,
+    "relay": 5,
+    "headup": 5,
+    "local": 5,
+    "kept": 5,
     # 6 top
-    "dispatch": 6, "status": 6, "fields": 6, "beamd": 6, "hooks": 6,
+    "dispatch": 6,
+    "status": 6,
+    "fields": 6,
+    "beamd": 6,
+    "hooks": 6,
 }
 # Inside one layer, who may include whom (a module may include the ones
 # listed after it); anything not listed may include nothing of its own layer.
@@ -35,7 +67,22 @@ SAME_LAYER_ORDER = [
     ["beamd", "hooks", "dispatch", "status", "fields"],
     ["server", "conn", "outq"],
     ["link", "outq"],
-    ["shm", "node", "resources", "gpu", "client", "fieldspec", "codec", "decoder", "buf", "ids", "log", "auth", "protocol", "notify"],
+    [
+        "shm",
+        "node",
+        "resources",
+        "gpu",
+        "client",
+        "fieldspec",
+        "codec",
+        "decoder",
+        "buf",
+        "ids",
+        "log",
+        "auth",
+        "protocol",
+        "notify",
+    ],
     ["relay", "headup", "local", "kept"],
 ]
 OUTSIDE = {"beamctl"}  # its own program, on top of client
@@ -84,7 +131,7 @@ def cycles(edges):
             if m not in edges:
                 continue
             if state.get(m) == 1:
-                found.append(stack[stack.index(m):] + [m])
+                found.append(stack[stack.index(m) :] + [m])
             elif m not in state:
                 visit(m)
         stack.pop()
@@ -119,7 +166,10 @@ def main():
             if f.endswith(".c"):
                 n = sum(1 for _ in open(os.path.join(d, f), encoding="utf-8"))
                 if n > MAX_LINES:
-                    bad.append(f"{os.path.relpath(os.path.join(d, f), root)}: {n} lines (at most {MAX_LINES}: split it by concern)")
+                    bad.append(
+                        f"{os.path.relpath(os.path.join(d, f), root)}: {n} lines "
+                        f"(at most {MAX_LINES}: split it by concern)"
+                    )
     for c in cycles({k: v for k, v in edges.items() if k not in OUTSIDE}):
         bad.append("cycle: " + " -> ".join(c))
     if "--report" in sys.argv:

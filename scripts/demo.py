@@ -53,8 +53,7 @@ class RayWorkerProc:
 def main():
     if not ray.is_initialized():
         ray.init()
-    say(f"connected: node {ray.get_runtime_context().get_node_id()[:12]}..., "
-        f"resources {ray.cluster_resources()}")
+    say(f"connected: node {ray.get_runtime_context().get_node_id()[:12]}..., " f"resources {ray.cluster_resources()}")
     ip = ray.util.get_node_ip_address()
     specs = [{"GPU": 1.0} for _ in range(WORLD)]
     specs[0][f"node:{ip}"] = 0.001
@@ -62,23 +61,34 @@ def main():
     ready, _ = ray.wait([pg.ready()], timeout=10)
     assert ready, "the placement group was not placed"
     table = placement_group_table(pg)
-    say(f"placement group {pg.id.hex()} {table['state']}: bundles -> nodes "
-        f"{ {i: n[:8] for i, n in table['bundles_to_node_id'].items()} }")
+    say(
+        f"placement group {pg.id.hex()} {table['state']}: bundles -> nodes "
+        f"{ {i: n[:8] for i, n in table['bundles_to_node_id'].items()} }"
+    )
 
     env = {"env_vars": {"RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1", "DEMO_BIG": "x" * 4096}}
     workers = []
     for rank in range(WORLD):
         strategy = PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=rank)
-        workers.append(ray.remote(RayWorkerProc).options(
-            name=f"vllm_Worker_demo_TP{rank}", num_cpus=0, num_gpus=1, scheduling_strategy=strategy,
-            runtime_env=env).remote(rank=rank, distributed_init_method=f"tcp://{ip}:29500"))
+        workers.append(
+            ray.remote(RayWorkerProc)
+            .options(
+                name=f"vllm_Worker_demo_TP{rank}", num_cpus=0, num_gpus=1, scheduling_strategy=strategy, runtime_env=env
+            )
+            .remote(rank=rank, distributed_init_method=f"tcp://{ip}:29500")
+        )
     ids = ray.get([w.get_node_and_gpu_ids.remote() for w in workers])
     order = sorted(range(WORLD), key=lambda r: (ids[r][0], ids[r][1]))
     node_gpus = sorted(g for _, gs in ids for g in gs)
     say(f"{WORLD} workers up; (node, GPU ids) by rank: {[(n[:8], g) for n, g in ids]}")
-    pids = ray.get([workers[r].initialize_worker.remote(i, {"CUDA_VISIBLE_DEVICES": ",".join(map(str, node_gpus))},
-                                                        {"DEMO_DRIVER": "1"})
-                    for i, r in enumerate(order)])
+    pids = ray.get(
+        [
+            workers[r].initialize_worker.remote(
+                i, {"CUDA_VISIBLE_DEVICES": ",".join(map(str, node_gpus))}, {"DEMO_DRIVER": "1"}
+            )
+            for i, r in enumerate(order)
+        ]
+    )
     say(f"initialised; worker pids {pids}")
     say(f"wait_for_init: {ray.get([w.wait_for_init.remote() for w in workers])}")
     run_refs = [w.run.remote() for w in workers]

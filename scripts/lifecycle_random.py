@@ -34,7 +34,9 @@ def main():
     ap.add_argument("--drivers", type=int, default=3, help="driver processes (default 3)")
     ap.add_argument("--quiesce-every", type=int, default=50, help="steps between quiescence checks (default 50)")
     ap.add_argument("--minutes", type=float, default=None, help="keep running random seeds this long")
-    ap.add_argument("--runs", type=int, default=None, help="random seeds to run (default 5, or unbounded with --minutes)")
+    ap.add_argument(
+        "--runs", type=int, default=None, help="random seeds to run (default 5, or unbounded with --minutes)"
+    )
     ap.add_argument("-v", "--verbose", action="store_true", help="print every command and reply")
     args = ap.parse_args()
     if not os.environ.get("BEAM_BEAMD"):
@@ -51,6 +53,7 @@ def main():
             while limit is None or n < limit:
                 n += 1
                 yield rnd.randrange(1, 2**31)
+
         seeds = gen()
     deadline = time.monotonic() + args.minutes * 60 if args.minutes else None
     log = print if args.verbose else None

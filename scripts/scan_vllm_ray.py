@@ -129,21 +129,46 @@ OUT_OF_SCOPE = [
 # counts only when it is one of these, in a file that touches ray, so
 # unrelated ``.options(...)`` methods are not reported; every keyword of
 # ``ray.remote(...)`` and ``ray.method(...)`` counts.
-RAY_OPTION_NAMES = frozenset((
-    "accelerator_type", "memory", "name", "num_cpus", "num_gpus",
-    "object_store_memory", "placement_group", "placement_group_bundle_index",
-    "placement_group_capture_child_tasks", "resources", "runtime_env",
-    "scheduling_strategy", "_metadata", "enable_task_events", "_labels",
-    "concurrency_groups", "lifetime", "max_concurrency", "max_restarts",
-    "max_task_retries", "max_pending_calls", "namespace", "get_if_exists",
-    "max_calls", "max_retries", "num_returns", "retry_exceptions",
-    "_generator_backpressure_num_objects",
-    # ray.method
-    "concurrency_group",
-    # after 2.43
-    "enable_tensor_transport", "tensor_transport", "label_selector",
-    "fallback_strategy", "allow_out_of_order_execution",
-))
+RAY_OPTION_NAMES = frozenset(
+    (
+        "accelerator_type",
+        "memory",
+        "name",
+        "num_cpus",
+        "num_gpus",
+        "object_store_memory",
+        "placement_group",
+        "placement_group_bundle_index",
+        "placement_group_capture_child_tasks",
+        "resources",
+        "runtime_env",
+        "scheduling_strategy",
+        "_metadata",
+        "enable_task_events",
+        "_labels",
+        "concurrency_groups",
+        "lifetime",
+        "max_concurrency",
+        "max_restarts",
+        "max_task_retries",
+        "max_pending_calls",
+        "namespace",
+        "get_if_exists",
+        "max_calls",
+        "max_retries",
+        "num_returns",
+        "retry_exceptions",
+        "_generator_backpressure_num_objects",
+        # ray.method
+        "concurrency_group",
+        # after 2.43
+        "enable_tensor_transport",
+        "tensor_transport",
+        "label_selector",
+        "fallback_strategy",
+        "allow_out_of_order_execution",
+    )
+)
 
 # Option keywords beam leaves out on purpose, with why; like OUT_OF_SCOPE,
 # these are out of scope whatever beam's ray does with them.
@@ -281,9 +306,7 @@ class Tree:
             return False
         if os.path.basename(path) == "__init__.py":
             folder = os.path.dirname(path)
-            if os.path.exists(os.path.join(folder, "ray.py")) or os.path.isdir(
-                os.path.join(folder, "ray")
-            ):
+            if os.path.exists(os.path.join(folder, "ray.py")) or os.path.isdir(os.path.join(folder, "ray")):
                 return False
         if path not in self._imports_ray:
             self._imports_ray[path] = _file_imports_ray(path)
@@ -422,11 +445,7 @@ class FileScanner(ast.NodeVisitor):
         chain = self._chain(node.func)
         if chain is not None and chain[0] in ("ray.remote", "ray.method"):
             context, every = chain[0].split(".")[1], True
-        elif (
-            isinstance(node.func, ast.Attribute)
-            and node.func.attr == "options"
-            and self.touches_ray
-        ):
+        elif isinstance(node.func, ast.Attribute) and node.func.attr == "options" and self.touches_ray:
             context, every = "options", False
         else:
             return
@@ -454,8 +473,7 @@ class FileScanner(ast.NodeVisitor):
         scope = Scope("module")
         self._prebind(node.body, scope)
         self.touches_ray = any(
-            isinstance(child, (ast.Import, ast.ImportFrom))
-            and any(True for _ in self._import_bindings(child, False))
+            isinstance(child, (ast.Import, ast.ImportFrom)) and any(True for _ in self._import_bindings(child, False))
             for child in ast.walk(node)
         )
         self.scopes.append(scope)
@@ -624,9 +642,7 @@ def iter_python_files(root):
     """Every .py file under ``root``, sorted, skipping hidden folders and
     __pycache__."""
     for folder, subdirs, files in os.walk(root):
-        subdirs[:] = sorted(
-            d for d in subdirs if not d.startswith(".") and d != "__pycache__"
-        )
+        subdirs[:] = sorted(d for d in subdirs if not d.startswith(".") and d != "__pycache__")
         for name in sorted(files):
             if name.endswith(".py"):
                 yield os.path.join(folder, name)
@@ -691,8 +707,10 @@ def _import_failure(err, module):
     """True when ``err`` says ``module`` itself (or a parent) is absent,
     rather than that importing it broke on something else."""
     missing = getattr(err, "name", None)
-    return isinstance(err, ModuleNotFoundError) and bool(missing) and (
-        module == missing or module.startswith(missing + ".")
+    return (
+        isinstance(err, ModuleNotFoundError)
+        and bool(missing)
+        and (module == missing or module.startswith(missing + "."))
     )
 
 
@@ -762,10 +780,7 @@ def resolve(dotted, need_callable=False):
     for strategy in (resolve_by_attribute, resolve_by_module):
         obj, why = strategy(dotted)
         if why is None and need_callable and not callable(obj):
-            why = (
-                f"the code calls it, but beam's {dotted} is not callable "
-                f"({type(obj).__name__})"
-            )
+            why = f"the code calls it, but beam's {dotted} is not callable " f"({type(obj).__name__})"
         if why is None:
             return obj, None
         reason = reason or why
@@ -821,8 +836,7 @@ def classify_option(symbol):
     if context == "method":
         if keyword not in METHOD_OPTIONS:
             return "missing", (
-                f"beam's ray.method ignores {keyword}=; only "
-                f"{', '.join(sorted(METHOD_OPTIONS))} are served"
+                f"beam's ray.method ignores {keyword}=; only " f"{', '.join(sorted(METHOD_OPTIONS))} are served"
             )
         allowed = METHOD_OPTIONS[keyword]
         bad = [v for v in values if allowed is not None and v not in allowed]
@@ -880,11 +894,7 @@ def classify(symbol):
 
 def absent_violations():
     """Must-be-absent entries that beam's ray nevertheless provides."""
-    return [
-        entry["prefix"]
-        for entry in OUT_OF_SCOPE
-        if entry["must_be_absent"] and find_spec_present(entry["prefix"])
-    ]
+    return [entry["prefix"] for entry in OUT_OF_SCOPE if entry["must_be_absent"] and find_spec_present(entry["prefix"])]
 
 
 # -- reporting --------------------------------------------------------------
@@ -911,15 +921,8 @@ def build_report(root, symbols, files, files_with_ray, errors, violations):
                 "reason": s.reason,
                 "type_only": s.type_only,
                 "called": s.called,
-                "locations": [
-                    {"path": u.path, "line": u.line, "type_only": u.type_only}
-                    for u in s.uses
-                ],
-                **(
-                    {"values": [repr(v) for v in _literal_values(s)]}
-                    if s.kind == "option"
-                    else {}
-                ),
+                "locations": [{"path": u.path, "line": u.line, "type_only": u.type_only} for u in s.uses],
+                **({"values": [repr(v) for v in _literal_values(s)]} if s.kind == "option" else {}),
             }
             for s in ordered
         ],
@@ -936,13 +939,11 @@ def _format_locations(symbol):
 def print_text(report, out):
     counts = report["counts"]
     print(
-        f"scanned {report['files_scanned']} files under {report['root']}; "
-        f"{report['files_touching_ray']} touch ray",
+        f"scanned {report['files_scanned']} files under {report['root']}; " f"{report['files_touching_ray']} touch ray",
         file=out,
     )
     print(
-        f"in scope: {counts['in_scope']}  out of scope: {counts['out_of_scope']}  "
-        f"missing: {counts['missing']}",
+        f"in scope: {counts['in_scope']}  out of scope: {counts['out_of_scope']}  " f"missing: {counts['missing']}",
         file=out,
     )
     for status, title in (("missing", "missing"), ("out_of_scope", "out of scope")):

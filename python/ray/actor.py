@@ -14,10 +14,12 @@ import weakref
 
 from ray._private import ids as _ids
 from ray._private import options as _opts
+from ray._private import ray_option_utils
 from ray._private import refcount as _refcount
 from ray._private import serialization as _ser
 from ray._private import worker as _worker
 from ray._private.object_ref import ObjectRef
+
 
 class ActorClassInheritanceException(TypeError):
     """Raised on ``class B(A)`` where A is an actor class, as in Ray."""
@@ -38,26 +40,7 @@ def _check_options(options, task=False):
         _opts.check_task_options(options)
     else:
         _opts.check_actor_options(options)
-    for key in ("num_cpus", "num_gpus", "memory"):
-        value = options.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-            raise ValueError(f"The resource {key} must be a non-negative number, got {value!r}.")
-    gpus = options.get("num_gpus") or 0
-    if gpus > 1 and gpus != int(gpus):
-        raise ValueError("Resource quantities >1 must be whole numbers.")
-    res = options.get("resources") or {}
-    if not isinstance(res, dict):
-        raise TypeError("resources must be a dict of resource name to amount")
-    for name, amount in res.items():
-        if name in ("CPU", "GPU"):
-            raise ValueError(f"Use the '{name.lower().replace('cpu', 'num_cpus').replace('gpu', 'num_gpus')}' "
-                             f"argument to request {name}, not 'resources'.")
-        if not isinstance(amount, (int, float)) or amount < 0:
-            raise ValueError(f"Resource {name} must be a non-negative number, got {amount!r}.")
-        if amount > 1 and amount != int(amount):
-            raise ValueError("Resource quantities >1 must be whole numbers.")
+    ray_option_utils.check_resource_amounts(options)
 
 
 def _method_names(cls):
@@ -97,8 +80,11 @@ def _signature(fn, drop_first):
     except (TypeError, ValueError):
         return None
     params = list(sig.parameters.values())
-    if drop_first and params and params[0].kind in (inspect.Parameter.POSITIONAL_ONLY,
-                                                    inspect.Parameter.POSITIONAL_OR_KEYWORD):
+    if (
+        drop_first
+        and params
+        and params[0].kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ):
         sig = sig.replace(parameters=params[1:])
     return _CallSig(sig, *_arity(sig))
 
@@ -218,8 +204,6 @@ class ActorClass:
     Ray's: class attributes, static and class methods read through it."""
 
     def __init__(self, cls, options=None, _validate=True):
-        from ray._private import ray_option_utils
-
         if _validate:
             ray_option_utils.validate_actor_options(options or {}, in_options=False)
         _check_options(options or {})
@@ -259,8 +243,6 @@ class ActorClass:
         )
 
     def options(self, **options):
-        from ray._private import ray_option_utils
-
         ray_option_utils.validate_actor_options(options, in_options=True)
         merged = dict(self._options)
         merged.update(options)
@@ -301,8 +283,7 @@ class ActorClass:
 def _has_async_methods(cls):
     """Ray's rule: a class with any async def (or async generator) method is
     an asyncio actor."""
-    return any(inspect.iscoroutinefunction(m) or inspect.isasyncgenfunction(m)
-               for _, m in inspect.getmembers(cls))
+    return any(inspect.iscoroutinefunction(m) or inspect.isasyncgenfunction(m) for _, m in inspect.getmembers(cls))
 
 
 def _node_id_bytes(node_id):
@@ -312,8 +293,9 @@ def _node_id_bytes(node_id):
     except (TypeError, ValueError):
         raw = b""
     if len(raw) != 28:
-        raise ValueError(f"NodeAffinitySchedulingStrategy: node_id must be a node's hex id (56 hex digits), "
-                         f"got {node_id!r}.")
+        raise ValueError(
+            f"NodeAffinitySchedulingStrategy: node_id must be a node's hex id (56 hex digits), " f"got {node_id!r}."
+        )
     return raw
 
 
@@ -321,8 +303,6 @@ def _create_actor(actor_class, args, kwargs, _task=None):
     """Creates the actor; _task names the remote function whose one-call
     worker this is (its output prefix, and beamd's ownership rule)."""
     from ray.util import scheduling_strategies as _ss
-
-    from ray._private import ray_option_utils
 
     opts = actor_class._options
     name = opts.get("name")
@@ -346,8 +326,11 @@ def _create_actor(actor_class, args, kwargs, _task=None):
             return get_actor(name, namespace=namespace)
     max_concurrency = opts.get("max_concurrency")
     if max_concurrency is None:
-        max_concurrency = (_opts.DEFAULT_MAX_CONCURRENCY_ASYNC if _has_async_methods(actor_class._cls)
-                           else _opts.DEFAULT_MAX_CONCURRENCY_THREADED)
+        max_concurrency = (
+            _opts.DEFAULT_MAX_CONCURRENCY_ASYNC
+            if _has_async_methods(actor_class._cls)
+            else _opts.DEFAULT_MAX_CONCURRENCY_THREADED
+        )
     actor_id = rt.ids.actor_id()
     data, objs, actors = _worker.dumps_args(args, kwargs)
     env = _env_vars(rt.runtime_env, opts.get("runtime_env"))
@@ -357,8 +340,10 @@ def _create_actor(actor_class, args, kwargs, _task=None):
         # env_vars would replace it (and ray with it): its entries go first
         extra = [p for p in env.pop("PYTHONPATH").split(os.pathsep) if p]
         sys_path = list(dict.fromkeys(extra + sys_path))
-    noset = bool(env.get("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES") or
-                 os.environ.get("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"))
+    noset = bool(
+        env.get("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES")
+        or os.environ.get("RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES")
+    )
     class_name = _task or actor_class._cls.__name__
     params = {
         "actor": actor_id,
@@ -413,9 +398,11 @@ def _create_actor(actor_class, args, kwargs, _task=None):
         handle._forget()
         code, message = (e.args + ("", ""))[:2]
         if code == "exists" and name:
-            raise ValueError(f"The name {name} (namespace={namespace}) is already taken. Please use a different "
-                             f"name or get the existing actor using ray.get_actor('{name}', "
-                             f"namespace='{namespace}')") from None
+            raise ValueError(
+                f"The name {name} (namespace={namespace}) is already taken. Please use a different "
+                f"name or get the existing actor using ray.get_actor('{name}', "
+                f"namespace='{namespace}')"
+            ) from None
         if code == "exists":
             raise ValueError(message) from None
         raise ValueError(f"beam could not create the actor: {message}") from None
@@ -541,8 +528,9 @@ class ActorMethod:
         oid = rt.ids.object_id()
         # submit sets push: beamd then sends the result here when it is
         # ready, so ray.get of this ref needs no round trip (worker.get)
-        params = _ser.with_refs({"actor": handle._ray_actor_id_bytes, "obj": oid, "method": self._name,
-                                 "args": data}, objs, actors)
+        params = _ser.with_refs(
+            {"actor": handle._ray_actor_id_bytes, "obj": oid, "method": self._name, "args": data}, objs, actors
+        )
         ref = ObjectRef(oid, _owned=True)
         try:
             rt.client.submit(params)
@@ -599,12 +587,11 @@ class RemoteFunction:
     while handles do (beamd hands it to the task's owner)."""
 
     def __init__(self, fn, options=None, _validate=True):
-        from ray._private import ray_option_utils
-
         if inspect.iscoroutinefunction(fn):
             raise ValueError(
                 "'async def' should not be used for remote tasks. You can wrap the async function with "
-                "`asyncio.run(f())`. See more at:https://docs.ray.io/en/latest/ray-core/actors/async_api.html ")
+                "`asyncio.run(f())`. See more at:https://docs.ray.io/en/latest/ray-core/actors/async_api.html "
+            )
         if _validate:
             ray_option_utils.validate_task_options(options or {}, in_options=False)
         _check_options(options or {}, task=True)
@@ -618,13 +605,10 @@ class RemoteFunction:
     def __call__(self, *args, **kwargs):
         name = f"{self._function.__module__}.{self.__name__}"
         raise TypeError(
-            f"Remote functions cannot be called directly. Instead of running '{name}()', try "
-            f"'{name}.remote()'."
+            f"Remote functions cannot be called directly. Instead of running '{name}()', try " f"'{name}.remote()'."
         )
 
     def options(self, **options):
-        from ray._private import ray_option_utils
-
         ray_option_utils.validate_task_options(options, in_options=True)
         merged = dict(self._options)
         merged.update(options)
@@ -635,14 +619,15 @@ class RemoteFunction:
     def remote(self, *args, **kwargs):
         # the task options beam accepts have no actor counterpart to pass on
         # (a task's name only labels it in Ray's dashboard: no named actor)
-        from ray._private import ray_option_utils
-
         if self._sig is False:
             self._sig = _signature(self._function, False)
         _bind(self._sig, args, kwargs)
         ray_option_utils.check_resources_at_submit(self._options.get("resources"))
-        opts = {k: v for k, v in self._options.items() if k in _ACTOR_OPTIONS and k not in (
-            "name", "num_returns", "max_retries", "retry_exceptions", "max_calls")}
+        opts = {
+            k: v
+            for k, v in self._options.items()
+            if k in _ACTOR_OPTIONS and k not in ("name", "num_returns", "max_retries", "retry_exceptions", "max_calls")
+        }
         if opts.get("num_cpus") is None:
             opts["num_cpus"] = 1
         n = self._options.get("num_returns")

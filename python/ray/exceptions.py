@@ -31,9 +31,10 @@ its dual classes have their own reduction that rebuilds them by value.
 
 import logging
 import os
-import socket
 import threading
 import traceback as _traceback
+
+from ray._private import services
 
 logger = logging.getLogger(__name__)
 
@@ -48,23 +49,10 @@ _INTERNAL_FRAME_MARKERS = (
 
 
 def _node_ip_address():
-    """Return this node's IP for an error header; never raises.
-
-    The core's ``ray.util.get_node_ip_address`` is preferred when it is there;
-    otherwise the source address of a UDP socket pointed outward (no packet is
-    sent), falling back to the loopback address.
-    """
+    """Return this node's IP for an error header; never raises."""
     try:
-        from ray.util import get_node_ip_address
-
-        return get_node_ip_address()
+        return services.get_node_ip_address()
     except Exception:
-        pass
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-            sock.connect(("10.255.255.255", 1))
-            return sock.getsockname()[0]
-    except OSError:
         return "127.0.0.1"
 
 
@@ -359,9 +347,7 @@ class _DualMixin:
 def _format_cause(cause):
     """Format ``cause`` (an exception) the way the traceback module would."""
     if isinstance(cause, BaseException):
-        return "".join(
-            _traceback.format_exception(type(cause), cause, cause.__traceback__)
-        )
+        return "".join(_traceback.format_exception(type(cause), cause, cause.__traceback__))
     return f"{type(cause).__name__}: {cause}"
 
 
@@ -473,10 +459,7 @@ class ActorDiedError(RayActorError):
         if isinstance(cause, RayTaskError):
             actor_init_failed = True
             actor_id = actor_id or cause._actor_id
-            message = (
-                "The actor died because of an error raised in its creation "
-                f"task, {cause}"
-            )
+            message = "The actor died because of an error raised in its creation " f"task, {cause}"
         elif isinstance(cause, str):
             message = cause
         elif cause:
@@ -630,10 +613,7 @@ class ReferenceCountingAssertionError(ObjectLostError, AssertionError):
     """The object was deleted while a reference to it was still live."""
 
     def _detail(self):
-        return (
-            "The object has already been deleted by the reference counting "
-            "protocol. This should not happen."
-        )
+        return "The object has already been deleted by the reference counting " "protocol. This should not happen."
 
 
 class ObjectFreedError(ObjectLostError):

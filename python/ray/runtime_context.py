@@ -2,7 +2,6 @@
 """ray.get_runtime_context(): what this process is (driver or actor), where
 it runs, and what it was given."""
 
-
 from ray._private import worker as _worker
 
 ACCELERATOR_NAMES = ("GPU", "TPU", "neuron_cores", "HPU", "NPU")
@@ -26,8 +25,7 @@ class RuntimeContext:
         from ray._private import ids as _ids
 
         rt = self._rt
-        out = {"job_id": _ids.JobID(rt.job_id_bytes), "node_id": _ids.NodeID(rt.node_id),
-               "namespace": self.namespace}
+        out = {"job_id": _ids.JobID(rt.job_id_bytes), "node_id": _ids.NodeID(rt.node_id), "namespace": self.namespace}
         if rt.mode == "worker":
             task = getattr(rt, "task_id", None)
             if task is not None:
@@ -92,8 +90,7 @@ class RuntimeContext:
     def get_assigned_resources(self):
         """What this actor or task holds ({name: amount}); a driver has none
         and, as in Ray, asking there is an AssertionError."""
-        assert self._rt.mode == "worker", (
-            "This method is only available when the process is a worker. Current mode: 0")
+        assert self._rt.mode == "worker", "This method is only available when the process is a worker. Current mode: 0"
         return dict(getattr(self._rt, "assigned_resources", {}) or {})
 
     def get_runtime_env_string(self):
@@ -159,5 +156,3 @@ def get_runtime_context():
 
     auto_init_hook.auto_init_ray()
     return RuntimeContext()
-
-

@@ -108,8 +108,13 @@ class _RealRay:
         if ray.is_initialized() and cls.shape == shape:
             return ray
         ray.shutdown()
-        ray.init(num_cpus=shape["num_cpus"], num_gpus=shape["num_gpus"], resources=shape["resources"],
-                 include_dashboard=False, log_to_driver=True)
+        ray.init(
+            num_cpus=shape["num_cpus"],
+            num_gpus=shape["num_gpus"],
+            resources=shape["resources"],
+            include_dashboard=False,
+            log_to_driver=True,
+        )
         cls.shape = shape
         return ray
 
@@ -145,8 +150,11 @@ class _RealRay:
 
 def _resources_back(ray):
     total, free = ray.cluster_resources(), ray.available_resources()
-    return all(free.get(k, 0) >= v for k, v in total.items() if k in ("CPU", "GPU") or not k.startswith(
-        ("node:", "memory", "object_store_memory")))
+    return all(
+        free.get(k, 0) >= v
+        for k, v in total.items()
+        if k in ("CPU", "GPU") or not k.startswith(("node:", "memory", "object_store_memory"))
+    )
 
 
 @pytest.fixture(scope="module", autouse=True)

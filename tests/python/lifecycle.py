@@ -44,15 +44,20 @@ import select
 import signal
 import subprocess
 import sys
-import time
 
 from beamkit.daemon import Beamd
 from beamkit.procs import beam_processes, kill_all, wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DRIVER = os.path.join(HERE, "lifecycle_driver.py")
-SANITIZER_MARKS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer",
-                   "double free or corruption", "free(): invalid", "malloc(): ")
+SANITIZER_MARKS = (
+    "ERROR: AddressSanitizer",
+    "runtime error:",
+    "ERROR: LeakSanitizer",
+    "double free or corruption",
+    "free(): invalid",
+    "malloc(): ",
+)
 NUM_GPUS, NUM_CPUS = 4, 8
 EPS = 1e-9
 
@@ -132,8 +137,15 @@ class Slot:
         env.pop("RAY_ADDRESS", None)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, env.get("PYTHONPATH")) if p)
         with open(self.err_path, "wb") as err:
-            self.proc = subprocess.Popen([sys.executable, DRIVER], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=err, env=env, text=True, bufsize=1)
+            self.proc = subprocess.Popen(
+                [sys.executable, DRIVER],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                env=env,
+                text=True,
+                bufsize=1,
+            )
         self.pid = self.recv(120)["ok"]["pid"]
         self.reset_model()
 
@@ -238,15 +250,21 @@ class Run:
         self.stats[what] = self.stats.get(what, 0) + 1
 
     def repro(self):
-        return (f"BEAM_LIFECYCLE_SEED={self.seed} BEAM_LIFECYCLE_STEPS={self.steps} "
-                f"$BEAM_PYTHON scripts/lifecycle_random.py --seed {self.seed} --steps {self.steps} "
-                f"--drivers {self.ndrivers}")
+        return (
+            f"BEAM_LIFECYCLE_SEED={self.seed} BEAM_LIFECYCLE_STEPS={self.steps} "
+            f"$BEAM_PYTHON scripts/lifecycle_random.py --seed {self.seed} --steps {self.steps} "
+            f"--drivers {self.ndrivers}"
+        )
 
     def fail(self, why, driver=None):
         if self.beamd is not None and self.beamd.proc.poll() is not None:
             why += f" (beamd died: exit {self.beamd.proc.returncode})"
-        parts = [f"lifecycle seed={self.seed} step={self.step_no}: {why}", f"reproduce: {self.repro()}",
-                 "last steps:", *self.trail[-60:]]
+        parts = [
+            f"lifecycle seed={self.seed} step={self.step_no}: {why}",
+            f"reproduce: {self.repro()}",
+            "last steps:",
+            *self.trail[-60:],
+        ]
         if driver is not None:
             parts += [f"driver {driver.index} stderr:", driver.stderr_tail()]
         if self.beamd is not None:
@@ -258,7 +276,7 @@ class Run:
         for mark in SANITIZER_MARKS:
             i = text.find(mark)
             if i >= 0:
-                return text[max(0, i - 2000):i + 8000]
+                return text[max(0, i - 2000) : i + 8000]
         return text[-4000:]
 
     # --- the run ---
@@ -383,6 +401,7 @@ class Run:
         def check(r):
             if "error" in r or r["ok"] != a.hex:
                 self.fail(f"ray.get_actor({a.actor_name!r}) gave {r}, expected {a.hex}")
+
         return {"op": "lookup", "actor_name": a.actor_name, "as": alias}, check
 
     # actors
@@ -402,8 +421,9 @@ class Run:
             bundle = b if rng.random() < 0.7 else -1
         fail_init = rng.random() < 0.05
         actor_name = f"named-{name}" if rng.random() < 0.2 else None
-        a = ActorM(name, gpus, cpus, pg.name if pg else None, bundle, fail_init, s.owner_key(), self.step_no,
-                   actor_name)
+        a = ActorM(
+            name, gpus, cpus, pg.name if pg else None, bundle, fail_init, s.owner_key(), self.step_no, actor_name
+        )
         self.owned.setdefault(s.owner_key(), []).append(a)
         if pg is not None and pg.removed:
             a.dead = True
@@ -419,6 +439,7 @@ class Run:
                 self.fail(f"create raised {r}")
             a.hex = r["ok"]
             self.demand[a.hex] = (gpus, cpus, pg is not None)
+
         return cmd, check
 
     def cmd_create_in_pg(self, s):
@@ -436,9 +457,10 @@ class Run:
         rng = self.rng
         key = rng.choice(self.callable(s))
         a = s.actors[key]
-        method = rng.choices(["ping", "echo", "echo_ref", "echo_handle", "sleep", "fail", "pid", "child", "gpus",
-                              "nest", "die"],
-                             weights=[30, 10, 10, 6, 8, 5, 8, 5, 6, 6, 3])[0]
+        method = rng.choices(
+            ["ping", "echo", "echo_ref", "echo_handle", "sleep", "fail", "pid", "child", "gpus", "nest", "die"],
+            weights=[30, 10, 10, 6, 8, 5, 8, 5, 6, 6, 3],
+        )[0]
         args = []
         puts = [r for r in s.refs.values() if r.kind == "put"]
         if method == "echo_ref" and not puts:
@@ -540,6 +562,7 @@ class Run:
             if raised == "GetTimeoutError" and all(ref.kind == "put" for ref in refs):
                 self.fail(f"get of puts {names} timed out")
             self.count("get:" + raised)
+
         return {"op": "get", "refs": names, "timeout": timeout}, check
 
     def check_value(self, ref, v):
@@ -574,6 +597,7 @@ class Run:
                 self.fail(f"wait({names}) did not keep the input order: {ready}, {rest}")
             if len(ready) < min(num, puts):
                 self.fail(f"wait({names}, num_returns={num}): only {ready} ready, with {puts} puts among them")
+
         return {"op": "wait", "refs": names, "num_returns": num, "timeout": rng.choice([0, 0.1])}, check
 
     # placement groups
@@ -598,6 +622,7 @@ class Run:
             if "error" in r:
                 self.fail(f"placement_group raised {r}")
             pg.hex = r["ok"]
+
         return {"op": "pg_create", "name": name, "bundles": bundles, "strategy": strategy}, check
 
     def cmd_pg_remove(self, s):
@@ -616,6 +641,7 @@ class Run:
                 self.fail(f"pg.wait raised {r}")
             if r["ok"] and not pg.fits_empty_node():
                 self.fail(f"group {pg.name} {pg.strategy} {pg.bundles} became ready on a node it cannot fit")
+
         return {"op": "pg_wait", "name": pg.name, "timeout": self.rng.choice([0, 0.1, 0.5])}, check
 
     def check_ok(self, r):
@@ -679,7 +705,7 @@ class Run:
     def check_logs(self):
         text = self.beamd.read_log()
         for mark in SANITIZER_MARKS:
-            if mark in text[self.log_pos:]:
+            if mark in text[self.log_pos :]:
                 self.fail(f"beamd's log has {mark!r}")
         for s in self.slots:
             self.check_driver_log(s)
@@ -727,14 +753,22 @@ class Run:
         # nothing pending that fits now
         for g in st["placement_groups"]:
             if g["state"] == "PENDING" and fits_bundles(g["bundles"], g["strategy"], av.get("CPU", 0), gpu_avail):
-                self.fail(f"group {g['placement_group_id']} {g['strategy']} {g['bundles']} is PENDING but fits "
-                          f"(CPU {av.get('CPU')}, GPUs {gpu_avail})")
+                self.fail(
+                    f"group {g['placement_group_id']} {g['strategy']} {g['bundles']} is PENDING but fits "
+                    f"(CPU {av.get('CPU')}, GPUs {gpu_avail})"
+                )
         for a in st["actors"]:
             d = self.demand.get(a["actor_id"])
-            if a["state"] == "PENDING_CREATION" and d and not d[2] and fits_actor(d[0], d[1], av.get("CPU", 0),
-                                                                                  gpu_avail):
-                self.fail(f"actor {a['actor_id']} (GPU {d[0]}, CPU {d[1]}) is PENDING_CREATION but fits "
-                          f"(CPU {av.get('CPU')}, GPUs {gpu_avail})")
+            if (
+                a["state"] == "PENDING_CREATION"
+                and d
+                and not d[2]
+                and fits_actor(d[0], d[1], av.get("CPU", 0), gpu_avail)
+            ):
+                self.fail(
+                    f"actor {a['actor_id']} (GPU {d[0]}, CPU {d[1]}) is PENDING_CREATION but fits "
+                    f"(CPU {av.get('CPU')}, GPUs {gpu_avail})"
+                )
         return st
 
     def quiesce(self, final):
@@ -745,8 +779,7 @@ class Run:
         for s in self.slots:
             if not s.alive():
                 continue
-            how = "release" if final else self.rng.choices(["release", "shutdown", "sigkill"],
-                                                          weights=[70, 15, 15])[0]
+            how = "release" if final else self.rng.choices(["release", "shutdown", "sigkill"], weights=[70, 15, 15])[0]
             if how == "release":
                 s.send({"op": "release_all"})
                 self.check_ok(s.recv())
@@ -780,8 +813,9 @@ class Run:
                 problems.append(f"actor records left with no driver connected: {len(st['actors'])}")
             for k in ("CPU", "GPU"):
                 if abs(st["resources_available"].get(k, 0) - st["resources_total"].get(k, 0)) > EPS:
-                    problems.append(f"{k}: {st['resources_available'].get(k)} of "
-                                    f"{st['resources_total'].get(k)} available")
+                    problems.append(
+                        f"{k}: {st['resources_available'].get(k)} of " f"{st['resources_total'].get(k)} available"
+                    )
             if any(g["available"] != 1 for g in st["gpus"]):
                 problems.append(f"GPUs not all free: {st['gpus']}")
             for g in st["placement_groups"]:

@@ -89,7 +89,8 @@ class Driver:
         opts = {"num_cpus": c["num_cpus"], "num_gpus": c["num_gpus"]}
         if c.get("pg"):
             opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
-                placement_group=self.pgs[c["pg"]], placement_group_bundle_index=c.get("bundle", -1))
+                placement_group=self.pgs[c["pg"]], placement_group_bundle_index=c.get("bundle", -1)
+            )
         if c.get("actor_name"):
             opts["name"] = c["actor_name"]
         h = A.options(**opts).remote(fail=c.get("fail_init", False))
@@ -198,8 +199,11 @@ def summary(v):
     if isinstance(v, ray.actor.ActorHandle):
         return {"handle": v._actor_id.hex()}
     if isinstance(v, dict) and "data" in v:
-        return {"name": v["name"], "size": len(v["data"]),
-                "intact": v["data"] == value_of(v["name"], len(v["data"]))["data"]}
+        return {
+            "name": v["name"],
+            "size": len(v["data"]),
+            "intact": v["data"] == value_of(v["name"], len(v["data"]))["data"],
+        }
     return v
 
 

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 
 import pytest
 
@@ -51,8 +50,16 @@ PROBE = textwrap.dedent("""
 
 def probe(path, uid=NOBODY):
     """What a client of uid gets from the socket at path."""
-    out = subprocess.run([sys.executable, "-c", PROBE, path], capture_output=True, text=True, timeout=30,
-                         user=uid, group=uid, extra_groups=[], cwd="/")
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, path],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        user=uid,
+        group=uid,
+        extra_groups=[],
+        cwd="/",
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
@@ -89,8 +96,9 @@ def test_a_folder_anyone_may_write_is_refused(tmp_path):
     folder.mkdir()
     os.chmod(folder, 0o777)
     exe = os.environ["BEAM_BEAMD"]
-    out = subprocess.run([exe, "--socket", str(folder / "beamd.sock"), "--num-cpus", "1"], capture_output=True,
-                         text=True, timeout=10)
+    out = subprocess.run(
+        [exe, "--socket", str(folder / "beamd.sock"), "--num-cpus", "1"], capture_output=True, text=True, timeout=10
+    )
     assert out.returncode != 0
     assert "writable by anyone" in out.stderr
     assert not (folder / "beamd.sock").exists()
@@ -136,8 +144,15 @@ def test_root_may_reach_a_daemon_of_another_user():
     sock = os.path.join(base, "d", "beamd.sock")
     r, w = os.pipe()
     log = open(os.path.join(base, "beamd.log"), "wb")
-    proc = subprocess.Popen([exe, "--socket", sock, "--num-cpus", "1", "--num-gpus", "0", "--ready-fd", str(w)],
-                            pass_fds=(w,), stdout=log, stderr=log, user=NOBODY, group=NOBODY, extra_groups=[])
+    proc = subprocess.Popen(
+        [exe, "--socket", sock, "--num-cpus", "1", "--num-gpus", "0", "--ready-fd", str(w)],
+        pass_fds=(w,),
+        stdout=log,
+        stderr=log,
+        user=NOBODY,
+        group=NOBODY,
+        extra_groups=[],
+    )
     os.close(w)
     try:
         with os.fdopen(r, "rb") as ready:
@@ -197,8 +212,10 @@ def test_beamd_listens_on_no_network_port(ray_start, beamd):
         assert not shared, f"beamd has {table} sockets: inodes {shared}"
     # all of them are unix sockets, one of them the listening one at its path
     with open("/proc/net/unix") as f:
-        unix = {int(parts[6]): (parts[7] if len(parts) > 7 else "") for parts in
-                (line.split() for line in f.readlines()[1:])}
+        unix = {
+            int(parts[6]): (parts[7] if len(parts) > 7 else "")
+            for parts in (line.split() for line in f.readlines()[1:])
+        }
     assert mine <= set(unix), mine - set(unix)
     assert beamd.socket in {unix[i] for i in mine}
 

@@ -20,7 +20,6 @@ import time
 import pytest
 
 import ray
-
 from beamkit.daemon import one_ray_for_module
 from beamkit.procs import wait_until
 
@@ -551,12 +550,15 @@ def test_placement_group_option_places_the_actor_in_the_group(ray_env):
 
 
 @beam_only
-@pytest.mark.parametrize("options", [
-    {"max_restarts": 1},
-    {"max_restarts": -1},
-    {"max_pending_calls": 10},
-    {"accelerator_type": "A100"},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"max_restarts": 1},
+        {"max_restarts": -1},
+        {"max_pending_calls": 10},
+        {"accelerator_type": "A100"},
+    ],
+)
 def test_actor_options_beam_does_not_run_are_refused(ray_env, options):
     with pytest.raises(NotImplementedError, match=f"beam does not implement the actor option {list(options)[0]}"):
         Named.options(**options)
@@ -578,11 +580,14 @@ def test_node_affinity_private_flags_are_refused(ray_env):
 
 
 @beam_only
-@pytest.mark.parametrize("options", [
-    {"max_retries": 3},
-    {"retry_exceptions": True},
-    {"num_returns": "dynamic"},  # n >= 0 runs (a list of refs)
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"max_retries": 3},
+        {"retry_exceptions": True},
+        {"num_returns": "dynamic"},  # n >= 0 runs (a list of refs)
+    ],
+)
 def test_task_options_beam_does_not_run_are_refused(ray_env, options):
     def f():
         return 1
@@ -601,8 +606,15 @@ def test_unknown_options_are_invalid(ray_env):
 
 @pytest.mark.ray_compat
 def test_options_that_change_nothing_are_accepted(ray_env):
-    a = Named.options(max_task_retries=3, max_restarts=0, max_pending_calls=-1, enable_task_events=False,
-                      _metadata={"x": {}}, scheduling_strategy="DEFAULT", lifetime=None).remote("ok")
+    a = Named.options(
+        max_task_retries=3,
+        max_restarts=0,
+        max_pending_calls=-1,
+        enable_task_events=False,
+        _metadata={"x": {}},
+        scheduling_strategy="DEFAULT",
+        lifetime=None,
+    ).remote("ok")
     assert ray.get(a.get.remote(), timeout=60) == "ok"
     ray.kill(a)
 
@@ -622,7 +634,11 @@ def test_detached_actor_ends_with_the_daemon():
 
     d = Beamd(num_gpus=0, num_cpus=2)
     try:
-        out = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                textwrap.dedent("""
             import os, ray
             ray.init()
 
@@ -633,7 +649,13 @@ def test_detached_actor_ends_with_the_daemon():
 
             s = Stays.options(name="opt-stays", lifetime="detached").remote()
             print("PID", ray.get(s.pid.remote()))
-        """)], capture_output=True, text=True, timeout=120, env=dict(os.environ, BEAM_SOCKET=d.socket))
+        """),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=dict(os.environ, BEAM_SOCKET=d.socket),
+        )
         assert out.returncode == 0, out.stderr
         pid = int(out.stdout.split("PID ")[1].split()[0])
         # the driver is gone, its detached actor is not

@@ -19,8 +19,7 @@ from beamkit.wire import FrameSocket, message
 
 
 def _beamctl(*args, env=None, timeout=10):
-    return subprocess.run([os.environ["BEAM_BEAMCTL"], *args], capture_output=True, text=True, timeout=timeout,
-                          env=env)
+    return subprocess.run([os.environ["BEAM_BEAMCTL"], *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def _group_block(text, pg_hex):
@@ -28,7 +27,7 @@ def _group_block(text, pg_hex):
     lines = text.splitlines()
     (i,) = [n for n, line in enumerate(lines) if pg_hex in line]
     block = [lines[i]]
-    for line in lines[i + 1:]:
+    for line in lines[i + 1 :]:
         if not line.startswith("    bundle") and not line.startswith("    ..."):
             break
         block.append(line)
@@ -46,8 +45,9 @@ def test_status_shows_placement_groups(ray_start, beamd):
     api = pg_api()
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    placed = api.placement_group([{"GPU": 1, "node:127.0.0.1": 0.001}, {"GPU": 0.5}], strategy="STRICT_PACK",
-                                 name="shown-pg")
+    placed = api.placement_group(
+        [{"GPU": 1, "node:127.0.0.1": 0.001}, {"GPU": 0.5}], strategy="STRICT_PACK", name="shown-pg"
+    )
     assert placed.wait(10)
     pending = api.placement_group([{"GPU": 1}, {"GPU": 1}], strategy="STRICT_SPREAD")
 
@@ -173,8 +173,13 @@ class StandIn:
 
 def _node(node_id, ip, alive=True, head=False, gpus=2, used=0.0):
     return {
-        "node_id": node_id, "node_ip": ip, "hostname": f"host-{ip}", "is_head": 1 if head else 0, "alive": alive,
-        "death": "" if alive else "health check failed", "socket": "/x",
+        "node_id": node_id,
+        "node_ip": ip,
+        "hostname": f"host-{ip}",
+        "is_head": 1 if head else 0,
+        "alive": alive,
+        "death": "" if alive else "health check failed",
+        "socket": "/x",
         "resources_total": {"CPU": 8.0, "GPU": float(gpus), f"node:{ip}": 1.0},
         "resources_available": {"CPU": 8.0, "GPU": gpus - used, f"node:{ip}": 1.0},
         "gpus": [{"id": str(i), "available": 1.0 if i else 1.0 - used} for i in range(gpus)],
@@ -188,17 +193,47 @@ def _cluster_status():
     head = _node(A, "10.0.0.1", head=True, used=1.0)
     dead = _node(B, "10.0.0.2", alive=False)
     st = dict(head)
-    st.update({
-        "nodes": [head, dead], "pid": 4242, "uptime_ms": 1500, "socket": "/x", "version": "0.1.0",
-        "actors": [{"actor_id": "c" * 32, "class_name": "Far", "state": "DEAD", "pid": 0, "node_id": B,
-                    "gpu_ids": [], "name": ""},
-                   {"actor_id": "d" * 32, "class_name": "Near", "state": "ALIVE", "pid": 77, "node_id": A,
-                    "gpu_ids": ["0", "1"], "name": ""}],
-        "placement_groups": [{"placement_group_id": "e" * 36, "name": "spread-pg", "strategy": "STRICT_SPREAD",
-                              "state": "RESCHEDULING", "bundles": [{"GPU": 1.0}, {"GPU": 1.0}],
-                              "bundles_to_node_id": [A, ""]}],
-        "objects": {"count": 3, "bytes": 3 << 20}, "clients": {"drivers": 1, "workers": 1, "ctl": 1},
-    })
+    st.update(
+        {
+            "nodes": [head, dead],
+            "pid": 4242,
+            "uptime_ms": 1500,
+            "socket": "/x",
+            "version": "0.1.0",
+            "actors": [
+                {
+                    "actor_id": "c" * 32,
+                    "class_name": "Far",
+                    "state": "DEAD",
+                    "pid": 0,
+                    "node_id": B,
+                    "gpu_ids": [],
+                    "name": "",
+                },
+                {
+                    "actor_id": "d" * 32,
+                    "class_name": "Near",
+                    "state": "ALIVE",
+                    "pid": 77,
+                    "node_id": A,
+                    "gpu_ids": ["0", "1"],
+                    "name": "",
+                },
+            ],
+            "placement_groups": [
+                {
+                    "placement_group_id": "e" * 36,
+                    "name": "spread-pg",
+                    "strategy": "STRICT_SPREAD",
+                    "state": "RESCHEDULING",
+                    "bundles": [{"GPU": 1.0}, {"GPU": 1.0}],
+                    "bundles_to_node_id": [A, ""],
+                }
+            ],
+            "objects": {"count": 3, "bytes": 3 << 20},
+            "clients": {"drivers": 1, "workers": 1, "ctl": 1},
+        }
+    )
     return st
 
 
@@ -278,8 +313,14 @@ def test_help_and_usage_errors(tmp_path):
         for word in ("status", "--json", "--socket", "--timeout", "placement"):
             assert word in out.stdout, word
         assert out.stderr == ""
-    for args in ((), ("status", "extra"), ("--timeout", "0", "status"), ("--timeout", "x", "status"),
-                 ("--bogus", "status"), ("frobnicate",)):
+    for args in (
+        (),
+        ("status", "extra"),
+        ("--timeout", "0", "status"),
+        ("--timeout", "x", "status"),
+        ("--bogus", "status"),
+        ("frobnicate",),
+    ):
         out = _beamctl("--socket", str(tmp_path / "none.sock"), *args)
         assert out.returncode == 2, (args, out)
         assert out.stdout == ""

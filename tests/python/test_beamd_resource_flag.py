@@ -21,26 +21,45 @@ def _start(arg, flag="--resource"):
     d = tempfile.mkdtemp(prefix="beamt-")
     sock = os.path.join(d, "beamd.sock")
     try:
-        out = subprocess.run([os.environ["BEAM_BEAMD"], "--socket", sock, "--num-cpus", "1", "--num-gpus", "0",
-                              "--node-ip", "127.0.0.1", flag, arg],
-                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            [
+                os.environ["BEAM_BEAMD"],
+                "--socket",
+                sock,
+                "--num-cpus",
+                "1",
+                "--num-gpus",
+                "0",
+                "--node-ip",
+                "127.0.0.1",
+                flag,
+                arg,
+            ],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         return out, os.path.exists(sock)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
 
-@pytest.mark.parametrize("arg, message", [
-    ("big=1e15", "--resource big: the amount must be 0, or from 0.0001 up to 1e14 (Ray's range)"),
-    ("fine=0.00001", "--resource fine: the amount must be 0, or from 0.0001 up to 1e14 (Ray's range)"),
-    ("inf=inf", "--resource inf: the amount must be 0, or from 0.0001 up to 1e14 (Ray's range)"),
-    ("neg=-1", "--resource neg: the amount must be a number >= 0"),
-    ("nan=nan", "--resource nan: the amount must be a number >= 0"),
-    ("word=two", "--resource word: the amount must be a number >= 0"),
-    ("empty=", "--resource empty: the amount must be a number >= 0"),
-    ("=1", "--resource takes NAME=N with a name of 1..127 bytes"),
-    ("noamount", "--resource takes NAME=N with a name of 1..127 bytes"),
-    ("n" * 128 + "=1", "--resource takes NAME=N with a name of 1..127 bytes"),
-])
+@pytest.mark.parametrize(
+    "arg, message",
+    [
+        ("big=1e15", "--resource big: the amount must be 0, or from 0.0001 up to 1e14 (Ray's range)"),
+        ("fine=0.00001", "--resource fine: the amount must be 0, or from 0.0001 up to 1e14 (Ray's range)"),
+        ("inf=inf", "--resource inf: the amount must be 0, or from 0.0001 up to 1e14 (Ray's range)"),
+        ("neg=-1", "--resource neg: the amount must be a number >= 0"),
+        ("nan=nan", "--resource nan: the amount must be a number >= 0"),
+        ("word=two", "--resource word: the amount must be a number >= 0"),
+        ("empty=", "--resource empty: the amount must be a number >= 0"),
+        ("=1", "--resource takes NAME=N with a name of 1..127 bytes"),
+        ("noamount", "--resource takes NAME=N with a name of 1..127 bytes"),
+        ("n" * 128 + "=1", "--resource takes NAME=N with a name of 1..127 bytes"),
+    ],
+)
 def test_bad_amount_refused_at_start(arg, message):
     out, listened = _start(arg)
     assert out.returncode != 0
@@ -52,11 +71,18 @@ RANGE = "the amount must be 0, or from 0.0001 up to 1e14 (Ray's range)"
 
 
 @pytest.mark.parametrize("flag", ["--num-cpus", "--memory"])
-@pytest.mark.parametrize("arg, message", [
-    ("1e15", RANGE), ("0.00001", RANGE), ("inf", RANGE),
-    ("-1", "the amount must be a number >= 0"), ("nan", "the amount must be a number >= 0"),
-    ("two", "the amount must be a number >= 0"), ("", "the amount must be a number >= 0"),
-])
+@pytest.mark.parametrize(
+    "arg, message",
+    [
+        ("1e15", RANGE),
+        ("0.00001", RANGE),
+        ("inf", RANGE),
+        ("-1", "the amount must be a number >= 0"),
+        ("nan", "the amount must be a number >= 0"),
+        ("two", "the amount must be a number >= 0"),
+        ("", "the amount must be a number >= 0"),
+    ],
+)
 def test_bad_cpus_or_memory_refused_at_start(flag, arg, message):
     out, listened = _start(arg, flag)
     assert out.returncode != 0
@@ -76,8 +102,20 @@ def test_cpus_and_memory_in_range_are_taken():
 
 
 def test_amounts_in_range_are_taken(tmp_path):
-    d = Beamd(num_gpus=0, num_cpus=1, extra=["--resource", "top=1e14", "--resource", "least=0.0001",
-                                             "--resource", "none=0", "--resource", "n" * 127 + "=2"])
+    d = Beamd(
+        num_gpus=0,
+        num_cpus=1,
+        extra=[
+            "--resource",
+            "top=1e14",
+            "--resource",
+            "least=0.0001",
+            "--resource",
+            "none=0",
+            "--resource",
+            "n" * 127 + "=2",
+        ],
+    )
     try:
         total = d.status()["resources_total"]
     finally:

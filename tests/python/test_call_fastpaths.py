@@ -21,11 +21,30 @@ def _fn():
     return 1
 
 
-@pytest.mark.parametrize("value", [
-    None, True, 0, -1, 2 ** 80, 1.5, "", "x" * 100, "\udcff", b"", b"ab",
-    ((1,), {}), [1, [2, (3, {"k": None})]], {"k": list(range(16)), "s": "x" * 100},
-    list(range(100)), _Int(3), (_fn,), {1.5: b"x"}, [float("nan")],
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        True,
+        0,
+        -1,
+        2**80,
+        1.5,
+        "",
+        "x" * 100,
+        "\udcff",
+        b"",
+        b"ab",
+        ((1,), {}),
+        [1, [2, (3, {"k": None})]],
+        {"k": list(range(16)), "s": "x" * 100},
+        list(range(100)),
+        _Int(3),
+        (_fn,),
+        {1.5: b"x"},
+        [float("nan")],
+    ],
+)
 def test_dumps_is_cloudpickle_and_round_trips(value):
     data, objs, actors = ser.dumps(value)
     if ser._plain(value, ser._PLAIN_MAX) >= 0:

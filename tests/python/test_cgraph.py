@@ -17,6 +17,7 @@ import pytest
 from beamkit.gloo import COMM_STATS, NEEDS_TORCH, GlooComm
 from beamkit.procs import free_port, wait_until
 
+
 class TensorStage:
     """Stage 0 makes {"hidden": tensor} from the step's input; stage 1 checks
     and sums it."""
@@ -39,12 +40,15 @@ class TensorStage:
         return {"hidden": hidden, "residual": torch.arange(n // 16, dtype=torch.int64), "seed": seed}
 
     def second(self, inter):
-        import torch
-
         if isinstance(inter, dict):
-            return {"sum": float(inter["hidden"].float().sum()), "rsum": int(inter["residual"].sum()),
-                    "dtype": str(inter["hidden"].dtype), "shape": tuple(inter["hidden"].shape),
-                    "seed": inter["seed"], "hidden": inter["hidden"] if inter["hidden"].numel() <= 64 else None}
+            return {
+                "sum": float(inter["hidden"].float().sum()),
+                "rsum": int(inter["residual"].sum()),
+                "dtype": str(inter["hidden"].dtype),
+                "shape": tuple(inter["hidden"].shape),
+                "seed": inter["seed"],
+                "hidden": inter["hidden"] if inter["hidden"].numel() <= 64 else None,
+            }
         return inter
 
     def thread_name(self, x):
@@ -108,8 +112,9 @@ def _compile(ws, transport):
 @pytest.mark.usefixtures("ray_start")
 def test_tensor_crosses_stages_inline(n):
     pytest.importorskip("torch")
-    import ray
     import torch
+
+    import ray
 
     ws = _two_stages(ray)
     dag = _compile(ws, "auto")  # no communicator registered: tensors ride in the frame
@@ -231,8 +236,7 @@ def test_pipeline_across_two_nodes_over_tcp(make_cluster, transport):
     import ray
 
     ray.init(address=c.head.socket)
-    ws = _two_stages(ray, {0: {"resources": {"node:127.0.0.1": 0.001}},
-                           1: {"resources": {"node:127.0.0.2": 0.001}}})
+    ws = _two_stages(ray, {0: {"resources": {"node:127.0.0.1": 0.001}}, 1: {"resources": {"node:127.0.0.2": 0.001}}})
     # the stages run under different daemons: the plan connects them over TCP
     assert len(set(ray.get([w.node_id.remote() for w in ws]))) == 2
     dag = _compile(ws, transport)
@@ -289,9 +293,16 @@ def _idle_peers(address, n):
 
 def _foreign_peer(address):
     """What a unix peer of another uid gets from the listener at address."""
-    out = subprocess.run([sys.executable, "-I", "-c", _FOREIGN_PEER, address["unix"].encode().hex()],
-                         capture_output=True, text=True, timeout=30, user=OTHER_UID, group=OTHER_UID,
-                         extra_groups=[], cwd="/")
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", _FOREIGN_PEER, address["unix"].encode().hex()],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        user=OTHER_UID,
+        group=OTHER_UID,
+        extra_groups=[],
+        cwd="/",
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout.strip()
 
@@ -352,8 +363,10 @@ def test_idle_and_foreign_peers_do_not_stall_compile(ray_start):
             foreign.append(_foreign_peer(infos[0]["address"]))
 
     flooded = _compile_and_run(ray, actors, flood)
-    print(f"compile + execute: {quiet * 1e3:.1f} ms quiet, {flooded * 1e3:.1f} ms with {FLOOD} idle peers "
-          f"on each of {2 * len(actors)} listeners")
+    print(
+        f"compile + execute: {quiet * 1e3:.1f} ms quiet, {flooded * 1e3:.1f} ms with {FLOOD} idle peers "
+        f"on each of {2 * len(actors)} listeners"
+    )
     assert len(idle) == 2 * len(actors) * FLOOD
     # an idle peer got its nonce, then was closed (not kept waiting)
     for s in idle:

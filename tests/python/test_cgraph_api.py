@@ -20,6 +20,7 @@ import pytest
 
 pytestmark = pytest.mark.ray_compat
 
+
 def _on_beam():
     import ray
 
@@ -37,8 +38,7 @@ def cg_ray(request):
         return
     # Ray's workers import this module by name: give them its folder
     here = os.path.dirname(os.path.abspath(__file__))
-    ray.init(num_cpus=16, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": here}})
+    ray.init(num_cpus=16, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": here}})
     try:
         yield ray
     finally:
@@ -320,11 +320,13 @@ def test_get_timeout_from_context(cg_ray):
 
 
 def test_get_timeout_env_read_at_ray_dag_import():
-    code = ("import os\nos.environ.setdefault('RAY_CGRAPH_get_timeout', '300')\n"
-            "from ray.dag import InputNode, MultiOutputNode\n"
-            "from ray.dag import DAGContext\n"
-            "os.environ['RAY_CGRAPH_get_timeout'] = '7'\n"
-            "print(DAGContext.get_current().get_timeout)\n")
+    code = (
+        "import os\nos.environ.setdefault('RAY_CGRAPH_get_timeout', '300')\n"
+        "from ray.dag import InputNode, MultiOutputNode\n"
+        "from ray.dag import DAGContext\n"
+        "os.environ['RAY_CGRAPH_get_timeout'] = '7'\n"
+        "print(DAGContext.get_current().get_timeout)\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "RAY_CGRAPH_get_timeout"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr

@@ -86,7 +86,7 @@ class RayWorkerWrapper:
         import torch
 
         g = torch.Generator().manual_seed(1234 + self.pp_rank)
-        self.weight = torch.randn(HIDDEN, HIDDEN, generator=g) / HIDDEN ** 0.5
+        self.weight = torch.randn(HIDDEN, HIDDEN, generator=g) / HIDDEN**0.5
 
     def setup_device_if_necessary(self):
         if not self.compiled_dag_cuda_device_set:
@@ -109,22 +109,26 @@ class RayWorkerWrapper:
             g = torch.Generator().manual_seed(so.step)
             x = torch.randn(so.num_tokens, HIDDEN, generator=g)
             hidden = x @ self.weight
-            return scheduler_output, grammar_output, IntermediateTensors({"hidden_states": hidden,
-                                                                         "residual": x})
+            return scheduler_output, grammar_output, IntermediateTensors({"hidden_states": hidden, "residual": x})
         hidden = intermediate.tensors["hidden_states"] @ self.weight + intermediate.tensors["residual"]
         tokens = hidden.argmax(dim=-1).tolist()
         return {"req_ids": so.req_ids, "sampled_token_ids": tokens, "tp_rank": self.tp_rank, "step": so.step}
 
     def stats(self):
-        return {"steps": self.steps, "graph_threads": sorted(self.graph_threads),
-                "device_thread": getattr(self, "device_thread", None), "pid": os.getpid()}
+        return {
+            "steps": self.steps,
+            "graph_threads": sorted(self.graph_threads),
+            "device_thread": getattr(self, "device_thread", None),
+            "pid": os.getpid(),
+        }
 
 
 def reference_tokens(step, num_tokens):
     import torch
 
-    w = [torch.randn(HIDDEN, HIDDEN, generator=torch.Generator().manual_seed(1234 + p)) / HIDDEN ** 0.5
-         for p in range(PP)]
+    w = [
+        torch.randn(HIDDEN, HIDDEN, generator=torch.Generator().manual_seed(1234 + p)) / HIDDEN**0.5 for p in range(PP)
+    ]
     x = torch.randn(num_tokens, HIDDEN, generator=torch.Generator().manual_seed(step))
     return ((x @ w[0]) @ w[1] + x).argmax(dim=-1).tolist()
 
@@ -187,14 +191,23 @@ def test_ray_distributed_executor_v1_flow(beamd, monkeypatch):
     pg = placement_group(specs, strategy="PACK")
     ray.get(pg.ready(), timeout=30)
 
-    env = {"env_vars": {"RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1", "GLOO_SOCKET_IFNAME": "lo",
-                        "OMP_NUM_THREADS": "1"}}
+    env = {
+        "env_vars": {
+            "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1",
+            "GLOO_SOCKET_IFNAME": "lo",
+            "OMP_NUM_THREADS": "1",
+        }
+    }
     workers = []
     for bundle_id in range(WORLD):
-        strategy = PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_capture_child_tasks=True,
-                                                    placement_group_bundle_index=bundle_id)
-        workers.append(ray.remote(num_cpus=0, num_gpus=1, scheduling_strategy=strategy, runtime_env=env)(
-            RayWorkerWrapper).remote(rpc_rank=bundle_id))
+        strategy = PlacementGroupSchedulingStrategy(
+            placement_group=pg, placement_group_capture_child_tasks=True, placement_group_bundle_index=bundle_id
+        )
+        workers.append(
+            ray.remote(num_cpus=0, num_gpus=1, scheduling_strategy=strategy, runtime_env=env)(RayWorkerWrapper).remote(
+                rpc_rank=bundle_id
+            )
+        )
     ips = ray.get([w.get_node_ip.remote() for w in workers], timeout=60)
     order = sorted(range(WORLD), key=lambda i: (ips[i] != ip, ips[i]))
     workers = [workers[i] for i in order]
@@ -207,13 +220,15 @@ def test_ray_distributed_executor_v1_flow(beamd, monkeypatch):
         refs = [w.execute_method.remote(method, *args) for w in workers]
         return FutureWrapper(refs) if non_block else ray.get(refs, timeout=60)
 
-    collective_rpc("update_environment_variables",
-                   ([{"CUDA_VISIBLE_DEVICES": ",".join(map(str, all_gpus))} for _ in range(WORLD)],))
+    collective_rpc(
+        "update_environment_variables",
+        ([{"CUDA_VISIBLE_DEVICES": ",".join(map(str, all_gpus))} for _ in range(WORLD)],),
+    )
     collective_rpc("init_worker", ([{"rank": r} for r in range(WORLD)],))
     collective_rpc("init_device", (f"tcp://127.0.0.1:{free_port()}",))
     collective_rpc("load_model")
 
-    pp_tp_workers = [workers[p * TP:(p + 1) * TP] for p in range(PP)]
+    pp_tp_workers = [workers[p * TP : (p + 1) * TP] for p in range(PP)]
     try:
         forward_dag = compiled_ray_dag(pp_tp_workers)
     finally:
@@ -248,10 +263,12 @@ def test_ray_distributed_executor_v1_flow(beamd, monkeypatch):
     assert [s["steps"] for s in stats] == [STEPS] * WORLD
     for s in stats:
         assert s["device_thread"] == "cgraph-exec" and s["graph_threads"] == ["cgraph-exec"]
+
     # the tensors between the stages went through the communicator, not the frames
     def comm_counts():
-        comm = ray.get([w.__ray_call__.remote(lambda self: __import__("beamkit.gloo").gloo.COMM_STATS.copy())
-                        for w in workers])
+        comm = ray.get(
+            [w.__ray_call__.remote(lambda self: __import__("beamkit.gloo").gloo.COMM_STATS.copy()) for w in workers]
+        )
         return [c["sends"] for c in comm[:TP]], [c["recvs"] for c in comm[TP:]]
 
     # a sender counts once dist.send returns, which may be just after its peer got the tensor

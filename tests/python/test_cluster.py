@@ -55,10 +55,15 @@ def _where_class(ray):
             import ray as r
             from ray.util import get_node_ip_address
 
-            return {"node_id": r.get_runtime_context().get_node_id(), "ip": get_node_ip_address(),
-                    "gpus": r.get_gpu_ids(), "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
-                    "accel": r.get_runtime_context().get_accelerator_ids()["GPU"], "pid": os.getpid(),
-                    "socket": os.environ.get("BEAM_SOCKET")}
+            return {
+                "node_id": r.get_runtime_context().get_node_id(),
+                "ip": get_node_ip_address(),
+                "gpus": r.get_gpu_ids(),
+                "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                "accel": r.get_runtime_context().get_accelerator_ids()["GPU"],
+                "pid": os.getpid(),
+                "socket": os.environ.get("BEAM_SOCKET"),
+            }
 
         def pid(self):
             return os.getpid()
@@ -110,8 +115,9 @@ def test_tables_see_every_node(make_cluster):
 
     # a group pinned bundle by bundle: the table maps each bundle to its node
     placement_group, table, remove, _ = _pg()
-    pg = placement_group([{"GPU": 1, f"node:{M2}": 0.001}, {"GPU": 2, f"node:{M1}": 0.001},
-                          {"CPU": 1, f"node:{HEAD_IP}": 0.001}])
+    pg = placement_group(
+        [{"GPU": 1, f"node:{M2}": 0.001}, {"GPU": 2, f"node:{M1}": 0.001}, {"CPU": 1, f"node:{HEAD_IP}": 0.001}]
+    )
     assert pg.wait(10)
     t = table(pg)
     assert t["bundles_to_node_id"] == {0: ids[M2], 1: ids[M1], 2: ids[HEAD_IP]}
@@ -296,9 +302,11 @@ def test_nested_calls_children_and_deaths_on_members(make_cluster):
     with pytest.raises(ray.exceptions.ActorDiedError, match="ray.kill"):
         ray.get(one.pid.remote(), timeout=10)
     assert wait_gone(pid, 5)
-    assert wait_until(lambda: state.available_resources_per_node()[ids[M1]]["CPU"] == 4.0
-                      and state.available_resources_per_node()[ids[M2]]["CPU"] == 4.0, 5), \
-        state.available_resources_per_node()
+    assert wait_until(
+        lambda: state.available_resources_per_node()[ids[M1]]["CPU"] == 4.0
+        and state.available_resources_per_node()[ids[M2]]["CPU"] == 4.0,
+        5,
+    ), state.available_resources_per_node()
 
 
 # --- a driver on a member node ---
@@ -340,8 +348,9 @@ def test_driver_on_member(cluster):
         assert nid == out["bundles"][str(i)] and ids[ip] == nid and len(gpus) == 1
     assert out["local"][:2] == [ids[M1], M1]
     # the driver's actors went with it
-    assert wait_until(lambda: not beam_processes(cluster.members[0].socket)
-                      and not beam_processes(cluster.head.socket), 5)
+    assert wait_until(
+        lambda: not beam_processes(cluster.members[0].socket) and not beam_processes(cluster.head.socket), 5
+    )
 
 
 # --- worker output reaches the driver, prefixed ---
@@ -498,8 +507,9 @@ LOOPING_DRIVER = textwrap.dedent("""
 def _start_driver(node, code):
     env = dict(os.environ)
     env.update(driver_env(node))
-    return subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def test_head_killed_then_restarted(cluster):
@@ -601,8 +611,9 @@ def test_member_with_wrong_token_is_refused(cluster, tmp_path):
     before = cluster.alive_nodes()
     intruder = cluster.add_member(ip="127.0.0.9", token_file=str(wrong), wait=False)
     # it retries every second; the head refuses each time
-    assert wait_until(lambda: intruder.read_log().count("head failed authentication") +
-                      intruder.read_log().count("closed") >= 1, 5), intruder.read_log()
+    assert wait_until(
+        lambda: intruder.read_log().count("head failed authentication") + intruder.read_log().count("closed") >= 1, 5
+    ), intruder.read_log()
     time.sleep(1.5)
     assert cluster.alive_nodes() == before
     assert all(n["node_ip"] != "127.0.0.9" for n in cluster.node_table())
@@ -651,8 +662,10 @@ def test_owner_on_dead_member_takes_its_actors_elsewhere(cluster):
         cluster.members[0].kill9()
         assert wait_gone(worker, 5)
         # and the driver itself learns its node is gone
-        assert read_line(drv, "RAISED ", timeout=5).split()[0] in ("ray.exceptions.RaySystemError",
-                                                                     "builtins.ConnectionError")
+        assert read_line(drv, "RAISED ", timeout=5).split()[0] in (
+            "ray.exceptions.RaySystemError",
+            "builtins.ConnectionError",
+        )
     finally:
         drv.kill()
         drv.wait()
@@ -692,9 +705,22 @@ def test_dead_nodes_do_not_fill_the_cluster(cluster):
     for i in range(260):  # short-lived nodes, as a flapping machine rejoining makes
         p = RawPeer(HEAD_IP, cluster.port)
         tx = p.authenticate(token)
-        p.send(tx.seal_frame([2, "join", {"node_id": os.urandom(28), "node_ip": f"127.0.1.{i % 250 + 1}",
-                                          "hostname": "flap", "socket": "/nonexistent",
-                                          "resources": [["CPU", 10000]], "gpus": []}]))
+        p.send(
+            tx.seal_frame(
+                [
+                    2,
+                    "join",
+                    {
+                        "node_id": os.urandom(28),
+                        "node_ip": f"127.0.1.{i % 250 + 1}",
+                        "hostname": "flap",
+                        "socket": "/nonexistent",
+                        "resources": [["CPU", 10000]],
+                        "gpus": [],
+                    },
+                ]
+            )
+        )
         p.sock.settimeout(5)
         assert p.sock.recv(4096)  # the sealed welcome (a refused join would be closed instead)
         p.close()
@@ -782,8 +808,14 @@ def test_member_is_ready_only_once_joined(make_cluster):
     r, w = os.pipe()
     try:
         with open(node.log_path, "ab") as log:
-            node.proc = subprocess.Popen(node.args + ["--ready-fd", str(w)], stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, pass_fds=(w,), env=node.env)
+            node.proc = subprocess.Popen(
+                node.args + ["--ready-fd", str(w)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(w,),
+                env=node.env,
+            )
         os.close(w)
         early = select.select([r], [], [], 1.0)[0]
         if early:
@@ -843,11 +875,14 @@ def test_member_refuses_a_head_without_the_token(make_cluster, kind):
     member's id, address and resources never leave it)."""
     c = make_cluster(members=0)
     if kind == "wrong_key":
+
         def answer(auth, nonce):
             return {"nonce": nonce, "mac": head_mac(os.urandom(32), auth["nonce"], nonce)}
     else:
+
         def answer(auth, nonce):
             return {"nonce": auth["nonce"], "mac": auth["mac"]}
+
     srv, t, results = _fake_head(answer)
     try:
         node = c.member_node(ip=M1)
@@ -891,8 +926,18 @@ def test_frames_after_the_handshake_must_be_sealed(cluster):
     byte, ends the link and joins nothing."""
     token = read_token(cluster.token_file)
     before = len(cluster.node_table())
-    join = [2, "join", {"node_id": os.urandom(28), "node_ip": "127.0.1.77", "hostname": "x",
-                        "socket": "/nonexistent", "resources": [["CPU", 10000]], "gpus": []}]
+    join = [
+        2,
+        "join",
+        {
+            "node_id": os.urandom(28),
+            "node_ip": "127.0.1.77",
+            "hostname": "x",
+            "socket": "/nonexistent",
+            "resources": [["CPU", 10000]],
+            "gpus": [],
+        },
+    ]
     for tamper in ("plain", "flipped"):
         p = RawPeer(HEAD_IP, cluster.port)
         tx = p.authenticate(token)

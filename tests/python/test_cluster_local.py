@@ -20,7 +20,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 
 import cloudpickle
 
@@ -92,8 +91,14 @@ def local_calls(c):
 def start_on_member(c, body):
     """A driver on the member that goes on running (stdin, stdout piped)."""
     env = dict(os.environ, **driver_env(c.members[0]))
-    return subprocess.Popen([sys.executable, "-c", PRELUDE + textwrap.dedent(body)], env=env, text=True,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(body)],
+        env=env,
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def stop(proc):
@@ -120,12 +125,15 @@ QUIET_CALLS = """
 
 def test_local_way_is_taken_and_counted(cluster):
     before = local_calls(cluster)
-    out = run_on_member(cluster, """
+    out = run_on_member(
+        cluster,
+        """
         a = Log.options(**on(M1)).remote()
         pid = ray.get(a.pid.remote(), timeout=20)
         got = [ray.get(a.add.remote(i)) for i in range(50)]
         out(pid=pid, got=got, seen=ray.get(a.seen_all.remote()))
-    """)
+    """,
+    )
     assert out["got"] == list(range(50)) and out["seen"] == list(range(50))
     # the first call may go through the head (sent before the actor was
     # ready); the 50 after it were run by the member
@@ -136,7 +144,9 @@ def test_local_way_is_taken_and_counted(cluster):
 def test_order_across_the_actor_becoming_ready(cluster):
     """Calls submitted before the actor is ready (through the head), while
     it becomes ready and after (locally), from one caller, run in order."""
-    out = run_on_member(cluster, """
+    out = run_on_member(
+        cluster,
+        """
         a = Log.options(**on(M1)).remote(0.5)
         refs = []
         t = time.time()
@@ -150,14 +160,17 @@ def test_order_across_the_actor_becoming_ready(cluster):
         refs += [a.add.remote(j) for j in range(i, i + 300)]
         got = ray.get(refs, timeout=60)
         out(n=i + 300, got=got, seen=ray.get(a.seen_all.remote()))
-    """)
+    """,
+    )
     n = out["n"]
     assert out["got"] == list(range(n))
     assert out["seen"] == list(range(n))
 
 
 def test_threaded_and_async_actors(cluster):
-    out = run_on_member(cluster, """
+    out = run_on_member(
+        cluster,
+        """
         import asyncio
 
         @ray.remote(num_cpus=0, max_concurrency=4)
@@ -179,13 +192,16 @@ def test_threaded_and_async_actors(cluster):
         got = ray.get([p.slow.remote(0.4, k) for k in range(4)] + [q.slow.remote(0.4, k) for k in range(8)],
                       timeout=30)
         out(got=got, took=time.time() - t)
-    """)
+    """,
+    )
     assert out["got"] == list(range(4)) + list(range(8))
     assert out["took"] < 3.2  # they ran at once, not one after the other (8 x 0.4 s)
 
 
 def test_kill_during_local_calls(cluster):
-    out = run_on_member(cluster, """
+    out = run_on_member(
+        cluster,
+        """
         a = Log.options(**on(M1)).remote()
         ray.get(a.pid.remote(), timeout=20)
         done = ray.get(a.add.remote("before"))
@@ -195,14 +211,17 @@ def test_kill_during_local_calls(cluster):
         errs = [outcome(r) for r in pending]
         after = outcome(a.add.remote("after"))
         out(done=done, errs=errs, after=after)
-    """)
+    """,
+    )
     assert out == {"done": "before", "errs": ["died"] * 3, "after": "died"}
 
 
 def test_kill_from_the_head_during_local_calls(cluster):
     """A kill the member does not see: the head keeps the local calls open
     until the worker is gone, and they fail then."""
-    out = run_on_member(cluster, """
+    out = run_on_member(
+        cluster,
+        """
         a = Log.options(name="victim", lifetime="detached", **on(M1)).remote()
         ray.get(a.pid.remote(), timeout=20)
         pending = [a.sleep.remote(5, k) for k in range(3)]
@@ -214,12 +233,15 @@ def test_kill_from_the_head_during_local_calls(cluster):
         subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=30)
         errs = [outcome(r) for r in pending]
         out(errs=errs)
-    """.replace('os.environ["HEAD_SOCKET"]', repr(cluster.head.socket)))
+    """.replace('os.environ["HEAD_SOCKET"]', repr(cluster.head.socket)),
+    )
     assert out["errs"] == ["died"] * 3
 
 
 def test_worker_crash_mid_call(cluster):
-    out = run_on_member(cluster, """
+    out = run_on_member(
+        cluster,
+        """
         a = Log.options(**on(M1)).remote()
         pid = ray.get(a.pid.remote(), timeout=20)
         ok = ray.get(a.add.remote(1))
@@ -229,12 +251,15 @@ def test_worker_crash_mid_call(cluster):
         os.kill(pid, signal.SIGKILL)  # the worker crashes mid-call, one more call queued behind
         res = [outcome(r) for r in (slow, queued)]
         out(ok=ok, res=res)
-    """)
+    """,
+    )
     assert out == {"ok": 1, "res": ["died", "died"]}
 
 
 def test_results_to_another_node_and_mixed_gets(cluster):
-    out = run_on_member(cluster, """
+    out = run_on_member(
+        cluster,
+        """
         here = Log.options(**on(M1)).remote()
         far = Log.options(**on(HEAD)).remote()
         ray.get([here.pid.remote(), far.pid.remote()], timeout=20)
@@ -249,19 +274,23 @@ def test_results_to_another_node_and_mixed_gets(cluster):
         direct = ray.get(far.add.remote(here.add.remote(3)), timeout=20)
         ready, _ = ray.wait([r_local, r_far], num_returns=2, timeout=20)
         out(mixed=mixed, passed=passed, back=back, direct=direct, ready=len(ready))
-    """)
+    """,
+    )
     assert out == {"mixed": [41, 7, 2], "passed": 100, "back": 6, "direct": 3, "ready": 2}
 
 
 def test_actor_calls_back_into_another_local_actor(cluster):
     before = local_calls(cluster)
-    out = run_on_member(cluster, """
+    out = run_on_member(
+        cluster,
+        """
         a = Log.options(**on(M1)).remote()
         b = Log.options(**on(M1)).remote()
         ray.get([a.pid.remote(), b.pid.remote()], timeout=20)
         got = [ray.get(a.call_other.remote(b, k), timeout=20) for k in range(20)]
         out(got=got, seen=ray.get(b.seen_all.remote()))
-    """)
+    """,
+    )
     assert out["got"] == [k * 10 for k in range(20)]
     assert out["seen"] == list(range(20))
     # the worker's own calls into b went the local way too
@@ -269,7 +298,9 @@ def test_actor_calls_back_into_another_local_actor(cluster):
 
 
 def test_get_timeout_then_value_and_large_results(cluster):
-    out = run_on_member(cluster, """
+    out = run_on_member(
+        cluster,
+        """
         a = Log.options(**on(M1)).remote()
         ray.get(a.pid.remote(), timeout=20)
         r = a.sleep.remote(1.0, "late")
@@ -284,24 +315,31 @@ def test_get_timeout_then_value_and_large_results(cluster):
         big = ray.get(a.add.remote(b"x" * (20 << 20)), timeout=60)
         small = ray.get(a.add.remote(b"y" * 1000), timeout=20)
         out(first=first, polled=len(polled), late=late, big=len(big), small=len(small))
-    """)
+    """,
+    )
     assert out == {"first": "timeout", "polled": 0, "late": "late", "big": 20 << 20, "small": 1000}
 
 
 def test_detached_named_actor_outlives_its_owner_and_serves_locally(cluster):
-    run_on_member(cluster, """
+    out = run_on_member(
+        cluster,
+        """
         a = Log.options(name="keeper", namespace="loc", lifetime="detached", **on(M1)).remote()
         ray.get(a.add.remote("from the owner"), timeout=20)
         out(ok=1)
-    """)
+    """,
+    )
     before = local_calls(cluster)
-    out = run_on_member(cluster, """
+    out = run_on_member(
+        cluster,
+        """
         a = ray.get_actor("keeper", namespace="loc")
         got = [ray.get(a.add.remote(i), timeout=20) for i in range(10)]
         seen = ray.get(a.seen_all.remote(), timeout=20)
         ray.kill(a)
         out(got=got, seen=seen)
-    """)
+    """,
+    )
     assert out["got"] == list(range(10))
     assert out["seen"] == ["from the owner"] + list(range(10))
     assert local_calls(cluster) - before >= 10
@@ -311,16 +349,22 @@ def test_detached_named_actor_outlives_its_owner_and_serves_locally(cluster):
 def test_owner_gone_with_local_calls_pending(cluster):
     """The driver ends with local calls still running: its actor dies with
     it, and the member forgets what it kept for that driver."""
-    out = run_on_member(cluster, """
+    run_on_member(
+        cluster,
+        """
         a = Log.options(**on(M1)).remote()
         out(pid=ray.get(a.pid.remote(), timeout=20), refs=[a.sleep.remote(3) for _ in range(3)] and 3)
-    """)
+    """,
+    )
     assert wait_until(lambda: not beam_processes(cluster.members[0].socket), 15)
     # the member serves the next driver as before
-    out2 = run_on_member(cluster, """
+    out2 = run_on_member(
+        cluster,
+        """
         a = Log.options(**on(M1)).remote()
         out(got=[ray.get(a.add.remote(i), timeout=20) for i in range(5)])
-    """)
+    """,
+    )
     assert out2["got"] == list(range(5))
 
 
@@ -335,8 +379,10 @@ def test_a_quiet_member_sends_up_what_it_holds(cluster):
 
         def arrived():
             st = cluster.head.status()
-            return (st["local_calls"] - before["local_calls"] >= 3 and
-                    st["objects"]["bytes"] - before["objects"]["bytes"] >= 3 * 40000)
+            return (
+                st["local_calls"] - before["local_calls"] >= 3
+                and st["objects"]["bytes"] - before["objects"]["bytes"] >= 3 * 40000
+            )
 
         assert wait_until(arrived, 10), (cluster.head.status(), cluster.logs())
         assert drv.poll() is None  # (the driver was still there, sending nothing)
@@ -359,10 +405,14 @@ def test_member_lost_while_it_holds_local_calls(cluster):
         assert wait_until(lambda: cluster.head.status()["objects"]["count"] == before, 10), cluster.head.status()
     finally:
         stop(drv)
-    r = run_driver(PRELUDE + textwrap.dedent("""
+    r = run_driver(
+        PRELUDE
+        + textwrap.dedent("""
         a = Log.options(**on(HEAD)).remote()
         out(got=ray.get(a.add.remote(5), timeout=20))
-    """), driver_env(cluster.head))
+    """),
+        driver_env(cluster.head),
+    )
     assert r.returncode == 0 and json.loads(r.stdout.split("RESULT ", 1)[1].splitlines()[0]) == {"got": 5}, r.stderr
 
 
@@ -371,7 +421,9 @@ def test_kill_right_after_local_calls_keeps_their_results(cluster):
     the member most likely still holds their records for the head: the kill
     sends them up first, so the head holds the very results the driver got
     (an actor on the head reads them) and the calls are not failed."""
-    out = run_on_member(cluster, """
+    out = run_on_member(
+        cluster,
+        """
         a = Log.options(**on(M1)).remote()
         far = Log.options(**on(HEAD)).remote()
         ray.get([a.pid.remote(), far.pid.remote()], timeout=20)
@@ -381,7 +433,8 @@ def test_kill_right_after_local_calls_keeps_their_results(cluster):
         seen = [ray.get(far.get_of.remote([r]), timeout=20) - 1 for r in refs]
         after = outcome(a.add.remote("after"))
         out(got=got, seen=seen, after=after)
-    """)
+    """,
+    )
     assert out == {"got": list(range(20)), "seen": list(range(20)), "after": "died"}
 
 
@@ -428,8 +481,20 @@ def test_a_local_call_cannot_take_an_object_id_in_use(cluster):
             mine = ids.obj()
             b.call("put", {"obj": mine, "data": cloudpickle.dumps("b's own")})
             for obj in (theirs, mine):
-                b.send([0, 0, "submit", {"actor": actor, "obj": obj, "method": "add",
-                                         "args": cloudpickle.dumps((("evil",), {})), "push": True}])
+                b.send(
+                    [
+                        0,
+                        0,
+                        "submit",
+                        {
+                            "actor": actor,
+                            "obj": obj,
+                            "method": "add",
+                            "args": cloudpickle.dumps((("evil",), {})),
+                            "push": True,
+                        },
+                    ]
+                )
             drv.stdin.write("\n")
             drv.stdin.flush()
             out = json.loads(read_line(drv, "RESULT "))
@@ -459,8 +524,15 @@ def test_a_refused_submit_answers_its_pushed_result_on_the_member(cluster):
 
 
 def _fake_join(ip):
-    return {"max_frame": 1 << 20, "node_id": os.urandom(28), "node_ip": ip, "hostname": "fake",
-            "socket": "/nonexistent/beamd.sock", "resources": [], "gpus": []}
+    return {
+        "max_frame": 1 << 20,
+        "node_id": os.urandom(28),
+        "node_ip": ip,
+        "hostname": "fake",
+        "socket": "/nonexistent/beamd.sock",
+        "resources": [],
+        "gpus": [],
+    }
 
 
 # local_batch records ([kind, vconn, frame]) the head must refuse, with the link
@@ -501,8 +573,12 @@ def test_malformed_local_batches_end_the_link(make_cluster):
         p.close()
         assert c.head.alive(), c.head.read_log()[-3000:]
         assert ip not in c.alive_nodes()
-    r = run_driver(PRELUDE + textwrap.dedent("""
+    r = run_driver(
+        PRELUDE
+        + textwrap.dedent("""
         a = Log.options(**on(HEAD)).remote()
         out(got=ray.get(a.add.remote(5), timeout=20))
-    """), driver_env(c.head))
+    """),
+        driver_env(c.head),
+    )
     assert r.returncode == 0 and json.loads(r.stdout.split("RESULT ", 1)[1].splitlines()[0]) == {"got": 5}, r.stderr

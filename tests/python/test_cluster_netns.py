@@ -20,7 +20,6 @@ from beamkit.daemon import Cluster
 from beamkit.netns import NetnsPair, needs_netns
 from beamkit.procs import wait_gone, wait_until
 
-
 pytestmark = needs_netns
 
 
@@ -29,8 +28,9 @@ def netns_cluster():
     pair = NetnsPair()
     c = None
     try:
-        c = Cluster(members=0, head_ip=pair.ip_a, port=20000 + os.getpid() % 20000, wrap_head=pair.wrap(pair.a),
-                    start=False)
+        c = Cluster(
+            members=0, head_ip=pair.ip_a, port=20000 + os.getpid() % 20000, wrap_head=pair.wrap(pair.a), start=False
+        )
         c.head.start()
         member = c.member_node(ip=pair.ip_b, wrap=pair.wrap(pair.b))
         member.start()
@@ -80,8 +80,13 @@ DRIVER = textwrap.dedent("""
 def _driver(pair, c, linger=False):
     env = dict(os.environ, BEAM_SOCKET=c.head.socket, RAY_ADDRESS=c.head.socket)
     code = DRIVER % {"member_ip": pair.ip_b, "linger": linger}
-    return subprocess.Popen(pair.wrap(pair.a) + [sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        pair.wrap(pair.a) + [sys.executable, "-c", code],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_cross_namespace_call_and_nodes(netns_cluster):

@@ -46,8 +46,12 @@ def test_two_nodes_four_ranks_gloo_all_reduce(make_cluster):
     @ray.remote(num_cpus=0, num_gpus=1)
     class TorchWorker:
         def get_node_and_gpu_ids(self):
-            return (ray.get_runtime_context().get_node_id(), get_node_ip_address(),
-                    [int(g) for g in ray.get_runtime_context().get_accelerator_ids()["GPU"]], os.getpid())
+            return (
+                ray.get_runtime_context().get_node_id(),
+                get_node_ip_address(),
+                [int(g) for g in ray.get_runtime_context().get_accelerator_ids()["GPU"]],
+                os.getpid(),
+            )
 
         def init_group(self, rank, world, init_method):
             import torch.distributed as dist
@@ -67,8 +71,12 @@ def test_two_nodes_four_ranks_gloo_all_reduce(make_cluster):
             return out
 
     env = {"env_vars": {"GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}}
-    workers = [TorchWorker.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
-        pg, placement_group_bundle_index=i), runtime_env=env).remote() for i in range(WORLD)]
+    workers = [
+        TorchWorker.options(
+            scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i), runtime_env=env
+        ).remote()
+        for i in range(WORLD)
+    ]
     info = ray.get([w.get_node_and_gpu_ids.remote() for w in workers], timeout=30)
     for i, (nid, ip, gpus, _) in enumerate(info):
         assert nid == placed[i] and ids[ip] == nid and len(gpus) == 1
@@ -90,7 +98,8 @@ def test_two_nodes_four_ranks_gloo_all_reduce(make_cluster):
         assert info[i][3] in beam_processes(sock)
 
     init_method = f"tcp://127.0.0.1:{free_port()}"
-    assert ray.get([w.init_group.remote(r, WORLD, init_method) for r, w in enumerate(ranked)], timeout=60) == \
-        [(r, WORLD) for r in range(WORLD)]
+    assert ray.get([w.init_group.remote(r, WORLD, init_method) for r, w in enumerate(ranked)], timeout=60) == [
+        (r, WORLD) for r in range(WORLD)
+    ]
     want = float(sum(range(1, WORLD + 1)))
     assert ray.get([w.all_reduce.remote(N) for w in ranked], timeout=60) == [(want, want)] * WORLD

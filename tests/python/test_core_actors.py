@@ -15,7 +15,6 @@ import pytest
 from beamkit.daemon import Beamd, run_driver
 from beamkit.procs import alive, beam_processes, wait_gone, wait_until
 
-
 # -- the issue's program ------------------------------------------------------
 
 
@@ -67,8 +66,12 @@ def test_gpu_assignment_four_actors(ray_start, beamd):
     class G:
         def info(self):
             ctx = ray.get_runtime_context()
-            return (os.environ.get("CUDA_VISIBLE_DEVICES"), ray.get_gpu_ids(),
-                    ctx.get_accelerator_ids()["GPU"], os.getpid())
+            return (
+                os.environ.get("CUDA_VISIBLE_DEVICES"),
+                ray.get_gpu_ids(),
+                ctx.get_accelerator_ids()["GPU"],
+                os.getpid(),
+            )
 
     actors = [G.remote() for _ in range(4)]
     infos = ray.get([a.info.remote() for a in actors])
@@ -94,8 +97,11 @@ def test_two_gpu_actors(ray_start):
     @ray.remote(num_gpus=2)
     class G2:
         def info(self):
-            return (os.environ.get("CUDA_VISIBLE_DEVICES"), sorted(ray.get_gpu_ids()),
-                    ray.get_runtime_context().get_accelerator_ids()["GPU"])
+            return (
+                os.environ.get("CUDA_VISIBLE_DEVICES"),
+                sorted(ray.get_gpu_ids()),
+                ray.get_runtime_context().get_accelerator_ids()["GPU"],
+            )
 
     g2s = [G2.remote() for _ in range(2)]  # (a method holds its handle weakly, as Ray's)
     infos = ray.get([g.info.remote() for g in g2s])
@@ -153,8 +159,11 @@ def test_zero_gpu_actor_hides_gpus(ray_start):
     @ray.remote(num_gpus=0)
     class NoGpu:
         def info(self):
-            return (os.environ.get("CUDA_VISIBLE_DEVICES"), ray.get_gpu_ids(),
-                    ray.get_runtime_context().get_accelerator_ids())
+            return (
+                os.environ.get("CUDA_VISIBLE_DEVICES"),
+                ray.get_gpu_ids(),
+                ray.get_runtime_context().get_accelerator_ids(),
+            )
 
     no_gpu = NoGpu.remote()
     cvd, gpu_ids, accel = ray.get(no_gpu.info.remote())
@@ -201,6 +210,7 @@ def test_job_runtime_env_inherited_and_overridden(beamd):
 
     ray.init(runtime_env=RuntimeEnv(env_vars={"BEAM_T_JOB": "job", "BEAM_T_BOTH": "job"}))
     try:
+
         @ray.remote
         class Env:
             def get(self, *names):
@@ -223,6 +233,7 @@ def test_runtime_env_pythonpath_adds_to_import_path(beamd, tmp_path):
     (tmp_path / "beam_t_pp_mod.py").write_text("VALUE = 'from pythonpath dir'\n")
     ray.init(runtime_env={"env_vars": {"PYTHONPATH": str(tmp_path)}})
     try:
+
         @ray.remote
         class Imp:
             def get(self):
@@ -266,8 +277,7 @@ def test_noset_cuda_visible_devices(monkeypatch):
         @ray.remote(num_gpus=1)
         class W:
             def info(self):
-                return (os.environ.get("CUDA_VISIBLE_DEVICES"),
-                        ray.get_runtime_context().get_accelerator_ids()["GPU"])
+                return (os.environ.get("CUDA_VISIBLE_DEVICES"), ray.get_runtime_context().get_accelerator_ids()["GPU"])
 
         noset = W.options(runtime_env={"env_vars": {"RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}}).remote()
         plain = W.remote()
@@ -292,15 +302,18 @@ def test_noset_cuda_visible_devices(monkeypatch):
 def test_worker_imports_module_from_driver_script_folder(beamd, tmp_path):
     app = tmp_path / "app"
     app.mkdir()
-    (app / "beam_t_helper.py").write_text(textwrap.dedent("""
+    (app / "beam_t_helper.py").write_text(
+        textwrap.dedent("""
         def where():
             return "helper:" + __file__
 
         class Remote:
             def hello(self):
                 return "hello from helper class"
-    """))
-    (app / "main.py").write_text(textwrap.dedent("""
+    """)
+    )
+    (app / "main.py").write_text(
+        textwrap.dedent("""
         import ray
         import beam_t_helper
 
@@ -318,11 +331,18 @@ def test_worker_imports_module_from_driver_script_folder(beamd, tmp_path):
         b = ray.remote(beam_t_helper.Remote).remote()
         print("B", ray.get(b.hello.remote()))
         ray.shutdown()
-    """))
+    """)
+    )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    out = subprocess.run([sys.executable, str(app / "main.py")], capture_output=True, text=True, timeout=60,
-                         cwd=str(elsewhere), env=dict(os.environ))
+    out = subprocess.run(
+        [sys.executable, str(app / "main.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=str(elsewhere),
+        env=dict(os.environ),
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert "A helper:" + str(app / "beam_t_helper.py") in lines
@@ -420,7 +440,8 @@ def test_methods_with_kwargs_and_builtins(ray_start):
 
 
 def test_worker_output_reaches_driver_prefixed(beamd):
-    out = run_driver(textwrap.dedent("""
+    out = run_driver(
+        textwrap.dedent("""
         import os, sys, time
         import ray
         ray.init()
@@ -438,7 +459,8 @@ def test_worker_output_reaches_driver_prefixed(beamd):
         print("PID", pid, flush=True)
         time.sleep(0.3)  # output travels on its own path; give it a moment
         ray.shutdown()
-    """))
+    """)
+    )
     assert out.returncode == 0, out.stderr
     pid = int(re.search(r"^PID (\d+)$", out.stdout, re.M).group(1))
     assert f"(Printer pid={pid}) to-stdout-1\n" in out.stdout
@@ -448,7 +470,8 @@ def test_worker_output_reaches_driver_prefixed(beamd):
 
 
 def test_log_to_driver_false_silences_workers(beamd):
-    out = run_driver(textwrap.dedent("""
+    out = run_driver(
+        textwrap.dedent("""
         import time
         import ray
         ray.init(log_to_driver=False)
@@ -464,7 +487,8 @@ def test_log_to_driver_false_silences_workers(beamd):
         time.sleep(0.3)
         print("done")
         ray.shutdown()
-    """))
+    """)
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout == "done\n"
     assert "should-not-appear" not in out.stderr
@@ -520,7 +544,8 @@ def _name_free(ray, name):
 
 
 def test_nested_actor_output_has_one_prefix(beamd):
-    out = run_driver(textwrap.dedent("""
+    out = run_driver(
+        textwrap.dedent("""
         import os, time
         import ray
         ray.init()
@@ -541,7 +566,8 @@ def test_nested_actor_output_has_one_prefix(beamd):
         print("PID", ray.get(parent.make.remote()), flush=True)
         time.sleep(0.3)
         ray.shutdown()
-    """))
+    """)
+    )
     assert out.returncode == 0, out.stderr
     pid = int(re.search(r"^PID (\d+)$", out.stdout, re.M).group(1))
     assert f"\n(Child pid={pid}) child-line\n" in "\n" + out.stdout
@@ -563,12 +589,14 @@ def test_named_actor_visible_to_another_driver(ray_start):
     # anonymous one unless it names one (as in Ray)
     s = Shared.options(name="beam-t-shared", namespace="beam-t").remote()
     assert ray.get(s.bump.remote()) == 1
-    out = run_driver(textwrap.dedent("""
+    out = run_driver(
+        textwrap.dedent("""
         import ray
         ray.init(namespace="beam-t")
         h = ray.get_actor("beam-t-shared")
         print("GOT", ray.get(h.bump.remote()))
-    """))
+    """)
+    )
     assert out.returncode == 0, out.stderr
     assert "GOT 2" in out.stdout.splitlines()
     # the other driver's exit did not take the actor (it does not own it)
@@ -614,7 +642,8 @@ def test_dropped_handle_of_pending_actor_still_runs_its_calls(ray_start, beamd):
 
 
 def test_long_class_name_output_prefix(beamd):
-    out = run_driver(textwrap.dedent("""
+    out = run_driver(
+        textwrap.dedent("""
         import os, time
         import ray
         ray.init()
@@ -628,7 +657,8 @@ def test_long_class_name_output_prefix(beamd):
         print("PID", ray.get(long_named.hi.remote()), flush=True)
         time.sleep(0.3)
         ray.shutdown()
-    """))
+    """)
+    )
     assert out.returncode == 0, out.stderr
     pid = int(re.search(r"^PID (\d+)$", out.stdout, re.M).group(1))
     assert f"({'L' * 200} pid={pid}) long-name-line" in out.stdout.splitlines()
@@ -646,11 +676,12 @@ def test_subprocess_of_an_actor_connects_back(ray_start, beamd):
             import sys
 
             env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address)
-            code = ("import ray; ray.init(); print(ray.get_runtime_context().get_node_id()); "
-                    "print(ray.get_runtime_context().get_actor_id()); "
-                    "h = ray.get_actor('beam-t-spawner', namespace='beam-t'); print(ray.get(h.ping.remote()))")
-            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                                 timeout=30)
+            code = (
+                "import ray; ray.init(); print(ray.get_runtime_context().get_node_id()); "
+                "print(ray.get_runtime_context().get_actor_id()); "
+                "h = ray.get_actor('beam-t-spawner', namespace='beam-t'); print(ray.get(h.ping.remote()))"
+            )
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=30)
             return out.returncode, out.stdout.split(), out.stderr[-2000:]
 
         def ping(self):

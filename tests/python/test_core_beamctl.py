@@ -7,8 +7,7 @@ import subprocess
 
 
 def _beamctl(*args, env=None):
-    return subprocess.run([os.environ["BEAM_BEAMCTL"], *args], capture_output=True, text=True, timeout=10,
-                          env=env)
+    return subprocess.run([os.environ["BEAM_BEAMCTL"], *args], capture_output=True, text=True, timeout=10, env=env)
 
 
 def test_status_human_and_json(ray_start, beamd):

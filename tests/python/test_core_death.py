@@ -170,6 +170,7 @@ def test_constructor_raises(ray_start, beamd):
         assert e.value.actor_init_failed is True
         assert "ctor-cause-1234" in str(e.value)
         assert "ValueError" in str(e.value)
+
     # DEAD comes first (the calls fail at once), then beamd SIGKILLs the worker
     # and shows its pid until it has reaped it: wait for that, not for a race
     def worker_gone():
@@ -331,7 +332,8 @@ def test_other_drivers_actors_survive_a_driver_exit(ray_start, beamd):
     ray = ray_start
     mine = _victim_class(ray).remote()
     my_pid = ray.get(mine.pid.remote())
-    out = run_driver(textwrap.dedent("""
+    out = run_driver(
+        textwrap.dedent("""
         import ray
         ray.init()
 
@@ -342,7 +344,8 @@ def test_other_drivers_actors_survive_a_driver_exit(ray_start, beamd):
 
         other = Other.remote()
         assert ray.get(other.ping.remote()) == 1
-    """))
+    """)
+    )
     assert out.returncode == 0, out.stderr
     assert wait_until(lambda: sum(a["state"] == "ALIVE" for a in beamd.status()["actors"]) == 1, 5)
     assert alive(my_pid)
@@ -469,7 +472,11 @@ def test_borrowed_actor_dies_when_owner_driver_exits(beamd):
 
     import ray
 
-    owner = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
+    owner = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent("""
         import os, sys
         import ray
         ray.init()
@@ -482,7 +489,13 @@ def test_borrowed_actor_dies_when_owner_driver_exits(beamd):
         a = Owned.options(name="beam-t-owned", namespace="beam-t").remote()
         print("PID", ray.get(a.pid.remote()), flush=True)
         sys.stdin.readline()
-    """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+    """),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
     try:
         line = owner.stdout.readline()
         assert line.startswith("PID "), line

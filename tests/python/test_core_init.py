@@ -28,8 +28,9 @@ def _run(code, env, timeout=60):
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
 # -- import and is_initialized ----------------------------------------------------
@@ -37,7 +38,8 @@ def _run(code, env, timeout=60):
 
 def test_import_starts_nothing(tmp_path):
     env = _no_daemon_env(tmp_path)
-    out = _run("""
+    out = _run(
+        """
         import os, threading
         import ray
         from ray.util import placement_group_table
@@ -61,7 +63,9 @@ def test_import_starts_nothing(tmp_path):
                     pass
         print("CHILDREN", len(children))
         print("INIT", ray.is_initialized())
-    """, env)
+    """,
+        env,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["INIT False", "THREADS 1", "CHILDREN 0", "INIT False"]
     assert not os.path.exists(os.path.dirname(env["BEAM_SOCKET"]))
@@ -141,8 +145,13 @@ def test_connecting_with_resources_to_existing_daemon_raises(beamd):
 def test_init_known_kwargs_accepted(beamd):
     import ray
 
-    ray.init(log_to_driver=True, namespace="ns", include_dashboard=False, logging_level="info",
-             runtime_env={"env_vars": {"A": "1"}})
+    ray.init(
+        log_to_driver=True,
+        namespace="ns",
+        include_dashboard=False,
+        logging_level="info",
+        runtime_env={"env_vars": {"A": "1"}},
+    )
     try:
         assert ray.get_runtime_context().namespace == "ns"
     finally:
@@ -208,8 +217,9 @@ PRIVATE_DRIVER = """
 @pytest.mark.parametrize("ending", ["", "ray.shutdown()", "os._exit(0)", "os.kill(os.getpid(), 9)"])
 def test_init_without_daemon_starts_private_one(tmp_path, ending):
     env = _no_daemon_env(tmp_path)
-    code = (PRIVATE_DRIVER.replace("@KWARGS@", "{}").replace("@GPUS@", "0").replace("@N@", "2")
-            .replace("@ENDING@", ending))
+    code = (
+        PRIVATE_DRIVER.replace("@KWARGS@", "{}").replace("@GPUS@", "0").replace("@N@", "2").replace("@ENDING@", ending)
+    )
     out = _run(code, env)
     assert out.returncode == (-9 if "kill" in ending else 0), out.stderr
     sock = re.search(r"^SOCKET (.+)$", out.stdout, re.M).group(1)
@@ -225,8 +235,12 @@ def test_init_without_daemon_starts_private_one(tmp_path, ending):
 
 def test_init_num_gpus_sizes_private_daemon(tmp_path):
     env = _no_daemon_env(tmp_path)
-    code = (PRIVATE_DRIVER.replace("@KWARGS@", "{'num_gpus': 2, 'num_cpus': 3}").replace("@GPUS@", "1")
-            .replace("@N@", "2").replace("@ENDING@", "print('CPU', ray.cluster_resources()['CPU'])"))
+    code = (
+        PRIVATE_DRIVER.replace("@KWARGS@", "{'num_gpus': 2, 'num_cpus': 3}")
+        .replace("@GPUS@", "1")
+        .replace("@N@", "2")
+        .replace("@ENDING@", "print('CPU', ray.cluster_resources()['CPU'])")
+    )
     out = _run(code, env)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
@@ -239,13 +253,15 @@ def test_init_num_gpus_sizes_private_daemon(tmp_path):
 
 
 def test_init_local_always_starts_private_daemon(beamd):
-    out = run_driver(textwrap.dedent("""
+    out = run_driver(
+        textwrap.dedent("""
         import ray
         ctx = ray.init("local", num_gpus=1)
         print("NODE", ctx["node_id"])
         print("GPU", ray.cluster_resources()["GPU"])
         print("SOCKET", ctx["address"])
-    """))
+    """)
+    )
     assert out.returncode == 0, out.stderr
     assert f"NODE {beamd.status()['node_id']}" not in out.stdout
     assert "GPU 1.0" in out.stdout.splitlines()
@@ -329,18 +345,22 @@ def test_stale_socket_file(tmp_path, monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     with pytest.raises(ConnectionError):
         ray.init("auto")
-    out = subprocess.run([os.environ["BEAM_BEAMCTL"], "--socket", sock, "status"], capture_output=True,
-                         text=True, timeout=10)
+    out = subprocess.run(
+        [os.environ["BEAM_BEAMCTL"], "--socket", sock, "status"], capture_output=True, text=True, timeout=10
+    )
     assert out.returncode != 0 and sock in out.stderr
     # a plain init starts its own daemon instead
     env = dict(os.environ, BEAM_SOCKET=sock)
     env.pop("RAY_ADDRESS", None)
-    res = _run("""
+    res = _run(
+        """
         import ray
         ctx = ray.init()
         print("SOCKET", ctx["address"])
         print("GPU", ray.cluster_resources().get("GPU", 0) >= 0)
-    """, env)
+    """,
+        env,
+    )
     assert res.returncode == 0, res.stderr
     private = re.search(r"^SOCKET (.+)$", res.stdout, re.M).group(1)
     assert private != sock
@@ -351,7 +371,7 @@ def test_private_daemon_is_shared_with_child_processes(tmp_path):
     """A child of a driver that started a private beamd joins that daemon
     (vLLM's engine-core processes call ray.init() themselves), and the
     driver's environment is restored at shutdown."""
-    code = textwrap.dedent(f"""
+    code = textwrap.dedent("""
         import os, subprocess, sys
         import ray
         ray.init(num_gpus=1)

@@ -46,8 +46,16 @@ def _flush(ray):
 @pytest.mark.ray_compat
 def test_put_get_round_trips(ray_start):
     ray = ray_start
-    values = [b"bytes\x00\xff", {"a": [1, 2.5, None], "b": {"c": (1, 2)}}, Point(3, 4), "text",
-              12345678901234567890, None, [b"x" * 1000] * 3, lambda x: x + 1]
+    values = [
+        b"bytes\x00\xff",
+        {"a": [1, 2.5, None], "b": {"c": (1, 2)}},
+        Point(3, 4),
+        "text",
+        12345678901234567890,
+        None,
+        [b"x" * 1000] * 3,
+        lambda x: x + 1,
+    ]
     refs = [ray.put(v) for v in values]
     got = ray.get(refs)
     assert got[:-1] == values[:-1]
@@ -416,6 +424,7 @@ def test_ref_args(ray_start):
     s = _slow_class(ray).remote()
     slow = s.sleep.remote(0.1)
     assert ray.get(r.top.remote(slow)) == (0.1, None)
+
     # as a constructor argument
     @ray.remote
     class Init:

@@ -173,7 +173,8 @@ def test_shutdown_while_thread_waits_does_not_crash(beamd):
     """vLLM: "ray.wait segfaults if Ray is torn down underneath it". A
     thread blocked in ray.wait/ray.get when ray.shutdown() runs must get an
     exception (or an answer), not crash the process or hang."""
-    out = run_driver(textwrap.dedent("""
+    out = run_driver(
+        textwrap.dedent("""
         import threading, time
         import ray
         ray.init()
@@ -210,7 +211,9 @@ def test_shutdown_while_thread_waits_does_not_crash(beamd):
         print("WAIT", outcome.get("wait", ("missing",))[0])
         print("GET", outcome.get("get", ("missing",))[0])
         print("INIT", ray.is_initialized())
-    """), timeout=30)
+    """),
+        timeout=30,
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert "ALIVE [False, False]" in lines

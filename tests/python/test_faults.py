@@ -49,6 +49,7 @@ def _consistent(beamd, drivers=None):
 
 def _settled(ray, beamd, drivers=None):
     """Waits (a little) for releases and exits to land, then checks."""
+
     def ok():
         _flush(ray)
         try:
@@ -56,6 +57,7 @@ def _settled(ray, beamd, drivers=None):
             return True
         except AssertionError:
             return False
+
     wait_until(ok, 5)
     _flush(ray)
     return _consistent(beamd, drivers)
@@ -124,6 +126,7 @@ def _wait_running(beamd, actor_hex, timeout=10):
             if a["actor_id"] == actor_hex and a["running"] >= 1:
                 return True
         return False
+
     assert wait_until(running, timeout), beamd.status()["actors"]
 
 
@@ -190,8 +193,14 @@ DRIVER = textwrap.dedent("""
 def _start_driver(code, beamd):
     env = dict(os.environ, BEAM_SOCKET=beamd.socket)
     env.pop("RAY_ADDRESS", None)
-    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.PIPE, env=env, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
 
 
 def _read_line(proc, timeout=60):
@@ -221,9 +230,13 @@ def test_sigkill_of_a_driver_mid_call(beamd):
 
         def gone():
             s = beamd.status()
-            return all(a["state"] == "DEAD" and a["pid"] == 0 for a in s["actors"]) \
-                and all(g["state"] == "REMOVED" for g in s["placement_groups"]) \
-                and s["objects"]["count"] == 0 and not any(alive(p) for p in info["pids"])
+            return (
+                all(a["state"] == "DEAD" and a["pid"] == 0 for a in s["actors"])
+                and all(g["state"] == "REMOVED" for g in s["placement_groups"])
+                and s["objects"]["count"] == 0
+                and not any(alive(p) for p in info["pids"])
+            )
+
         assert wait_until(gone, 1.0, interval=0.01), beamd.status()
         elapsed = time.monotonic() - t0
         # resources come back once the workers are reaped
@@ -304,16 +317,21 @@ def test_sigkill_of_beamd():
     try:
         env = dict(os.environ, BEAM_SOCKET=d.socket)
         env.pop("RAY_ADDRESS", None)
-        proc = subprocess.Popen([sys.executable, "-c", AFTER_BEAMD], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, stdin=subprocess.PIPE, env=env, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", AFTER_BEAMD],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
         info = json.loads(_read_line(proc))
         workers = beam_processes(d.socket)
         assert set(info["pids"]) <= set(workers)
         d.proc.kill()
         d.proc.wait(5)
         t0 = time.monotonic()
-        assert wait_gone(info["pids"], 2, interval=0.01), \
-            [p for p in info["pids"] if alive(p)]
+        assert wait_gone(info["pids"], 2, interval=0.01), [p for p in info["pids"] if alive(p)]
         worker_exit_s = time.monotonic() - t0
         proc.stdin.write("go\n")
         proc.stdin.flush()
@@ -371,13 +389,17 @@ def test_sigstop_of_a_worker(ray_start, beamd):
 # --- a worker that writes half a message, or garbage ------------------------------
 
 
-@pytest.mark.parametrize("data,then", [
-    (b"\x00\x00\x03\xe8" + b"\x94\x00\x00\xa9task_done", "exit"),  # 1000 bytes announced, 14 sent
-    (b"\x00\x00", "exit"),                                           # half a header
-    (b"\x00\x00\x03\xe8" + b"\x94\x00\x00", "sleep"),               # then silence
-    (b"\x00\x00\x00\x01\xc1", "sleep"),                              # not msgpack: beamd closes it
-    (b"\xff\xff\xff\xff", "sleep"),                                  # over the frame limit
-], ids=["partial-exit", "half-header-exit", "partial-silent", "garbage", "huge-header"])
+@pytest.mark.parametrize(
+    "data,then",
+    [
+        (b"\x00\x00\x03\xe8" + b"\x94\x00\x00\xa9task_done", "exit"),  # 1000 bytes announced, 14 sent
+        (b"\x00\x00", "exit"),  # half a header
+        (b"\x00\x00\x03\xe8" + b"\x94\x00\x00", "sleep"),  # then silence
+        (b"\x00\x00\x00\x01\xc1", "sleep"),  # not msgpack: beamd closes it
+        (b"\xff\xff\xff\xff", "sleep"),  # over the frame limit
+    ],
+    ids=["partial-exit", "half-header-exit", "partial-silent", "garbage", "huge-header"],
+)
 def test_a_worker_that_writes_a_partial_result(ray_start, beamd, data, then):
     ray = ray_start
     v = _victim(ray).remote()
@@ -414,20 +436,23 @@ def test_a_worker_sending_bad_task_done_fields(ray_start, beamd):
     ray = ray_start
     v = _victim(ray).remote()
     obj = b"\x00" * 28
-    cases = [({"obj": b"short", "status": 0, "data": b""}, "obj"),
-             ({"obj": obj, "status": "0", "data": b""}, "status"),
-             ({"obj": obj, "status": 7, "data": b""}, "status"),
-             ({"obj": obj, "status": 0, "data": "text"}, "data"),
-             ({"obj": obj, "status": 0}, "data"),
-             ({"obj": obj, "status": 0, "data": b"", "objects": [b"x"]}, "objects"),
-             ({"ok": "yes"}, "ok")]
+    cases = [
+        ({"obj": b"short", "status": 0, "data": b""}, "obj"),
+        ({"obj": obj, "status": "0", "data": b""}, "status"),
+        ({"obj": obj, "status": 7, "data": b""}, "status"),
+        ({"obj": obj, "status": 0, "data": "text"}, "data"),
+        ({"obj": obj, "status": 0}, "data"),
+        ({"obj": obj, "status": 0, "data": b"", "objects": [b"x"]}, "objects"),
+        ({"ok": "yes"}, "ok"),
+    ]
     for params, field in cases:
         op = "actor_ready" if "ok" in params else "task_done"
         code, message = ray.get(v.client_request.remote(op, params, 5), timeout=30)
         assert code == "bad_request" and field in message, (params, code, message)
     # a well-formed result for a call it was never given
-    code, message = ray.get(v.client_request.remote("task_done", {"obj": obj, "status": 0, "data": b"x"}, 5),
-                            timeout=30)
+    code, message = ray.get(
+        v.client_request.remote("task_done", {"obj": obj, "status": 0, "data": b"x"}, 5), timeout=30
+    )
     assert code == "not_found", (code, message)
     # the worker is fine after all that
     assert ray.get(v.ping.remote(), timeout=10) == "pong"

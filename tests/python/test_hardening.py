@@ -60,9 +60,13 @@ class Node:
     def snapshot(self):
         self.settle_ray()
         st = self.status()
-        return {"fds": fd_count(self.pid), "clients": st["clients"], "objects": st["objects"]["count"],
-                "actors": len(st["actors"]),
-                "groups": sum(g["state"] != "REMOVED" for g in st["placement_groups"])}
+        return {
+            "fds": fd_count(self.pid),
+            "clients": st["clients"],
+            "objects": st["objects"]["count"],
+            "actors": len(st["actors"]),
+            "groups": sum(g["state"] != "REMOVED" for g in st["placement_groups"]),
+        }
 
     def check(self, base):
         """The daemon served everyone during the test and is back where it was."""
@@ -82,8 +86,12 @@ class Node:
         def back():
             self.settle_ray()
             now = self.snapshot()
-            return now["clients"] == base["clients"] and now["objects"] == base["objects"] \
+            return (
+                now["clients"] == base["clients"]
+                and now["objects"] == base["objects"]
                 and now["groups"] == base["groups"]
+            )
+
         assert wait_until(back, 5), (self.snapshot(), base)
         rss = rss_kib(self.pid)
         if not sanitized(self.pid):
@@ -129,37 +137,41 @@ def driver(node):
 # --- frames that are not messages -------------------------------------------------
 
 
-@pytest.mark.parametrize("data,words", [
-    (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", ["frame length"]),
-    (b"\x00\x00\x00\x00", ["frame length 0"]),
-    (b"\xff\xff\xff\xff", ["frame length 4294967295"]),
-    (struct.pack(">I", (256 << 20) + 1), ["frame length 268435457"]),
-    (frame(b"\xc1"), ["0xc1"]),
-    (frame(b"\xd4\x01\x02"), ["ext"]),
-    (frame(b"\x93\x00\x01"), ["cannot fit"]),
-    (frame(b"\xcd\x01"), ["truncated"]),
-    (frame(b"\x90\x90"), ["stray"]),
-    (frame(os.urandom(64) + b"\xc1"), []),
-    (frame(b"\xdd\xff\xff\xff\xff"), ["cannot fit"]),
-    (frame(b"\xdf\xff\xff\xff\xff"), ["cannot fit"]),
-    (frame(b"\xdc\xff\xff\x01"), ["cannot fit"]),
-    (frame(b"\xdb\xff\xff\xff\xff" + b"x" * 8), ["over the limit"]),
-    (frame(b"\xc6\xff\xff\xff\xff" + b"x" * 8), ["truncated"]),
-    (frame(pack([0, 1, "status", Raw(b"\xdf\xff\xff\xff\xff")])), ["cannot fit"]),
-    (frame(pack([0, 1, "status", {"x": Raw(b"\xdd\x7f\xff\xff\xff")}])), ["cannot fit"]),
-    (frame(pack(5)), ["array"]),
-    (frame(pack([])), ["array"]),
-    (frame(pack(["0", 1, "status", {}])), ["array"]),
-    (frame(pack([0, "1", "status", {}])), ["request"]),
-    (frame(pack([0, -1, "status", {}])), ["request"]),
-    (frame(pack([0, 1, 7, {}])), ["request"]),
-    (frame(pack([0, 1, "status", []])), ["request"]),
-    (frame(pack([0, 1, "status"])), ["request"]),
-    (frame(pack([0, 1, "status", {}, None])), ["request"]),
-    (frame(pack([3, 1, "status", {}])), ["kind"]),
-    (frame(pack([1, 1, None, None])), ["requests only"]),
-    (frame(pack([2, "log", {"text": "x"}])), ["requests only"]),
-], ids=lambda v: None if isinstance(v, list) else repr(v[:24]))
+@pytest.mark.parametrize(
+    "data,words",
+    [
+        (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", ["frame length"]),
+        (b"\x00\x00\x00\x00", ["frame length 0"]),
+        (b"\xff\xff\xff\xff", ["frame length 4294967295"]),
+        (struct.pack(">I", (256 << 20) + 1), ["frame length 268435457"]),
+        (frame(b"\xc1"), ["0xc1"]),
+        (frame(b"\xd4\x01\x02"), ["ext"]),
+        (frame(b"\x93\x00\x01"), ["cannot fit"]),
+        (frame(b"\xcd\x01"), ["truncated"]),
+        (frame(b"\x90\x90"), ["stray"]),
+        (frame(os.urandom(64) + b"\xc1"), []),
+        (frame(b"\xdd\xff\xff\xff\xff"), ["cannot fit"]),
+        (frame(b"\xdf\xff\xff\xff\xff"), ["cannot fit"]),
+        (frame(b"\xdc\xff\xff\x01"), ["cannot fit"]),
+        (frame(b"\xdb\xff\xff\xff\xff" + b"x" * 8), ["over the limit"]),
+        (frame(b"\xc6\xff\xff\xff\xff" + b"x" * 8), ["truncated"]),
+        (frame(pack([0, 1, "status", Raw(b"\xdf\xff\xff\xff\xff")])), ["cannot fit"]),
+        (frame(pack([0, 1, "status", {"x": Raw(b"\xdd\x7f\xff\xff\xff")}])), ["cannot fit"]),
+        (frame(pack(5)), ["array"]),
+        (frame(pack([])), ["array"]),
+        (frame(pack(["0", 1, "status", {}])), ["array"]),
+        (frame(pack([0, "1", "status", {}])), ["request"]),
+        (frame(pack([0, -1, "status", {}])), ["request"]),
+        (frame(pack([0, 1, 7, {}])), ["request"]),
+        (frame(pack([0, 1, "status", []])), ["request"]),
+        (frame(pack([0, 1, "status"])), ["request"]),
+        (frame(pack([0, 1, "status", {}, None])), ["request"]),
+        (frame(pack([3, 1, "status", {}])), ["kind"]),
+        (frame(pack([1, 1, None, None])), ["requests only"]),
+        (frame(pack([2, "log", {"text": "x"}])), ["requests only"]),
+    ],
+    ids=lambda v: None if isinstance(v, list) else repr(v[:24]),
+)
 def test_bad_frames_get_an_error_push_and_a_close(served, data, words):
     for say_hello in (False, True):
         with Conn(served.socket) as c:
@@ -197,7 +209,7 @@ def test_frames_split_at_every_byte(served):
     data = request(1, "hello", {"role": "driver", "pid": os.getpid()}) + request(2, "status")
     with Conn(served.socket) as c:
         for i in range(len(data)):
-            c.send_raw(data[i:i + 1])
+            c.send_raw(data[i : i + 1])
             if i % 97 == 0:
                 time.sleep(0.001)
         assert c.recv()[1] == 1
@@ -225,21 +237,42 @@ def test_nesting_at_and_past_the_depth_limit(served):
 
 
 def test_huge_counts_inside_a_valid_envelope(served):
-    for bad in (b"\xdd\xff\xff\xff\xff", b"\xdf\xff\xff\xff\xff", b"\xdc\xff\xff", b"\xde\xff\xff",
-                b"\x9f", b"\x8f", b"\xdb\xff\xff\xff\xff", b"\xc6\xff\xff\xff\xff", b"\xda\xff\xff"):
+    for bad in (
+        b"\xdd\xff\xff\xff\xff",
+        b"\xdf\xff\xff\xff\xff",
+        b"\xdc\xff\xff",
+        b"\xde\xff\xff",
+        b"\x9f",
+        b"\x8f",
+        b"\xdb\xff\xff\xff\xff",
+        b"\xc6\xff\xff\xff\xff",
+        b"\xda\xff\xff",
+    ):
         with driver(served) as c:
-            c.send(Raw(pack([0, 1, "put", {"obj": c.hello_reply and Ids(c.hello_reply).obj(),
-                                           "data": Raw(bad)}])))
+            c.send(Raw(pack([0, 1, "put", {"obj": c.hello_reply and Ids(c.hello_reply).obj(), "data": Raw(bad)}])))
             expect_closed_with_error(c, "protocol error")
 
 
 def test_small_limits_are_enforced_exactly(tmp_path):
     """With --max-frame/--max-depth/--max-items/--max-str set small, a frame
     at each limit is served and one past it is refused."""
-    d = Beamd(extra=["--max-frame", "4096", "--max-depth", "6", "--max-items", "100", "--max-str", "50",
-                     "--log-level", "info"])
+    d = Beamd(
+        extra=[
+            "--max-frame",
+            "4096",
+            "--max-depth",
+            "6",
+            "--max-items",
+            "100",
+            "--max-str",
+            "50",
+            "--log-level",
+            "info",
+        ]
+    )
     w = Watcher(d.socket)
     try:
+
         def served_ok(params):
             with Conn(d.socket) as c:
                 c.hello("ctl")
@@ -299,7 +332,7 @@ def test_small_limits_are_enforced_exactly(tmp_path):
 WRONG = {
     "str": [5, -3, 1.5, True, b"bytes", ["a"], {"a": "b"}],
     "bin": ["str", 5, 1.5, False, [b"x"], {}],
-    "int": ["1", 1.5, True, b"\x01", [1], {}, 2 ** 64 - 1],
+    "int": ["1", 1.5, True, b"\x01", [1], {}, 2**64 - 1],
     "bool": [1, 0, "true", 1.0, b"", []],
     "float": ["1", True, b"", [], {}],
     "id16": [b"a" * 15, b"a" * 17, b"", "a" * 16, 16, [b"a" * 16]],
@@ -310,10 +343,21 @@ WRONG = {
     "strs": ["x", 5, {}, [5], [b"x"], ["a\0b"], [None]],
     "env": [[], "A=B", 5, {"A": 5}, {"A=B": "x"}, {"": "x"}, {5: "x"}, {"A\0": "x"}, {"A": "x\0y"}],
     "resources": [[], 5, "CPU", {"CPU": "1"}, {5: 1}, {"": 1}, {"R" * 200: 1}, {"CPU": [1]}, {"X": -1}],
-    "bundles": [{}, 5, [], [5], [{}], [[]], [{"CPU": "1"}], [{"": 1}], [{"CPU": -1}], [{"CPU": 0}],
-                [{"CPU": 1}] * 1025],
+    "bundles": [
+        {},
+        5,
+        [],
+        [5],
+        [{}],
+        [[]],
+        [{"CPU": "1"}],
+        [{"": 1}],
+        [{"CPU": -1}],
+        [{"CPU": 0}],
+        [{"CPU": 1}] * 1025,
+    ],
     "strategy": [5, "FAST", ""],
-    "timeout": ["1", 1.5, -2, -(2 ** 40)],
+    "timeout": ["1", 1.5, -2, -(2**40)],
     "count": ["1", 1.5, 0, -1, 2],
     "nonneg": ["1", True, -1, -0.5],
     "class_name": [5, "", "C" * 257, "a\0b"],
@@ -329,20 +373,45 @@ FIELDS = {
     "put": {"obj": ("id28", 1), "data": ("bin", 1), "objects": ("ids28", 0), "actors": ("ids16", 0)},
     "get": {"objs": ("ids28", 1), "timeout_ms": ("timeout", 0)},
     "wait": {"objs": ("ids28", 1), "num_returns": ("count", 0), "timeout_ms": ("timeout", 0)},
-    "submit": {"actor": ("id16", 1), "obj": ("id28", 1), "method": ("method", 1), "args": ("bin", 1),
-               "objects": ("ids28", 0), "actors": ("ids16", 0)},
-    "create_actor": {"actor": ("id16", 1), "class_name": ("class_name", 1), "class_data": ("bin", 1),
-                     "args": ("bin", 1), "python": ("python", 1), "cwd": ("path", 0), "name": ("name", 0),
-                     "noset_cuda": ("bool", 0), "num_cpus": ("nonneg", 0), "num_gpus": ("nonneg", 0),
-                     "memory": ("nonneg", 0), "resources": ("resources", 0), "sys_path": ("strs", 0),
-                     "env": ("env", 0), "objects": ("ids28", 0), "actors": ("ids16", 0),
-                     "placement_group": ("id18", 0), "bundle_index": ("int", 0),
-                     "capture_child_tasks": ("bool", 0)},
+    "submit": {
+        "actor": ("id16", 1),
+        "obj": ("id28", 1),
+        "method": ("method", 1),
+        "args": ("bin", 1),
+        "objects": ("ids28", 0),
+        "actors": ("ids16", 0),
+    },
+    "create_actor": {
+        "actor": ("id16", 1),
+        "class_name": ("class_name", 1),
+        "class_data": ("bin", 1),
+        "args": ("bin", 1),
+        "python": ("python", 1),
+        "cwd": ("path", 0),
+        "name": ("name", 0),
+        "noset_cuda": ("bool", 0),
+        "num_cpus": ("nonneg", 0),
+        "num_gpus": ("nonneg", 0),
+        "memory": ("nonneg", 0),
+        "resources": ("resources", 0),
+        "sys_path": ("strs", 0),
+        "env": ("env", 0),
+        "objects": ("ids28", 0),
+        "actors": ("ids16", 0),
+        "placement_group": ("id18", 0),
+        "bundle_index": ("int", 0),
+        "capture_child_tasks": ("bool", 0),
+    },
     "kill": {"actor": ("id16", 1), "no_restart": ("bool", 0)},
     "hold": {"objects": ("ids28", 0), "actors": ("ids16", 0)},
     "release": {"objects": ("ids28", 0), "actors": ("ids16", 0)},
-    "pg_create": {"pg": ("id18", 1), "strategy": ("strategy", 1), "bundles": ("bundles", 1),
-                  "name": ("name", 0), "detached": ("bool", 0)},
+    "pg_create": {
+        "pg": ("id18", 1),
+        "strategy": ("strategy", 1),
+        "bundles": ("bundles", 1),
+        "name": ("name", 0),
+        "detached": ("bool", 0),
+    },
     "pg_ready": {"pg": ("id18", 1), "obj": ("id28", 1), "value": ("bin", 1)},
     "pg_remove": {"pg": ("id18", 1)},
     "pg_table": {"pg": ("id18", 0)},
@@ -361,8 +430,14 @@ def cases(op):
 
 # Which field a message names when the fault is in a field it checks with
 # others (create_actor's demand and string checks name one of the group).
-ALSO = {"num_gpus": ("num_cpus",), "memory": ("num_cpus",), "python": ("class_name",),
-        "cwd": ("class_name",), "name": ("class_name",), "placement_group": ("placement group",)}
+ALSO = {
+    "num_gpus": ("num_cpus",),
+    "memory": ("num_cpus",),
+    "python": ("class_name",),
+    "cwd": ("class_name",),
+    "name": ("class_name",),
+    "placement_group": ("placement group",),
+}
 
 
 @pytest.mark.parametrize("op", sorted(FIELDS))
@@ -393,19 +468,31 @@ def test_wrong_field_types_get_bad_request_naming_the_field(served, op):
 
 
 def test_hello_fields(served):
-    bad = [{}, {"role": 5}, {"role": b"driver"}, {"role": "admin"}, {"role": ""}, {"role": None},
-           {"role": "driver", "pid": "1"}, {"role": "driver", "pid": 1.5}, {"role": "driver", "logs": 1},
-           {"role": "ctl", "pid": 2 ** 64 - 1}]
+    bad = [
+        {},
+        {"role": 5},
+        {"role": b"driver"},
+        {"role": "admin"},
+        {"role": ""},
+        {"role": None},
+        {"role": "driver", "pid": "1"},
+        {"role": "driver", "pid": 1.5},
+        {"role": "driver", "logs": 1},
+        {"role": "ctl", "pid": 2**64 - 1},
+    ]
     for params in bad:
         with Conn(served.socket) as c:
             expect_error(c.request("hello", params), "bad_request", "'")
             # no hello took: other ops are still refused, a good hello works
             expect_error(c.request("status"), "denied", "hello")
             assert c.request("hello", {"role": "ctl"})[2] is None
-    worker_bad = [{"role": "worker"}, {"role": "worker", "actor": b"a" * 16},
-                  {"role": "worker", "actor": b"a" * 15, "token": "t"}, {"role": "worker", "actor": "a" * 16,
-                                                                        "token": "t"},
-                  {"role": "worker", "actor": b"a" * 16, "token": 5}]
+    worker_bad = [
+        {"role": "worker"},
+        {"role": "worker", "actor": b"a" * 16},
+        {"role": "worker", "actor": b"a" * 15, "token": "t"},
+        {"role": "worker", "actor": "a" * 16, "token": "t"},
+        {"role": "worker", "actor": b"a" * 16, "token": 5},
+    ]
     for params in worker_bad:
         with Conn(served.socket) as c:
             expect_error(c.request("hello", params), "bad_request")
@@ -426,8 +513,7 @@ def test_second_hello_and_ops_before_hello(served):
         c.hello("driver")
         msg = expect_error(c.request("hello", {"role": "driver", "pid": 1}), "bad_request")
         assert "already" in msg
-        expect_error(c.request("hello", {"role": "worker", "actor": b"a" * 16, "token": "x"}), "bad_request",
-                     "already")
+        expect_error(c.request("hello", {"role": "worker", "actor": b"a" * 16, "token": "x"}), "bad_request", "already")
         assert c.call("status")["clients"]["drivers"] >= 2
 
 
@@ -662,7 +748,7 @@ def test_a_slow_reader_is_paused_then_served_in_full(served):
 
         def write():
             while sent[0] < len(data):
-                sent[0] += c.sock.send(data[sent[0]:])
+                sent[0] += c.sock.send(data[sent[0] :])
             done.set()
 
         t = threading.Thread(target=write, daemon=True)
@@ -735,8 +821,9 @@ def test_a_wait_on_many_ids_does_not_stall_the_daemon():
                 r = other.request("status")
             except socket.timeout:
                 r = None
-            assert r is not None and r[2] is None, \
-                f"status waited more than {time.monotonic() - t0:.1f}s behind one wait"
+            assert (
+                r is not None and r[2] is None
+            ), f"status waited more than {time.monotonic() - t0:.1f}s behind one wait"
     finally:
         d.close()
 

@@ -21,8 +21,9 @@ def build_dir():
 
 def test_installed_package_imports_and_runs(tmp_path):
     prefix = tmp_path / "prefix"
-    out = subprocess.run(["cmake", "--install", build_dir(), "--prefix", str(prefix)], capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run(
+        ["cmake", "--install", build_dir(), "--prefix", str(prefix)], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     v = sys.version_info
     site = prefix / "lib" / f"python{v.major}.{v.minor}" / "dist-packages"
@@ -45,7 +46,8 @@ def test_installed_package_imports_and_runs(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "BEAM_BEAMD", "BEAM_SOCKET")}
     env["PYTHONPATH"] = str(site)
     env["PATH"] = f"{prefix / 'bin'}:{env.get('PATH', '')}"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env,
-                         cwd=str(tmp_path))
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env, cwd=str(tmp_path)
+    )
     assert out.returncode == 0, out.stderr
     assert "GPUS [0]" in out.stdout

@@ -21,9 +21,8 @@ Longer runs: scripts/lifecycle_random.py.
 import os
 import random
 
-import pytest
-
 import lifecycle
+import pytest
 
 FIXED_SEED = 20261203
 STEPS = int(os.environ.get("BEAM_LIFECYCLE_STEPS", "400"))
@@ -45,8 +44,11 @@ def _seeds():
 @pytest.mark.parametrize("seed,steps", _seeds())
 def test_lifecycle_random(seed, steps, monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    print(f"lifecycle: seed={seed} steps={steps}  (replay: BEAM_LIFECYCLE_SEED={seed} "
-          f"BEAM_LIFECYCLE_STEPS={steps} pytest tests/python/test_lifecycle_random.py)", flush=True)
+    print(
+        f"lifecycle: seed={seed} steps={steps}  (replay: BEAM_LIFECYCLE_SEED={seed} "
+        f"BEAM_LIFECYCLE_STEPS={steps} pytest tests/python/test_lifecycle_random.py)",
+        flush=True,
+    )
     stats = lifecycle.run(seed, steps, drivers=3, quiesce_every=50)
     print("lifecycle:", sorted(stats.items()))
     # the run did what it is for: these paths were all taken
@@ -98,9 +100,12 @@ def _daemon_alive(beamd):
 
 def _empty(beamd, drivers=0):
     st = beamd.status()
-    return (all(a["state"] == "DEAD" and not a["pid"] for a in st["actors"])
-            and st["objects"]["count"] == 0 and st["clients"]["drivers"] == drivers
-            and st["resources_available"] == st["resources_total"])
+    return (
+        all(a["state"] == "DEAD" and not a["pid"] for a in st["actors"])
+        and st["objects"]["count"] == 0
+        and st["clients"]["drivers"] == drivers
+        and st["resources_available"] == st["resources_total"]
+    )
 
 
 @pytest.mark.parametrize("how", ["owner_exits", "group_removed"])
@@ -118,4 +123,3 @@ def test_a_dying_actor_whose_queued_call_carries_its_own_handle(beamd, how):
     assert how == "owner_exits" or "removed" in p.stdout, p.stderr[-3000:]
     assert wait_until(lambda: _empty(beamd), 10), beamd.status()
     _daemon_alive(beamd)
-

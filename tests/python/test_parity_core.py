@@ -116,13 +116,18 @@ def test_actor_class_keeps_the_class_surface(ray_start):
     with pytest.raises(AttributeError):
         Cls.missing
     qual = re.escape("test_actor_class_keeps_the_class_surface.<locals>.Cls")
-    with pytest.raises(TypeError, match=rf"Actors cannot be instantiated directly. Instead of '{qual}\(\)', use "
-                                        rf"'{qual}.remote\(\)'."):
+    with pytest.raises(
+        TypeError,
+        match=rf"Actors cannot be instantiated directly. Instead of '{qual}\(\)', use " rf"'{qual}.remote\(\)'.",
+    ):
         Cls()
     a = Cls.options(num_cpus=0).remote()
     assert ray.get(a.base_method.remote()) == "base"
-    with pytest.raises(TypeError, match=r"Actor methods cannot be called directly. Instead of running "
-                                        r"'object.method\(\)', try 'object.method.remote\(\)'."):
+    with pytest.raises(
+        TypeError,
+        match=r"Actor methods cannot be called directly. Instead of running "
+        r"'object.method\(\)', try 'object.method.remote\(\)'.",
+    ):
         a.method()
 
 
@@ -133,12 +138,16 @@ def test_subclassing_an_actor_class_is_refused(ray_start):
     class Parent:
         pass
 
-    with pytest.raises(ray.actor.ActorClassInheritanceException,
-                       match="Attempted to define subclass 'Child' of actor class "
-                             "'test_subclassing_an_actor_class_is_refused.<locals>.Parent'. Inheriting from actor "
-                             "classes is not currently supported."):
+    with pytest.raises(
+        ray.actor.ActorClassInheritanceException,
+        match="Attempted to define subclass 'Child' of actor class "
+        "'test_subclassing_an_actor_class_is_refused.<locals>.Parent'. Inheriting from actor "
+        "classes is not currently supported.",
+    ):
+
         class Child(Parent):
             pass
+
     assert issubclass(ray.actor.ActorClassInheritanceException, TypeError)
 
 
@@ -302,7 +311,8 @@ def _driver(code, address_expr):
 def test_init_sizes_refused_when_connecting(ray_start):
     ray = ray_start
     address = ray.get_runtime_context().gcs_address
-    out = _driver("""
+    out = _driver(
+        """
         for kw in ({"num_cpus": 1}, {"num_gpus": 1}, {"resources": {"a": 1}}):
             try:
                 ray.init(address=address, **kw)
@@ -310,7 +320,9 @@ def test_init_sizes_refused_when_connecting(ray_start):
                 ray.shutdown()
             except ValueError as e:
                 print("ValueError:", e)
-    """, repr(address))
+    """,
+        repr(address),
+    )
     assert out.stdout.splitlines() == [
         "ValueError: When connecting to an existing cluster, num_cpus and num_gpus must not be provided.",
         "ValueError: When connecting to an existing cluster, num_cpus and num_gpus must not be provided.",
@@ -321,7 +333,11 @@ def test_init_sizes_refused_when_connecting(ray_start):
 def test_get_runtime_context_and_auto_connect_off():
     """Before ray.init(): get_runtime_context() initialises as Ray 2.43 does;
     with auto-connect off it does not, and .remote() raises."""
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent("""
         import ray
         import ray._private.auto_init_hook as hook
         hook.enable_auto_connect = False
@@ -341,7 +357,13 @@ def test_get_runtime_context_and_auto_connect_off():
                 call()
             except ray.exceptions.RaySystemError as e:
                 print("RaySystemError", e)
-    """)], capture_output=True, text=True, timeout=120, env={**os.environ, "RAY_ADDRESS": ""})
+    """),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "RAY_ADDRESS": ""},
+    )
     msg = "RaySystemError System error: Ray has not been started yet. You can start Ray with 'ray.init()'."
     assert out.stdout.splitlines() == ["initialized False", msg, msg, msg], out.stderr[-2000:]
 
@@ -358,7 +380,6 @@ def test_bundle_is_a_reserved_resource_name(ray_start):
 
 
 def test_bundle_specs_drop_zero_amounts(ray_start):
-    ray = ray_start
     from ray.util.placement_group import placement_group, remove_placement_group
 
     pg = placement_group([{"CPU": 1, "GPU": 0}, {"CPU": 1}])
@@ -382,9 +403,12 @@ def test_actor_asking_what_its_bundle_lacks_raises(ray_start):
     assert pg.wait(60)
     bundle_0 = PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=0)
     # Ray checks the request against every bundle (not only the one named)
-    with pytest.raises(ValueError, match=r"Cannot schedule .*A with the placement group because the resource "
-                                         r"request \{'GPU': 2, 'CPU': 1\} cannot fit into any bundles for the "
-                                         r"placement group, \[\{'CPU': 1.0\}, \{"):
+    with pytest.raises(
+        ValueError,
+        match=r"Cannot schedule .*A with the placement group because the resource "
+        r"request \{'GPU': 2, 'CPU': 1\} cannot fit into any bundles for the "
+        r"placement group, \[\{'CPU': 1.0\}, \{",
+    ):
         A.options(num_gpus=2, scheduling_strategy=bundle_0).remote()
     with pytest.raises(ValueError, match=r"resource request \{'custom': 1, 'CPU': 1\} cannot fit into any bundles"):
         A.options(resources={"custom": 1}, scheduling_strategy=PlacementGroupSchedulingStrategy(pg)).remote()
@@ -405,9 +429,12 @@ def test_default_actor_in_a_cpu_less_bundle_raises(ray_start):
 
     pg = placement_group([{"GPU": 1}])
     assert pg.wait(60)
-    with pytest.raises(ValueError, match=r"the actor requires 1 CPU for creation, but it cannot fit into any bundles "
-                                         r"for the placement group, \[\{'GPU': 1.0\}\]. Consider creating a "
-                                         r"placement group with CPU resources."):
+    with pytest.raises(
+        ValueError,
+        match=r"the actor requires 1 CPU for creation, but it cannot fit into any bundles "
+        r"for the placement group, \[\{'GPU': 1.0\}\]. Consider creating a "
+        r"placement group with CPU resources.",
+    ):
         A.options(scheduling_strategy=PlacementGroupSchedulingStrategy(pg, 0)).remote()
     remove_placement_group(pg)
 
@@ -514,6 +541,7 @@ def test_get_assigned_resources(ray_start):
             return ray.get_runtime_context().get_assigned_resources()
 
     assert ray.get(task.options(num_cpus=2, num_gpus=0.5).remote()) == {"CPU": 2.0, "GPU": 0.5}
+
     # an actor that names a resource holds 1 CPU too, as Ray's
     def assigned(actor_class):
         g = actor_class.remote()  # (a method holds its handle weakly, as Ray's)

@@ -129,19 +129,23 @@ def test_argument_counts_are_checked_at_remote(ray_start):
 
 def test_decorator_misuse_is_refused_at_decoration(ray_start):
     ray = ray_start
-    with pytest.raises(AssertionError, match="The @ray.remote decorator must be applied either with no arguments "
-                                             "and no parentheses"):
+    with pytest.raises(
+        AssertionError, match="The @ray.remote decorator must be applied either with no arguments " "and no parentheses"
+    ):
+
         @ray.remote()
         def f():
             pass
 
     for options in ({"invalid_kwarg": 0}, {"num_cpus": 1, "invalid_kwarg": 0}):
         with pytest.raises(ValueError, match="Invalid option keyword invalid_kwarg for remote functions"):
+
             @ray.remote(**options)
             def g():
                 pass
 
         with pytest.raises(ValueError, match="Invalid option keyword invalid_kwarg for actors"):
+
             @ray.remote(**options)
             class C:
                 pass
@@ -188,8 +192,13 @@ def test_wait_and_get_never_return_before_their_timeout(ray_start):
 def _context_of(ray):
     c = ray.get_runtime_context()
     got = c.get()
-    return ({k: type(v).__name__ for k, v in got.items()}, {k: v.hex() for k, v in got.items() if k != "namespace"},
-            c.get_job_id(), c.get_task_id(), c.get_actor_id())
+    return (
+        {k: type(v).__name__ for k, v in got.items()},
+        {k: v.hex() for k, v in got.items() if k != "namespace"},
+        c.get_job_id(),
+        c.get_task_id(),
+        c.get_actor_id(),
+    )
 
 
 def test_runtime_context_get_and_ids_as_ray(ray_start):
@@ -215,8 +224,13 @@ def test_runtime_context_get_and_ids_as_ray(ray_start):
     seen_tasks = set()
     for _ in range(2):
         a_types, a_hexes, a_job, a_task, a_actor = ray.get(a.context.remote(), timeout=60)
-        assert a_types == {"job_id": "JobID", "node_id": "NodeID", "namespace": "str", "task_id": "TaskID",
-                           "actor_id": "ActorID"}
+        assert a_types == {
+            "job_id": "JobID",
+            "node_id": "NodeID",
+            "namespace": "str",
+            "task_id": "TaskID",
+            "actor_id": "ActorID",
+        }
         assert a_job == job and a_hexes["job_id"] == job and a_hexes["node_id"] == hexes["node_id"]
         assert a_actor == a_hexes["actor_id"] == a._actor_id.hex() and a_actor.endswith(job)
         assert isinstance(a_task, str) and len(a_task) == 48 and a_task == a_hexes["task_id"]
@@ -254,8 +268,13 @@ def test_which_calls_start_ray(ray_start):
     """)
     env = dict(os.environ, RAY_ADDRESS=address)
     not_started = "System error: Ray has not been started yet. You can start Ray with 'ray.init()'."
-    out = subprocess.run([sys.executable, "-c", code, "nodes", "cluster_resources", "available_resources",
-                          "timeline", "put"], capture_output=True, text=True, timeout=120, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", code, "nodes", "cluster_resources", "available_resources", "timeline", "put"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert out.stdout.splitlines() == [
         f"nodes RaySystemError False {not_started}",
         f"cluster_resources RaySystemError False {not_started}",
@@ -264,8 +283,7 @@ def test_which_calls_start_ray(ray_start):
         "put ok True",
     ], out.stderr[-2000:]
     for first in ("get_runtime_context", "current_placement_group", "list_named_actors"):
-        out = subprocess.run([sys.executable, "-c", code, first], capture_output=True, text=True, timeout=120,
-                             env=env)
+        out = subprocess.run([sys.executable, "-c", code, first], capture_output=True, text=True, timeout=120, env=env)
         assert out.stdout.splitlines() == [f"{first} ok True"], out.stderr[-2000:]
 
 
@@ -301,8 +319,10 @@ def test_nested_task_errors_wrap_the_innermost_cause_at_every_level(ray_start):
     lines = _plain(str(e)).splitlines()
     assert lines[0].startswith("ray::top() (pid=")
     headers = [line for line in lines if line.startswith("ray.exceptions.")]
-    assert [h.split(" (pid=")[0] for h in headers] == ["ray.exceptions.RayTaskError(ZeroDivisionError): ray::foo()",
-                                                      "ray.exceptions.RayTaskError(ZeroDivisionError): ray::bar()"]
+    assert [h.split(" (pid=")[0] for h in headers] == [
+        "ray.exceptions.RayTaskError(ZeroDivisionError): ray::foo()",
+        "ray.exceptions.RayTaskError(ZeroDivisionError): ray::bar()",
+    ]
     assert lines[-1] == "ZeroDivisionError: division by zero"
 
     @ray.remote(num_cpus=0)
@@ -375,13 +395,18 @@ def test_an_exception_class_that_cannot_be_subclassed(ray_start):
             print("RAISED", type(e).__name__, type(e.cause).__name__, flush=True)
     """)
     here = os.path.dirname(os.path.abspath(__file__))
-    env = dict(os.environ, RAY_ADDRESS=address,
-               PYTHONPATH=os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))
+    env = dict(
+        os.environ,
+        RAY_ADDRESS=address,
+        PYTHONPATH=os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p),
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert "RAISED RayTaskError NoSubclasses" in out.stdout.splitlines(), out.stderr[-3000:]
-    assert ("User exception type <class 'test_parity_ray24.NoSubclasses'> in RayTaskError can't be subclassed! "
-            "This exception is raised as RayTaskError only. You can use `ray_task_error.cause` to access the user "
-            "exception. Failure in subclassing: no subclasses") in out.stderr, out.stderr[-3000:]
+    assert (
+        "User exception type <class 'test_parity_ray24.NoSubclasses'> in RayTaskError can't be subclassed! "
+        "This exception is raised as RayTaskError only. You can use `ray_task_error.cause` to access the user "
+        "exception. Failure in subclassing: no subclasses"
+    ) in out.stderr, out.stderr[-3000:]
 
 
 def test_an_actors_repr_is_in_its_error_header(ray_start):
@@ -399,8 +424,9 @@ def test_an_actors_repr_is_in_its_error_header(ray_start):
     with pytest.raises(KeyError) as info:
         ray.get(a.boom.remote(), timeout=60)
     first = _plain(str(info.value)).splitlines()[0]
-    assert re.fullmatch(rf"ray::Reprd\.boom\(\) \(pid=\d+, ip=[^,]+, actor_id={a._actor_id.hex()}, repr=MyRepr\(7\)\)",
-                        first), first
+    assert re.fullmatch(
+        rf"ray::Reprd\.boom\(\) \(pid=\d+, ip=[^,]+, actor_id={a._actor_id.hex()}, repr=MyRepr\(7\)\)", first
+    ), first
 
 
 # -- placement groups ----------------------------------------------------------------------
@@ -425,8 +451,10 @@ def test_bundle_index_out_of_range_is_refused_at_remote(ray_start):
     for index in (2, 5, -2):
         strategy = PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=index)
         for target in (A, t):
-            with pytest.raises(ValueError, match=rf"placement group bundle index {index} is invalid. Valid placement "
-                                                 rf"group indexes: 0-2"):
+            with pytest.raises(
+                ValueError,
+                match=rf"placement group bundle index {index} is invalid. Valid placement " rf"group indexes: 0-2",
+            ):
                 target.options(scheduling_strategy=strategy).remote()
     remove_placement_group(pg)
 
@@ -438,8 +466,13 @@ def test_placement_group_table_stats(ray_start):
     full = placement_group([{"CPU": 8}])
     ray.get(full.ready(), timeout=60)
     stats = placement_group_table(full)["stats"]
-    assert set(stats) == {"end_to_end_creation_latency_ms", "scheduling_latency_ms", "scheduling_attempt",
-                          "highest_retry_delay_ms", "scheduling_state"}
+    assert set(stats) == {
+        "end_to_end_creation_latency_ms",
+        "scheduling_latency_ms",
+        "scheduling_attempt",
+        "highest_retry_delay_ms",
+        "scheduling_state",
+    }
     assert stats["scheduling_attempt"] == 1 and stats["scheduling_state"] == "FINISHED"
     assert stats["end_to_end_creation_latency_ms"] > 0
     assert round(stats["end_to_end_creation_latency_ms"], 3) == stats["end_to_end_creation_latency_ms"]
@@ -447,8 +480,11 @@ def test_placement_group_table_stats(ray_start):
 
     def no_resources():
         stats = placement_group_table(waiting)["stats"]
-        return (stats["scheduling_state"] == "NO_RESOURCES" and stats["scheduling_attempt"] >= 1
-                and stats["end_to_end_creation_latency_ms"] == 0)
+        return (
+            stats["scheduling_state"] == "NO_RESOURCES"
+            and stats["scheduling_attempt"] >= 1
+            and stats["end_to_end_creation_latency_ms"] == 0
+        )
 
     assert wait_until(no_resources, 30)
     node = ray.get_runtime_context().get_node_id()
@@ -484,7 +520,9 @@ def test_removing_a_group_kills_its_actors_as_ray_reports_it(ray_start):
         def pid(self):
             return os.getpid()
 
-    a = Placed.options(scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=0)).remote()
+    a = Placed.options(
+        scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=0)
+    ).remote()
     pid = ray.get(a.pid.remote(), timeout=60)
     remove_placement_group(pg)
     assert wait_gone(pid, 30)
@@ -492,8 +530,10 @@ def test_removing_a_group_kills_its_actors_as_ray_reports_it(ray_start):
         ray.get(a.pid.remote(), timeout=60)
     text = str(info.value)
     assert text.startswith("The actor died unexpectedly before finishing this task.")
-    assert "Worker exit type: INTENDED_SYSTEM_EXIT Worker exit detail: Destroying worker since its placement group " \
-           "was removed." in text
+    assert (
+        "Worker exit type: INTENDED_SYSTEM_EXIT Worker exit detail: Destroying worker since its placement group "
+        "was removed." in text
+    )
 
 
 # -- logging from workers -------------------------------------------------------------------
@@ -527,11 +567,20 @@ def test_logging_records_from_workers_reach_the_drivers_stderr(ray_start):
     """)
     env = dict(os.environ, RAY_ADDRESS=address)
     # the driver's stderr (where the workers' lines are printed) read with its stdout
-    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     try:
-        want = {r"\(task pid=\d+\) task warning 1$", r"\(task pid=\d+\) ERROR:beam-t.lib:task error$",
-                r"\(Logs pid=\d+\) actor warning$"}
+        want = {
+            r"\(task pid=\d+\) task warning 1$",
+            r"\(task pid=\d+\) ERROR:beam-t.lib:task error$",
+            r"\(Logs pid=\d+\) actor warning$",
+        }
         while want:  # in any order: each process's lines come on their own
             line = read_match(proc, "|".join(f"(?:{w})" for w in want), 120).group(0)
             want = {w for w in want if not re.match(w, line)}

@@ -156,12 +156,15 @@ def test_actor_waits_for_a_pending_group(ray_start):
     assert ray.get(ref, timeout=10) == "pong"
 
 
-@pytest.mark.parametrize("bundles", [
-    [{"GPU": 5}],
-    [{"GPU": 1}] * 5,
-    [{"CPU": 9}],
-    [{"no_such_resource": 1}],
-])
+@pytest.mark.parametrize(
+    "bundles",
+    [
+        [{"GPU": 5}],
+        [{"GPU": 1}] * 5,
+        [{"CPU": 9}],
+        [{"no_such_resource": 1}],
+    ],
+)
 def test_infeasible_stays_pending(ray_start, bundles):
     ray = ray_start
     api = pg_api()
@@ -176,8 +179,9 @@ def test_infeasible_stays_pending(ray_start, bundles):
     assert ok.wait(10)
 
 
-@pytest.mark.parametrize("bundles", [[], [{}], [{"GPU": 0}], [{"CPU": 0, "GPU": 0}], [{"GPU": 1}, {}],
-                                     {"GPU": 1}, [{"GPU": -1}]])
+@pytest.mark.parametrize(
+    "bundles", [[], [{}], [{"GPU": 0}], [{"CPU": 0, "GPU": 0}], [{"GPU": 1}, {}], {"GPU": 1}, [{"GPU": -1}]]
+)
 def test_bad_bundles_raise_value_error(ray_start, bundles):
     api = pg_api()
     with pytest.raises(ValueError):
@@ -349,8 +353,9 @@ def test_any_bundle_means_one_that_has_the_resource(ray_start):
 
             return r.get_runtime_context().get_placement_group_id(), r.get_gpu_ids()
 
-    pg = api.placement_group([{"GPU": 1, "node:127.0.0.1": 0.001}] * 2 + [{"CPU": 1, "node:127.0.0.1": 0.001}],
-                             strategy="STRICT_PACK")
+    pg = api.placement_group(
+        [{"GPU": 1, "node:127.0.0.1": 0.001}] * 2 + [{"CPU": 1, "node:127.0.0.1": 0.001}], strategy="STRICT_PACK"
+    )
     assert pg.wait(10)
     e = Engine.options(scheduling_strategy=pg_strategy(pg, -1)).remote()
     pg_hex, gpus = ray.get(e.where.remote(), timeout=10)
@@ -456,13 +461,19 @@ def test_child_actors_and_capture(ray_start, capture):
             from ray.util import get_current_placement_group
 
             self.child = Child.remote()
-            return (r.get(self.child.where.remote(), timeout=10), get_current_placement_group().id.hex(),
-                    r.get_runtime_context().should_capture_child_tasks_in_placement_group)
+            return (
+                r.get(self.child.where.remote(), timeout=10),
+                get_current_placement_group().id.hex(),
+                r.get_runtime_context().should_capture_child_tasks_in_placement_group,
+            )
 
     pg = api.placement_group([{"GPU": 1}, {"GPU": 1}])
     assert pg.wait(10)
-    parent = Parent.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
-        pg, placement_group_bundle_index=0, placement_group_capture_child_tasks=capture)).remote()
+    parent = Parent.options(
+        scheduling_strategy=PlacementGroupSchedulingStrategy(
+            pg, placement_group_bundle_index=0, placement_group_capture_child_tasks=capture
+        )
+    ).remote()
     child_pg, parent_pg, captures = ray.get(parent.spawn.remote(), timeout=20)
     assert parent_pg == pg.id.hex()
     assert captures is capture
@@ -677,8 +688,7 @@ def test_placement_group_table_shapes(ray_start):
     assert placed.wait(10)
     pending = api.placement_group([{"GPU": 16}])
     t = api.placement_group_table(placed)
-    assert {"placement_group_id", "name", "bundles", "bundles_to_node_id", "strategy", "state",
-            "stats"} <= set(t)
+    assert {"placement_group_id", "name", "bundles", "bundles_to_node_id", "strategy", "state", "stats"} <= set(t)
     assert HEX36.match(t["placement_group_id"]) and t["placement_group_id"] == placed.id.hex()
     assert t["name"] == "shapes"
     assert t["bundles"] == {0: {"GPU": 1.0, "CPU": 0.5}, 1: {"CPU": 1.0}}
@@ -823,8 +833,17 @@ def test_state_functions_shapes(ray_start, beamd):
         assert [k for k in res if k.startswith("node:") and k != "node:__internal_head__"] == [f"node:{IP}"]
 
     (n,) = ray.nodes()
-    for key in ("NodeID", "Alive", "NodeManagerAddress", "NodeManagerHostname", "NodeManagerPort", "NodeName",
-                "Resources", "Labels", "alive"):
+    for key in (
+        "NodeID",
+        "Alive",
+        "NodeManagerAddress",
+        "NodeManagerHostname",
+        "NodeManagerPort",
+        "NodeName",
+        "Resources",
+        "Labels",
+        "alive",
+    ):
         assert key in n, key
     assert n["NodeID"] == node_id and n["Alive"] is True and n["alive"] is True
     assert n["NodeManagerAddress"] == IP
@@ -861,8 +880,12 @@ def test_state_inside_an_actor(ray_start):
             from ray._private import state
             from ray.util import get_node_ip_address
 
-            return (r.get_runtime_context().get_node_id(), get_node_ip_address(),
-                    [n["NodeID"] for n in r.nodes()], list(state.available_resources_per_node()))
+            return (
+                r.get_runtime_context().get_node_id(),
+                get_node_ip_address(),
+                [n["NodeID"] for n in r.nodes()],
+                list(state.available_resources_per_node()),
+            )
 
     looker = Looker.remote()  # (a method holds its handle weakly, as Ray's)
     nid, ip, nodes, per_node = ray.get(looker.look.remote(), timeout=10)
@@ -925,8 +948,7 @@ def test_vllm_shaped_flow(ray_start, noset):
     assert all(node_ids[n] == ip for n in bundle_nodes.values())
 
     # get_bundles_sorted_by_node
-    bundles = [(i, bundle_nodes[i], node_ids[bundle_nodes[i]]) for i, b in enumerate(pg.bundle_specs)
-               if b.get("GPU")]
+    bundles = [(i, bundle_nodes[i], node_ids[bundle_nodes[i]]) for i, b in enumerate(pg.bundle_specs) if b.get("GPU")]
     bundles.sort(key=lambda t: (t[1] != driver_node, t[1]))
     assert [b[0] for b in bundles] == list(range(world))
 
@@ -941,15 +963,22 @@ def test_vllm_shaped_flow(ray_start, noset):
             from ray.util import get_node_ip_address
 
             ctx = r.get_runtime_context()
-            return (ctx.get_node_id(), [int(x) for x in ctx.get_accelerator_ids()["GPU"]],
-                    os.environ.get("CUDA_VISIBLE_DEVICES"), get_node_ip_address(), self.rank)
+            return (
+                ctx.get_node_id(),
+                [int(x) for x in ctx.get_accelerator_ids()["GPU"]],
+                os.environ.get("CUDA_VISIBLE_DEVICES"),
+                get_node_ip_address(),
+                self.rank,
+            )
 
     workers = []
     for rank, (idx, _node, _ip) in enumerate(bundles):
         ss = PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=idx)
-        workers.append(ray.remote(RayWorkerProc).options(
-            name=f"vllm_Worker_test_TP{rank}", num_cpus=0, num_gpus=1, scheduling_strategy=ss,
-            runtime_env=env).remote(rank=rank))
+        workers.append(
+            ray.remote(RayWorkerProc)
+            .options(name=f"vllm_Worker_test_TP{rank}", num_cpus=0, num_gpus=1, scheduling_strategy=ss, runtime_env=env)
+            .remote(rank=rank)
+        )
     infos = ray.get([w.get_node_and_gpu_ids.remote() for w in workers], timeout=20)
     assert [i[4] for i in infos] == list(range(world))
     assert all(i[0] == driver_node and i[3] == ip for i in infos)
@@ -1008,8 +1037,11 @@ def two_nodes(monkeypatch, tmp_path):
     head = Beamd(num_gpus=2, num_cpus=4, extra=["--head", "--port", str(port), "--token-file", token])
     member = None
     try:
-        member = Beamd(num_gpus=2, num_cpus=4, extra=["--node-ip", "127.0.0.2", "--address", f"127.0.0.1:{port}",
-                                                      "--token-file", token])
+        member = Beamd(
+            num_gpus=2,
+            num_cpus=4,
+            extra=["--node-ip", "127.0.0.2", "--address", f"127.0.0.1:{port}", "--token-file", token],
+        )
         monkeypatch.setenv("BEAM_SOCKET", head.socket)
         monkeypatch.delenv("RAY_ADDRESS", raising=False)
         ray.init()

@@ -15,10 +15,10 @@ import zipfile
 
 import pytest
 
-from beamkit import REPO, venv as venv_util
+from beamkit import REPO
+from beamkit import venv as venv_util
 from beamkit.procs import alive
 from beamkit.venv import Node
-
 
 pytestmark = venv_util.skip_in_sanitizer_pass
 
@@ -29,8 +29,12 @@ def venv():
 
 
 def site_packages(venv):
-    out = subprocess.run([os.path.join(venv, "bin", "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [os.path.join(venv, "bin", "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return out.stdout.strip()
 
 
@@ -40,11 +44,13 @@ def test_pip_install_gives_ray_commands_and_daemons(venv):
         assert os.access(node.bin(name), os.X_OK), name
     out = node.ray("--version")
     assert out.returncode == 0 and out.stdout.strip() == "ray, version 2.43.0", out
-    code = ("import importlib.metadata as m, os, ray, _beam\n"
-            "from ray._private import node\n"
-            "print(m.version('ray'), ray.__version__)\n"
-            "print(ray.__file__)\n"
-            "print(node.program_path('beamd'))\n")
+    code = (
+        "import importlib.metadata as m, os, ray, _beam\n"
+        "from ray._private import node\n"
+        "print(m.version('ray'), ray.__version__)\n"
+        "print(ray.__file__)\n"
+        "print(node.program_path('beamd'))\n"
+    )
     out = node.run(node.bin("python"), "-c", code)
     assert out.returncode == 0, out.stderr
     versions, init, beamd = out.stdout.split("\n")[:3]
@@ -58,8 +64,9 @@ def test_pip_install_gives_ray_commands_and_daemons(venv):
     out = node.run(node.bin("beamctl"), "--help")
     assert out.returncode == 0 and "usage: beamctl" in out.stdout
     # libuv, msgpack-c and libsodium are inside the binaries
-    for f in [beamd, os.path.join(site, "ray", "_bin", "beamctl")] + \
-            [os.path.join(site, x) for x in os.listdir(site) if x.startswith("_beam")]:
+    for f in [beamd, os.path.join(site, "ray", "_bin", "beamctl")] + [
+        os.path.join(site, x) for x in os.listdir(site) if x.startswith("_beam")
+    ]:
         ldd = subprocess.run(["ldd", f], capture_output=True, text=True).stdout
         assert not any(lib in ldd for lib in ("libuv", "libmsgpack", "libsodium", "libsystemd")), (f, ldd)
 
@@ -71,8 +78,7 @@ def test_readme_demo_from_the_venv(venv):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    out = node.ray("start", "--head", "--port", str(port), "--node-ip-address", "127.0.0.1",
-                   "--num-gpus", "4")
+    out = node.ray("start", "--head", "--port", str(port), "--node-ip-address", "127.0.0.1", "--num-gpus", "4")
     try:
         assert out.returncode == 0, out.stdout + out.stderr
         assert "Ray runtime started." in out.stdout
@@ -97,9 +103,10 @@ def _stand_in_ray_wheel(path):
         "ray/serve/__init__.py": b"",
         "ray/scripts/scripts.py": b"def main():\n    print('real ray')\n",
         "ray-2.43.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: ray\nVersion: 2.43.0\n",
-        "ray-2.43.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: beam-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        "ray-2.43.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: beam-test\n"
+        b"Root-Is-Purelib: true\nTag: py3-none-any\n",
         "ray-2.43.0.dist-info/entry_points.txt": b"[console_scripts]\nray = ray.scripts.scripts:main\n"
-                                                 b"serve = ray.scripts.scripts:main\n",
+        b"serve = ray.scripts.scripts:main\n",
     }
     record = []
     with zipfile.ZipFile(path, "w") as z:

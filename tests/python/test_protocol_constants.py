@@ -45,10 +45,25 @@ P = _constants()
 
 def test_header_parses():
     # the names the copies below are checked against; a rename must show here
-    for name in ("BEAM_NODE_ID_SIZE", "BEAM_JOB_ID_SIZE", "BEAM_ACTOR_ID_SIZE", "BEAM_OBJECT_ID_SIZE",
-                 "BEAM_PG_ID_SIZE", "BEAM_OBJ_OK", "BEAM_OBJ_TASK_ERROR", "BEAM_OBJ_ACTOR_DIED", "BEAM_OBJ_LOST",
-                 "BEAM_OBJ_UNSCHEDULABLE", "BEAM_RES_UNIT", "BEAM_FRAME_HEADER", "BEAM_MSG_REQUEST",
-                 "BEAM_MSG_REPLY", "BEAM_MSG_PUSH", "BEAM_DEFAULT_MAX_FRAME", "BEAM_VERSION"):
+    for name in (
+        "BEAM_NODE_ID_SIZE",
+        "BEAM_JOB_ID_SIZE",
+        "BEAM_ACTOR_ID_SIZE",
+        "BEAM_OBJECT_ID_SIZE",
+        "BEAM_PG_ID_SIZE",
+        "BEAM_OBJ_OK",
+        "BEAM_OBJ_TASK_ERROR",
+        "BEAM_OBJ_ACTOR_DIED",
+        "BEAM_OBJ_LOST",
+        "BEAM_OBJ_UNSCHEDULABLE",
+        "BEAM_RES_UNIT",
+        "BEAM_FRAME_HEADER",
+        "BEAM_MSG_REQUEST",
+        "BEAM_MSG_REPLY",
+        "BEAM_MSG_PUSH",
+        "BEAM_DEFAULT_MAX_FRAME",
+        "BEAM_VERSION",
+    ):
         assert name in P, name
     assert P["BEAM_DEFAULT_MAX_FRAME"] == 256 << 20
 

@@ -67,9 +67,23 @@ def test_version_and_usage_errors(nodes):
 def test_head_makes_token_ignores_ray_flags_and_stops(nodes):
     n = nodes()
     port = free_port()
-    out = n.start("--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=3", "--num-gpus", "2",
-                  "--resources", '{"accel": 2}', "--dashboard-host=0.0.0.0", "--include-dashboard", "false",
-                  "--disable-usage-stats", "--object-store-memory", "1000000", "-v")
+    out = n.start(
+        "--head",
+        f"--port={port}",
+        "--node-ip-address=127.0.0.1",
+        "--num-cpus=3",
+        "--num-gpus",
+        "2",
+        "--resources",
+        '{"accel": 2}',
+        "--dashboard-host=0.0.0.0",
+        "--include-dashboard",
+        "false",
+        "--disable-usage-stats",
+        "--object-store-memory",
+        "1000000",
+        "-v",
+    )
     assert out.returncode == 0, out.stderr
     for flag in ("--dashboard-host", "--include-dashboard", "--disable-usage-stats", "-v"):
         assert out.stderr.count(f"ignoring {flag} ") == 1, out.stderr
@@ -96,7 +110,7 @@ def test_head_makes_token_ignores_ray_flags_and_stops(nodes):
     assert lines[0].startswith("======== Autoscaler status: ")
     assert lines[1:4] == ["Node status", "-" * 63, "Active:"]
     assert lines[4].startswith(" 1 node_") and len(lines[4]) == len(" 1 node_") + 56
-    usage = lines[lines.index("Usage:") + 1:lines.index("Demands:") - 1]
+    usage = lines[lines.index("Usage:") + 1 : lines.index("Demands:") - 1]
     assert usage[:2] == [" 0.0/3.0 CPU", " 0.0/2.0 GPU"], usage
     assert " 0.0/2.0 accel" in usage
     assert any(u.endswith(" memory") and u.startswith(" 0B/") for u in usage)
@@ -143,8 +157,7 @@ def test_two_nodes_tokens_status_and_init(nodes):
     tok = os.path.join(member.home, "tok")
     with open(tok, "w") as f:
         f.write("correct horse battery staple\n")
-    out = member.start(f"--address=127.0.0.1:{port}", "--num-gpus=2", "--num-cpus=2",
-                       env={"RAY_AUTH_TOKEN_PATH": tok})
+    out = member.start(f"--address=127.0.0.1:{port}", "--num-gpus=2", "--num-cpus=2", env={"RAY_AUTH_TOKEN_PATH": tok})
     assert out.returncode == 0, out.stderr
     assert "Ray runtime started." in out.stdout and "To add another node" not in out.stdout
 
@@ -155,7 +168,11 @@ def test_two_nodes_tokens_status_and_init(nodes):
     # scripts grep it
     assert [ln for ln in st.stdout.splitlines() if "GPU" in ln] == [" 0.0/4.0 GPU"]
 
-    driver = member.popen(PYTHON, "-c", textwrap.dedent("""
+    driver = member.popen(
+        PYTHON,
+        "-c",
+        textwrap.dedent(
+            """
         import json, ray, sys
         out = {}
         for addr in (None, "auto", "127.0.0.1:%d"):
@@ -170,7 +187,10 @@ def test_two_nodes_tokens_status_and_init(nodes):
         out["actor"] = ray.get(a.node.remote())
         print("IDS " + json.dumps(out), flush=True)
         sys.stdin.readline()
-    """ % port))
+    """
+            % port
+        ),
+    )
     try:
         line = read_until(driver, "IDS ")
         got = json.loads(line.split("IDS ", 1)[1])
@@ -212,14 +232,16 @@ def test_two_nodes_tokens_status_and_init(nodes):
 def test_block_stop_takes_workers_and_blocker(nodes):
     n = nodes()
     port = free_port()
-    blocker = n.ray_popen("start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-gpus=1",
-                          "--block")
+    blocker = n.ray_popen("start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-gpus=1", "--block")
     driver = None
     try:
         read_until(blocker, "This command will now block forever until terminated by a signal.")
         sess = n.session()
         assert sess["block_pid"] == blocker.pid
-        driver = n.popen(PYTHON, "-c", textwrap.dedent("""
+        driver = n.popen(
+            PYTHON,
+            "-c",
+            textwrap.dedent("""
             import os, ray, sys
             ray.init()
             @ray.remote(num_gpus=1)
@@ -228,7 +250,8 @@ def test_block_stop_takes_workers_and_blocker(nodes):
             a = A.remote()
             print("WORKER", ray.get(a.pid.remote()), flush=True)
             sys.stdin.readline()
-        """))
+        """),
+        )
         worker = int(read_until(driver, "WORKER ").split()[-1])
         assert alive(worker)
         out = n.ray("stop")
@@ -276,13 +299,16 @@ def test_listen_on_all_addresses_advertise_one(nodes):
     with open("/proc/net/tcp") as f:
         rows = [r.split() for r in f.read().splitlines()[1:]]
     assert [r[1] for r in rows if r[3] == "0A" and r[1].endswith(f":{port:04X}")] == [f"00000000:{port:04X}"]
-    out = n.python("""
+    out = n.python(
+        """
         import ray
         for a in ("127.0.0.1:%d", "%s:%d"):
             ray.init(address=a)
             print("OK", ray.util.get_node_ip_address())
             ray.shutdown()
-    """ % (port, ip, port))
+    """
+        % (port, ip, port)
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout == f"OK {ip}\nOK {ip}\n"
     n.stop()

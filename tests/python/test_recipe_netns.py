@@ -17,8 +17,8 @@ import shutil
 import subprocess
 import time
 
-
-from beamkit import REPO, venv as venv_util
+from beamkit import REPO
+from beamkit import venv as venv_util
 from beamkit.netns import NetnsPair, ip_cmd, needs_netns
 from beamkit.venv import Node, read_until
 
@@ -61,8 +61,9 @@ def test_vllm_recipe_across_two_namespaces():
         assert [ln for ln in st.stdout.splitlines() if "GPU" in ln] == [" 0.0/4.0 GPU"], st.stdout
         assert member.ray("list", "nodes").stdout.count("ALIVE") == 2
 
-        demo = head.run(head.bin("python"), os.path.join(REPO, "scripts", "demo.py"), timeout=120,
-                        env={"DEMO_WORLD_SIZE": "4"})
+        demo = head.run(
+            head.bin("python"), os.path.join(REPO, "scripts", "demo.py"), timeout=120, env={"DEMO_WORLD_SIZE": "4"}
+        )
         assert demo.returncode == 0, demo.stdout + demo.stderr + open(head.session()["log"]).read()
         by_rank = re.search(r"4 workers up; \(node, GPU ids\) by rank: (.*)", demo.stdout).group(1)
         assert len(set(re.findall(r"\('([0-9a-f]{8})'", by_rank))) == 2, by_rank

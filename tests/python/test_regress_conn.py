@@ -44,8 +44,9 @@ def _driver(d, code, out_path):
     env.pop("RAY_ADDRESS", None)
     out = open(out_path, "wb")
     try:
-        return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=out,
-                                stderr=subprocess.STDOUT, env=env)
+        return subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(code)], stdout=out, stderr=subprocess.STDOUT, env=env
+        )
     finally:
         out.close()
 

@@ -22,22 +22,39 @@ import struct
 import subprocess
 import tempfile
 
-from beamkit.daemon import driver_env, run_driver
-from beamkit.link import H2M, SealedPeer, SealedStream, challenge, head_mac, read_token, stream_key
-from beamkit.procs import wait_until
-from beamkit.wire import FrameSocket, push
 from beamkit.client import Conn, Ids
-from beamkit.link import M2H, RawPeer, node_mac
-from beamkit.procs import hwm_kib, reset_hwm, rss_kib, sanitized
-from beamkit.wire import MSG_PUSH, pack as mp_pack, unpack as mp_unpack
+from beamkit.daemon import driver_env, run_driver
+from beamkit.link import (
+    H2M,
+    M2H,
+    RawPeer,
+    SealedPeer,
+    SealedStream,
+    challenge,
+    head_mac,
+    node_mac,
+    read_token,
+    stream_key,
+)
+from beamkit.procs import hwm_kib, reset_hwm, rss_kib, sanitized, wait_until
+from beamkit.wire import MSG_PUSH, FrameSocket, push
+from beamkit.wire import pack as mp_pack
+from beamkit.wire import unpack as mp_unpack
 
 HEAD_IP = "127.0.0.1"
 
 
 def _join(node_ip, over=None):
     """A well-formed join's params (no resources: nothing is placed on it)."""
-    p = {"max_frame": 1 << 20, "node_id": os.urandom(28), "node_ip": node_ip, "hostname": "fake",
-         "socket": "/nonexistent/beamd.sock", "resources": [], "gpus": []}
+    p = {
+        "max_frame": 1 << 20,
+        "node_id": os.urandom(28),
+        "node_ip": node_ip,
+        "hostname": "fake",
+        "socket": "/nonexistent/beamd.sock",
+        "resources": [],
+        "gpus": [],
+    }
     for k, v in (over or {}).items():
         if v is _DROP:
             p.pop(k, None)
@@ -78,9 +95,11 @@ BAD_JOINS = [
 
 def _driver_works(c):
     """A fresh driver on the head still runs an actor to the end."""
-    code = ("import ray\nray.init()\n"
-            "@ray.remote(num_cpus=1)\nclass A:\n    def f(self, x):\n        return x + 1\n"
-            "a = A.remote()\nassert ray.get(a.f.remote(41), timeout=30) == 42\nprint('ok')\n")
+    code = (
+        "import ray\nray.init()\n"
+        "@ray.remote(num_cpus=1)\nclass A:\n    def f(self, x):\n        return x + 1\n"
+        "a = A.remote()\nassert ray.get(a.f.remote(41), timeout=30) == 42\nprint('ok')\n"
+    )
     out = run_driver(code, env=driver_env(c.head), timeout=60)
     return out.returncode == 0 and "ok" in out.stdout, out.stdout + out.stderr
 
@@ -156,10 +175,27 @@ def _start_pair(sock):
     out = []
     for _ in range(2):
         r, w = os.pipe()
-        p = subprocess.Popen([exe, "--socket", sock, "--num-cpus", "1", "--num-gpus", "0", "--node-ip", "127.0.0.1",
-                              "--log-level", "warn", "--ready-fd", str(w)],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             pass_fds=(w,))
+        p = subprocess.Popen(
+            [
+                exe,
+                "--socket",
+                sock,
+                "--num-cpus",
+                "1",
+                "--num-gpus",
+                "0",
+                "--node-ip",
+                "127.0.0.1",
+                "--log-level",
+                "warn",
+                "--ready-fd",
+                str(w),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            pass_fds=(w,),
+        )
         os.close(w)
         out.append((p, r))
     return out
@@ -295,10 +331,36 @@ def test_node_connections_leave_fds_for_local_clients(make_cluster):
 # member then joins again) and leave the member running
 BAD_FROM_HEAD = [
     ("welcome", {"node_index": 0, "max_frame": 1 << 20}),
-    ("spawn", {"actor": b"a" * 15, "class_name": "A", "python": "/bin/false", "cwd": "", "env": [],
-               "sys_path": [], "gpus": "", "token": "t", "noset_cuda": 0, "owner_pid": 1}),
-    ("spawn", {"actor": b"a" * 16, "class_name": "A", "python": "/bin/false", "cwd": "", "env": [1],
-               "sys_path": [], "gpus": "", "token": "t", "noset_cuda": 0, "owner_pid": 1}),
+    (
+        "spawn",
+        {
+            "actor": b"a" * 15,
+            "class_name": "A",
+            "python": "/bin/false",
+            "cwd": "",
+            "env": [],
+            "sys_path": [],
+            "gpus": "",
+            "token": "t",
+            "noset_cuda": 0,
+            "owner_pid": 1,
+        },
+    ),
+    (
+        "spawn",
+        {
+            "actor": b"a" * 16,
+            "class_name": "A",
+            "python": "/bin/false",
+            "cwd": "",
+            "env": [1],
+            "sys_path": [],
+            "gpus": "",
+            "token": "t",
+            "noset_cuda": 0,
+            "owner_pid": 1,
+        },
+    ),
     ("client_frame", {"vconn": "1", "frame": b""}),
     ("close_client", {}),
     ("kill_worker", {"actor": 5}),
@@ -327,21 +389,34 @@ def test_a_member_refuses_malformed_messages_from_its_head(make_cluster):
                 conn.settimeout(5)
                 p = FrameSocket(conn)  # frames, on the head's end
                 head_nonce, auth = challenge(p)
-                member_nonce = auth[auth.index(b"nonce") + 7:][:32]
+                member_nonce = auth[auth.index(b"nonce") + 7 :][:32]
                 tx = SealedStream(stream_key(token, H2M, head_nonce, member_nonce))
-                conn.sendall(push("auth_ok", {"nonce": head_nonce, "mac": head_mac(token, member_nonce, head_nonce),
-                                              "stream": tx.header}))
+                conn.sendall(
+                    push(
+                        "auth_ok",
+                        {"nonce": head_nonce, "mac": head_mac(token, member_nonce, head_nonce), "stream": tx.header},
+                    )
+                )
                 assert p.read_body() is not None  # the join (sealed)
                 if op != "welcome":
-                    conn.sendall(tx.seal_frame([2, "welcome", {"node_index": 2, "max_frame": 1 << 20,
-                                                               "head_id": os.urandom(28)}]))
+                    conn.sendall(
+                        tx.seal_frame(
+                            [2, "welcome", {"node_index": 2, "max_frame": 1 << 20, "head_id": os.urandom(28)}]
+                        )
+                    )
                 conn.sendall(tx.seal_frame([2, op, params]))
                 assert p.closed_by_peer(5), f"{op} {params!r}: the member kept the link"
             assert node.alive(), node.read_log()[-2000:]
         log = node.read_log()
-        for what in ("a welcome with a bad 'node_index'", "a spawn with a bad 'actor'", "a spawn with a bad 'env'",
-                     "a client_frame with a bad 'vconn'", "a close_client without 'vconn'",
-                     "a kill_worker with a bad 'actor'", "a 'join', which the head does not send"):
+        for what in (
+            "a welcome with a bad 'node_index'",
+            "a spawn with a bad 'actor'",
+            "a spawn with a bad 'env'",
+            "a client_frame with a bad 'vconn'",
+            "a close_client without 'vconn'",
+            "a kill_worker with a bad 'actor'",
+            "a 'join', which the head does not send",
+        ):
             assert what in log, (what, log[-3000:])
     finally:
         srv.close()
@@ -367,10 +442,13 @@ class _Opener:
         c = self._c
         out = c.create_string_buffer(max(1, len(sealed) - 17))
         n, tag = c.c_ulonglong(), c.c_ubyte()
-        assert self._na.crypto_secretstream_xchacha20poly1305_pull(
-            self._state, out, c.byref(n), c.byref(tag), sealed, c.c_ulonglong(len(sealed)), None,
-            c.c_ulonglong(0)) == 0, "a frame from the head did not open"
-        return mp_unpack(out.raw[:n.value])[0]
+        assert (
+            self._na.crypto_secretstream_xchacha20poly1305_pull(
+                self._state, out, c.byref(n), c.byref(tag), sealed, c.c_ulonglong(len(sealed)), None, c.c_ulonglong(0)
+            )
+            == 0
+        ), "a frame from the head did not open"
+        return mp_unpack(out.raw[: n.value])[0]
 
 
 class _ReadingPeer(RawPeer):
@@ -537,8 +615,14 @@ def test_a_member_local_call_may_not_take_another_clients_object_id(make_cluster
         mine = Ids(hello[3]).obj()
         before = c.head.status()["objects"]["count"]
         for obj in (theirs, mine):
-            submit = mp_pack([0, 7, "submit", {"actor": b"\0" * 16, "obj": obj, "method": "m", "args": b"",
-                                               "objects": [], "actors": []}])
+            submit = mp_pack(
+                [
+                    0,
+                    7,
+                    "submit",
+                    {"actor": b"\0" * 16, "obj": obj, "method": "m", "args": b"", "objects": [], "actors": []},
+                ]
+            )
             p.push("local_batch", {"msgs": [[1, 1, submit]]})
             reply = p.client_reply(1, 7)
             if obj is theirs:

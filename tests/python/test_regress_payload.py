@@ -9,17 +9,17 @@ the value when the object is released before the reply is read."""
 
 import pytest
 
-from beamkit.daemon import Beamd
 from beamkit.client import Conn, Ids, request
+from beamkit.daemon import Beamd
 
 # around the decoder's own-buffer size (64 KiB frames) and the span size (16 KiB values)
-SIZES = [0, 1, (16 << 10) - 1, 16 << 10, (64 << 10) - 40, (64 << 10) - 1, 64 << 10, (64 << 10) + 1,
-         1 << 20, 5 << 20]
+SIZES = [0, 1, (16 << 10) - 1, 16 << 10, (64 << 10) - 40, (64 << 10) - 1, 64 << 10, (64 << 10) + 1, 1 << 20, 5 << 20]
 
 
 def value(n, seed):
-    return bytes((i * 31 + seed) & 0xFF for i in range(min(n, 4096))) * (n // 4096) + \
-        bytes((i * 31 + seed) & 0xFF for i in range(n % 4096))
+    return bytes((i * 31 + seed) & 0xFF for i in range(min(n, 4096))) * (n // 4096) + bytes(
+        (i * 31 + seed) & 0xFF for i in range(n % 4096)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +63,11 @@ def test_a_reply_sent_from_an_object_outlives_its_release(daemon):
         ids = Ids(c.hello())
         obj = ids.obj()
         c.call("put", {"obj": obj, "data": value(n, 7)})
-        c.send_raw(request(50, "get", {"objs": [obj], "timeout_ms": 0}) +
-                   request(51, "release", {"objects": [obj]}) +
-                   request(52, "get", {"objs": [obj], "timeout_ms": 0}))
+        c.send_raw(
+            request(50, "get", {"objs": [obj], "timeout_ms": 0})
+            + request(51, "release", {"objects": [obj]})
+            + request(52, "get", {"objs": [obj], "timeout_ms": 0})
+        )
         first = c.recv()
         assert first[1] == 50 and first[3]["values"][0] == [0, value(n, 7)]
         assert c.recv()[1] == 51

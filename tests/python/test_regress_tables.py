@@ -54,8 +54,7 @@ def test_dropping_pending_gpu_actors_cancels_them(ray_start, beamd):
         del a
         del carried
         gc.collect()
-        assert wait_until(lambda: not any(x["state"] == "PENDING_CREATION" for x in beamd.status()["actors"])), \
-            round_
+        assert wait_until(lambda: not any(x["state"] == "PENDING_CREATION" for x in beamd.status()["actors"])), round_
         assert beamd.proc.poll() is None, beamd.read_log()[-3000:]
         assert _gpus(beamd) == (0.0, 4.0)
     # the cancelled ones never start: the GPUs go to the next comer
@@ -97,7 +96,7 @@ def test_resource_maps_refuse_repeats_and_amounts_outside_rays_range(beamd):
             ("resources", {"acc": float("nan")}, ">= 0"),
             ("resources", {"acc": float("inf")}, "1e14"),
             ("resources", {"acc": 0.00001}, "0.0001"),
-            ("resources", {"acc": 2 ** 63}, "1e14"),
+            ("resources", {"acc": 2**63}, "1e14"),
             ("num_cpus", 9.3e14, "1e14"),
             ("num_cpus", float("nan"), ">= 0"),
             ("num_gpus", -1.0, ">= 0"),
@@ -113,10 +112,12 @@ def test_resource_maps_refuse_repeats_and_amounts_outside_rays_range(beamd):
         p["resources"] = {"memory": 5e13}
         expect_error(c.request("create_actor", p), "bad_request", "memory")
         # bundles may name CPU/GPU/memory, but once each and in range
-        for bundle, word in [(_map(("CPU", 9e13), ("CPU", 9e13)), "twice"),
-                             (_map(("GPU", 1.0), ("GPU", 1.0)), "twice"),
-                             ({"CPU": 1e15}, "1e14"),
-                             ({"CPU": -1.0}, ">= 0")]:
+        for bundle, word in [
+            (_map(("CPU", 9e13), ("CPU", 9e13)), "twice"),
+            (_map(("GPU", 1.0), ("GPU", 1.0)), "twice"),
+            ({"CPU": 1e15}, "1e14"),
+            ({"CPU": -1.0}, ">= 0"),
+        ]:
             p = base_params("pg_create", ids)
             p["bundles"] = [bundle]
             expect_error(c.request("pg_create", p), "bad_request", "bundles", word)
@@ -137,8 +138,22 @@ def _join(cluster, resources):
     p = RawPeer("127.0.0.1", cluster.port)
     try:
         tx = p.authenticate(token)
-        p.send(tx.seal_frame([2, "join", {"node_id": os.urandom(28), "node_ip": "127.0.1.78", "hostname": "x",
-                                          "socket": "/nonexistent", "resources": resources, "gpus": []}]))
+        p.send(
+            tx.seal_frame(
+                [
+                    2,
+                    "join",
+                    {
+                        "node_id": os.urandom(28),
+                        "node_ip": "127.0.1.78",
+                        "hostname": "x",
+                        "socket": "/nonexistent",
+                        "resources": resources,
+                        "gpus": [],
+                    },
+                ]
+            )
+        )
         try:
             return not p.closed_by_peer(3)
         except ValueError:
@@ -153,9 +168,11 @@ def test_join_with_repeated_or_huge_resources_is_refused(cluster):
     join (closing the link) and its totals stay as they were."""
     before = cluster.status()["nodes"]
     totals = [n["resources_total"] for n in before]
-    for resources in ([["CPU", 5 * 10 ** 18], ["CPU", 5 * 10 ** 18]],
-                      [["widget", 10000], ["widget", 10000]],
-                      [["CPU", 2 * 10 ** 18]]):
+    for resources in (
+        [["CPU", 5 * 10**18], ["CPU", 5 * 10**18]],
+        [["widget", 10000], ["widget", 10000]],
+        [["CPU", 2 * 10**18]],
+    ):
         assert not _join(cluster, resources), resources
     after = cluster.status()["nodes"]
     assert [n["resources_total"] for n in after] == totals
@@ -192,8 +209,9 @@ def test_removed_groups_are_freed_and_the_table_is_bounded(beamd):
         # node they had (as Ray's table); removing it again is harmless
         last = c.call("pg_table", {"pg": p["pg"]})["groups"]
         node = c.call("status", {})["node_id"]
-        assert [(g["state"], g["bundles"], g["bundles_to_node_id"]) for g in last] == \
-            [("REMOVED", [{"CPU": 0.001}], [node])]
+        assert [(g["state"], g["bundles"], g["bundles_to_node_id"]) for g in last] == [
+            ("REMOVED", [{"CPU": 0.001}], [node])
+        ]
         assert c.call("pg_remove", {"pg": p["pg"]}) == {}
         # one that left the history is unknown (the ray API treats that as done, as Ray's GCS)
         assert c.call("pg_table", {"pg": first}) == {"groups": []}
@@ -205,7 +223,6 @@ def test_removed_groups_are_freed_and_the_table_is_bounded(beamd):
 
 
 def test_remove_placement_group_through_ray_after_the_history(ray_start, beamd):
-    ray = ray_start
     api = pg_api()
     pgs = [api.placement_group([{"CPU": 0.01}]) for _ in range(PG_HISTORY + 5)]
     for pg in pgs:

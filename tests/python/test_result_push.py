@@ -29,7 +29,7 @@ from beamkit.daemon import driver_env, run_driver
 from beamkit.procs import wait_until
 
 PUSH_MAX_DATA = 64 << 10  # BEAM_PUSH_MAX_DATA (include/beam/protocol.h)
-MAX_PENDING = 16          # PB_PUSH_MAX_PENDING (src/pybeam/pushed.h)
+MAX_PENDING = 16  # PB_PUSH_MAX_PENDING (src/pybeam/pushed.h)
 
 
 @ray.remote
@@ -96,8 +96,20 @@ def test_raw_client_sees_the_push(ray_start, beamd):
 
     def submit(method, args, push):
         obj = object_id(ids.node, ids.conn, ids._next(), ids.job, kind=0)
-        conn.send([0, 0, "submit", {"actor": a._ray_actor_id_bytes, "obj": obj, "method": method,
-                                     "args": cloudpickle.dumps((args, {})), "push": push}])
+        conn.send(
+            [
+                0,
+                0,
+                "submit",
+                {
+                    "actor": a._ray_actor_id_bytes,
+                    "obj": obj,
+                    "method": method,
+                    "args": cloudpickle.dumps((args, {})),
+                    "push": push,
+                },
+            ]
+        )
         return obj
 
     def next_push():
@@ -123,13 +135,20 @@ def test_raw_client_sees_the_push(ray_start, beamd):
     assert value[0] == 0 and cloudpickle.loads(value[1]) == b"x" * (PUSH_MAX_DATA + 1)
     # an actor beamd does not know: the failure is pushed at once
     obj = object_id(ids.node, ids.conn, ids._next(), ids.job, kind=0)
-    conn.send([0, 0, "submit", {"actor": b"\x00" * 16, "obj": obj, "method": "f",
-                                 "args": cloudpickle.dumps(((1,), {})), "push": True}])
+    conn.send(
+        [
+            0,
+            0,
+            "submit",
+            {"actor": b"\x00" * 16, "obj": obj, "method": "f", "args": cloudpickle.dumps(((1,), {})), "push": True},
+        ]
+    )
     p = next_push()
     assert p["obj"] == obj and p["status"] == 2 and b"no such actor" in p["data"]
     # push must be a bool
-    r = conn.request("submit", {"actor": a._ray_actor_id_bytes, "obj": ids.obj(), "method": "f",
-                                "args": b"", "push": 1})
+    r = conn.request(
+        "submit", {"actor": a._ray_actor_id_bytes, "obj": ids.obj(), "method": "f", "args": b"", "push": 1}
+    )
     assert r[2]["code"] == "bad_request" and "push" in r[2]["message"]
     conn.close()
 
@@ -147,8 +166,14 @@ def test_a_refused_submit_still_gets_its_pushed_result(ray_start, beamd):
     obj = ids.obj()
     conn.call("put", {"obj": obj, "data": b"v"})
     for actor in (a._ray_actor_id_bytes, b"\x00" * 16):
-        conn.send([0, 0, "submit", {"actor": actor, "obj": obj, "method": "die", "args": cloudpickle.dumps(((), {})),
-                                     "push": True}])
+        conn.send(
+            [
+                0,
+                0,
+                "submit",
+                {"actor": actor, "obj": obj, "method": "die", "args": cloudpickle.dumps(((), {})), "push": True},
+            ]
+        )
         conn.send([0, 99, "status", {}])
         msgs = []
         while (m := conn.recv())[:2] != [1, 99]:
@@ -161,8 +186,14 @@ def test_a_refused_submit_still_gets_its_pushed_result(ray_start, beamd):
     conn.close()
     # through _beam: the id of this driver's own put, submitted again
     ref = ray.put("kept")
-    client().submit({"actor": a._ray_actor_id_bytes, "obj": ref.binary(), "method": "f",
-                     "args": cloudpickle.dumps((("other",), {}))})
+    client().submit(
+        {
+            "actor": a._ray_actor_id_bytes,
+            "obj": ref.binary(),
+            "method": "f",
+            "args": cloudpickle.dumps((("other",), {})),
+        }
+    )
     status, data = client().wait_result(ref.binary(), 10)
     assert status == 3 and b"already in use" in bytes(data)
     assert ray.get(a.pid.remote(), timeout=10) > 0  # (the actor did not run "die")

@@ -149,9 +149,7 @@ def test_counts_on_synthetic_tree(tmp_path, fake_ray):
         "find_spec:ray.experimental.compiled_dag_ref",
     }
     missing = groups["missing"]["ray.util.does_not_exist"]
-    assert missing["locations"] == [
-        {"path": os.path.join("pkg", "executor.py"), "line": 19, "type_only": False}
-    ]
+    assert missing["locations"] == [{"path": os.path.join("pkg", "executor.py"), "line": 19, "type_only": False}]
     assert report["files_scanned"] == 2
     assert report["files_touching_ray"] == 1
     assert report["must_be_absent_violations"] == []
@@ -256,9 +254,7 @@ def test_reexported_ray_is_followed(tmp_path, fake_ray):
     _, report = run_scanner(tree, fake_ray)
     groups = by_status(report)
     assert set(groups["missing"]) == {"ray.util.not_here"}
-    assert groups["missing"]["ray.util.not_here"]["locations"][0]["path"] == os.path.join(
-        "pkg", "user.py"
-    )
+    assert groups["missing"]["ray.util.not_here"]["locations"][0]["path"] == os.path.join("pkg", "user.py")
 
 
 def test_deferred_and_local_annotations_are_type_only(tmp_path, fake_ray):
@@ -473,17 +469,24 @@ def test_option_keywords_are_seen(options_report):
         "options:enable_tensor_transport",
         "options:max_concurrency",
     }
-    assert all(s["locations"][0]["path"] == "workers.py"
-               for s in report["symbols"] if s["kind"] == "option")
+    assert all(s["locations"][0]["path"] == "workers.py" for s in report["symbols"] if s["kind"] == "option")
 
 
 def test_option_keywords_classified_by_beams_options(options_report):
     status, report = options_report
     groups = by_status(report)
-    for name in ("remote:num_gpus", "remote:max_concurrency", "remote:num_cpus",
-                 "method:num_returns", "options:name", "options:namespace",
-                 "options:lifetime", "options:scheduling_strategy",
-                 "options:runtime_env", "options:max_concurrency"):
+    for name in (
+        "remote:num_gpus",
+        "remote:max_concurrency",
+        "remote:num_cpus",
+        "method:num_returns",
+        "options:name",
+        "options:namespace",
+        "options:lifetime",
+        "options:scheduling_strategy",
+        "options:runtime_env",
+        "options:max_concurrency",
+    ):
         assert f"option:{name}" in groups["in_scope"], name
     # RDT: out of scope with vLLM's own Ray 2.56 floor as the reason.
     for name in ("method:tensor_transport", "options:enable_tensor_transport"):
@@ -497,7 +500,8 @@ def test_option_keywords_classified_by_beams_options(options_report):
     assert "Ray 2.43" in groups["missing"]["option:remote:label_selector"]["reason"]
     assert "ray.method ignores" in groups["missing"]["option:method:concurrency_group"]["reason"]
     assert set(groups["missing"]) == {
-        "option:remote:label_selector", "option:method:concurrency_group",
+        "option:remote:label_selector",
+        "option:method:concurrency_group",
     }
     assert status == 1
 
@@ -565,9 +569,7 @@ def test_vllm_snapshot_shape(vllm_report):
     # The compiled-graph API is in scope now: resolved, or missing until
     # beam has it, never out of scope.
     assert not [n for n in groups["out_of_scope"] if is_graph_name(n.split(":")[-1])]
-    assert "find_spec:ray.experimental.compiled_dag_ref" in (
-        groups["in_scope"] if GRAPH_API else groups["missing"]
-    )
+    assert "find_spec:ray.experimental.compiled_dag_ref" in (groups["in_scope"] if GRAPH_API else groups["missing"])
     for name in (
         "ray.exceptions.GetTimeoutError",
         "ray.exceptions.RayActorError",

@@ -228,8 +228,7 @@ COUNT_AFTER_DROP = textwrap.dedent("""
 def test_sigkill_of_the_producer_frees_its_values(node):
     d, ray = node
     base_fds = _memfds(d.pid)
-    p = subprocess.Popen([sys.executable, "-c", PRODUCER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         text=True)
+    p = subprocess.Popen([sys.executable, "-c", PRODUCER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         pid = int(p.stdout.readline())
         assert _shm(d)[0] == 3 and _memfds(d.pid) == base_fds + 3
@@ -274,8 +273,7 @@ def test_sigkill_of_beamd_leaves_only_the_readers_mappings_which_go_with_them():
     try:
         with pointed_at(d.socket):
             code = PRODUCER.replace("sys.stdin.read()", COUNT_AFTER_DROP)
-            p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 text=True)
+            p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
             try:
                 pid = int(p.stdout.readline())
                 assert _memfds(d.pid) == 3

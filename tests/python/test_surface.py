@@ -162,19 +162,14 @@ def test_every_listed_type_is_sampled():
 
 
 def test_task_error_fields_and_text():
-    err = raise_and_wrap(
-        ValueError("bad input"), actor_repr="Worker(rank=0)", actor_id="ab" * 16
-    )
+    err = raise_and_wrap(ValueError("bad input"), actor_repr="Worker(rank=0)", actor_id="ab" * 16)
     assert err.function_name == "Worker.step"
     assert err.pid == 4242 and err.ip == "10.0.0.7"
     assert isinstance(err.cause, ValueError)
     assert err.args[:3] == ("Worker.step", err.traceback_str, err.cause)
     text = str(err)
     first = text.splitlines()[0]
-    assert first == (
-        f"ray::Worker.step() (pid=4242, ip=10.0.0.7, actor_id={'ab' * 16}, "
-        "repr=Worker(rank=0))"
-    )
+    assert first == (f"ray::Worker.step() (pid=4242, ip=10.0.0.7, actor_id={'ab' * 16}, " "repr=Worker(rank=0))")
     assert "ValueError: bad input" in text
     assert "raise_and_wrap" in text  # the user's frames stay
 
@@ -204,6 +199,21 @@ def test_task_error_default_ip_and_pid():
     assert err.pid == os.getpid()
     assert isinstance(err.ip, str) and err.ip
     assert str(err).splitlines()[0].startswith("ray::f() (pid=")
+
+
+def test_node_ip_before_init_is_the_source_toward_the_address(monkeypatch):
+    """Before ray.init, ray.util.get_node_ip_address(address) is the address
+    this machine reaches ``address`` from (as Ray's), not always the default
+    route's; an error's header and the default agree with the default route."""
+    import ray.util
+
+    monkeypatch.delenv("BEAM_NODE_IP", raising=False)
+    default = ray.util.get_node_ip_address()
+    if default.startswith("127."):
+        pytest.skip("no default route here: every address is reached from loopback")
+    assert ray.util.get_node_ip_address("127.0.0.1:1") == "127.0.0.1"
+    assert ray.util.get_node_ip_address("8.8.8.8:53") == default
+    assert E.RayTaskError("f", "ValueError: v", ValueError("v")).ip == default
 
 
 def test_as_instanceof_cause_dual_class():
@@ -293,9 +303,7 @@ def test_ray_actor_error_signature():
 
 def test_actor_died_error_forms():
     assert str(E.ActorDiedError()) == "The actor died unexpectedly before finishing this task."
-    killed = E.ActorDiedError(
-        error_msg="The actor abc died because it was killed by `ray.kill`", actor_id="cd" * 16
-    )
+    killed = E.ActorDiedError(error_msg="The actor abc died because it was killed by `ray.kill`", actor_id="cd" * 16)
     assert isinstance(killed, E.RayActorError)
     assert "killed by `ray.kill`" in str(killed)
     assert killed.actor_id == "cd" * 16 and not killed.actor_init_failed
@@ -390,13 +398,9 @@ def test_runtime_env_config():
 
 def test_merge_runtime_env():
     merge = ray.runtime_env._merge_runtime_env
-    assert merge({"env_vars": {"A": "1"}}, {"env_vars": {"B": "2"}}) == {
-        "env_vars": {"A": "1", "B": "2"}
-    }
+    assert merge({"env_vars": {"A": "1"}}, {"env_vars": {"B": "2"}}) == {"env_vars": {"A": "1", "B": "2"}}
     assert merge({"env_vars": {"A": "1"}}, {"env_vars": {"A": "2"}}) is None
-    assert merge({"env_vars": {"A": "1"}}, {"env_vars": {"A": "2"}}, override=True) == {
-        "env_vars": {"A": "2"}
-    }
+    assert merge({"env_vars": {"A": "1"}}, {"env_vars": {"A": "2"}}, override=True) == {"env_vars": {"A": "2"}}
     assert merge(None, None) == {}
 
 

@@ -23,9 +23,22 @@ def _build_dir():
 def _start_beamd(sock_dir, notify):
     env = dict(os.environ, NOTIFY_SOCKET=notify)
     return subprocess.Popen(
-        [os.environ["BEAM_BEAMD"], "--socket", os.path.join(sock_dir, "beamd.sock"), "--num-gpus", "0",
-         "--num-cpus", "1", "--node-ip", "127.0.0.1"],
-        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        [
+            os.environ["BEAM_BEAMD"],
+            "--socket",
+            os.path.join(sock_dir, "beamd.sock"),
+            "--num-gpus",
+            "0",
+            "--num-cpus",
+            "1",
+            "--node-ip",
+            "127.0.0.1",
+        ],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _fields(datagram):
@@ -50,8 +63,12 @@ def test_ready_and_stopping_through_notify_socket(tmp_path, abstract):
         assert ready.get("MAINPID") == str(proc.pid)
         assert str(tmp_path / "beamd.sock") in ready.get("STATUS", "")
         # ready means serving: a client gets an answer at once
-        out = subprocess.run([os.environ["BEAM_BEAMCTL"], "--socket", str(tmp_path / "beamd.sock"), "status",
-                              "--json"], capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            [os.environ["BEAM_BEAMCTL"], "--socket", str(tmp_path / "beamd.sock"), "status", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         assert out.returncode == 0, out.stderr
         proc.send_signal(signal.SIGTERM)
         assert _fields(rx.recv(4096)).get("STOPPING") == "1"
@@ -71,8 +88,9 @@ def test_no_notify_socket_listening_is_harmless(tmp_path):
     try:
         sock = str(tmp_path / "beamd.sock")
         assert wait_file(sock)
-        out = subprocess.run([os.environ["BEAM_BEAMCTL"], "--socket", sock, "status"], capture_output=True,
-                             text=True, timeout=10)
+        out = subprocess.run(
+            [os.environ["BEAM_BEAMCTL"], "--socket", sock, "status"], capture_output=True, text=True, timeout=10
+        )
         assert out.returncode == 0, out.stderr
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
@@ -136,11 +154,11 @@ def installed():
         pytest.skip("cmake is not installed")
     prefix = tempfile.mkdtemp(prefix="beam-install-")
     try:
-        out = subprocess.run([cmake, "--install", _build_dir(), "--prefix", prefix], capture_output=True, text=True,
-                             timeout=120)
+        out = subprocess.run(
+            [cmake, "--install", _build_dir(), "--prefix", prefix], capture_output=True, text=True, timeout=120
+        )
         assert out.returncode == 0, out.stdout + out.stderr
-        units = [os.path.join(root, f) for root, _, files in os.walk(prefix) for f in files
-                 if f == "beamd.service"]
+        units = [os.path.join(root, f) for root, _, files in os.walk(prefix) for f in files if f == "beamd.service"]
         yield prefix, units
     finally:
         shutil.rmtree(prefix, ignore_errors=True)
@@ -198,8 +216,13 @@ def test_staged_install_keeps_destdir_out_of_the_unit(tmp_path):
     if not cmake:
         pytest.skip("cmake is not installed")
     stage = tmp_path / "stage"
-    out = subprocess.run([cmake, "--install", _build_dir(), "--prefix", "/usr"], capture_output=True, text=True,
-                         timeout=120, env=dict(os.environ, DESTDIR=str(stage)))
+    out = subprocess.run(
+        [cmake, "--install", _build_dir(), "--prefix", "/usr"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, DESTDIR=str(stage)),
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert os.access(stage / "usr" / "bin" / "beamd", os.X_OK)
     (unit,) = [os.path.join(r, f) for r, _, fs in os.walk(stage) for f in fs if f == "beamd.service"]

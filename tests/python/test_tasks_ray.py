@@ -169,8 +169,11 @@ def test_keyboard_interrupt_in_a_task_is_a_cancellation():
 
 
 @pytest.mark.ray_compat
-@pytest.mark.parametrize("make", [lambda: exits.remote(3), lambda: exits.remote(0), lambda: raises_base.remote()],
-                         ids=["sys.exit(3)", "sys.exit(0)", "BaseException"])
+@pytest.mark.parametrize(
+    "make",
+    [lambda: exits.remote(3), lambda: exits.remote(0), lambda: raises_base.remote()],
+    ids=["sys.exit(3)", "sys.exit(0)", "BaseException"],
+)
 def test_base_exception_in_a_task_is_a_worker_crash(make):
     with pytest.raises(ray.exceptions.WorkerCrashedError) as info:
         ray.get(make(), timeout=60)
@@ -186,14 +189,16 @@ def test_init_refuses_cpu_or_gpu_in_resources(name, alternative):
     import subprocess
     import sys
 
-    code = ("import ray\n"
-            "try:\n"
-            f"    ray.init(address='local', resources={{'{name}': 2}})\n"
-            "except AssertionError as e:\n"
-            "    print('REFUSED', e)\n"
-            "else:\n"
-            "    print('STARTED')\n"
-            "    ray.shutdown()\n")
+    code = (
+        "import ray\n"
+        "try:\n"
+        f"    ray.init(address='local', resources={{'{name}': 2}})\n"
+        "except AssertionError as e:\n"
+        "    print('REFUSED', e)\n"
+        "else:\n"
+        "    print('STARTED')\n"
+        "    ray.shutdown()\n"
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("BEAM_SOCKET", "RAY_ADDRESS")}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert f"REFUSED {{'{name}': 2}} -> `{name}` cannot be a custom resource" in r.stdout, r.stdout + r.stderr
@@ -222,8 +227,9 @@ def test_bad_bundle_index_is_refused_with_rays_message():
     pg = _pg([{"custom": 1}])
     try:
         strategy = PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=5)
-        with pytest.raises(ValueError, match=r"placement group bundle index 5 is invalid. "
-                                             r"Valid placement group indexes: 0-1"):
+        with pytest.raises(
+            ValueError, match=r"placement group bundle index 5 is invalid. " r"Valid placement group indexes: 0-1"
+        ):
             Plain.options(num_cpus=0, resources={"custom": 1}, scheduling_strategy=strategy).remote()
         with pytest.raises(ValueError, match="placement group bundle index 5 is invalid"):
             square.options(num_cpus=0, resources={"custom": 1}, scheduling_strategy=strategy).remote(2)
@@ -239,13 +245,19 @@ def test_default_actor_in_a_cpu_less_bundle_is_refused_with_rays_message():
     pg = _pg([{"custom": 1}])
     try:
         strategy = PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=0)
-        with pytest.raises(ValueError, match=r"Cannot schedule Plain with the placement group because the actor "
-                                             r"requires 1 CPU for creation, but it cannot fit into any bundles for "
-                                             r"the placement group, \[\{'custom': 1\.0\}\]\. Consider creating a "
-                                             r"placement group with CPU resources\."):
+        with pytest.raises(
+            ValueError,
+            match=r"Cannot schedule Plain with the placement group because the actor "
+            r"requires 1 CPU for creation, but it cannot fit into any bundles for "
+            r"the placement group, \[\{'custom': 1\.0\}\]\. Consider creating a "
+            r"placement group with CPU resources\.",
+        ):
             Plain.options(scheduling_strategy=strategy).remote()
-        with pytest.raises(ValueError, match=r"Cannot schedule Plain with the placement group because the resource "
-                                             r"request \{'custom': 2, 'CPU': 0\} cannot fit into any bundles"):
+        with pytest.raises(
+            ValueError,
+            match=r"Cannot schedule Plain with the placement group because the resource "
+            r"request \{'custom': 2, 'CPU': 0\} cannot fit into any bundles",
+        ):
             Plain.options(num_cpus=0, resources={"custom": 2}, scheduling_strategy=strategy).remote()
         # what fits is placed
         a = Plain.options(num_cpus=0, resources={"custom": 1}, scheduling_strategy=strategy).remote()
@@ -361,12 +373,14 @@ def test_pooled_workers_end_with_their_driver(ray_env):
     import subprocess
     import sys
 
-    code = ("import os, ray\n"
-            "ray.init()\n"
-            "@ray.remote\n"
-            "def pid():\n"
-            "    return os.getpid()\n"
-            "print('PIDS', *sorted({ray.get(pid.remote()) for _ in range(5)}), flush=True)\n")
+    code = (
+        "import os, ray\n"
+        "ray.init()\n"
+        "@ray.remote\n"
+        "def pid():\n"
+        "    return os.getpid()\n"
+        "print('PIDS', *sorted({ray.get(pid.remote()) for _ in range(5)}), flush=True)\n"
+    )
     env = dict(os.environ, BEAM_SOCKET=ray_env.socket)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 0, r.stderr

@@ -76,9 +76,12 @@ def start_fake_daemon(path, uid):
     log = path + ".log"
     open(log, "w").close()
     os.chmod(log, 0o666)
-    proc = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", sys.executable,
-                             "-c", FAKE_DAEMON, path, log], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            cwd="/")
+    proc = subprocess.Popen(
+        ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", sys.executable, "-c", FAKE_DAEMON, path, log],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd="/",
+    )
     read_until(proc, "ready", timeout=30)
     return proc, log
 
@@ -115,12 +118,15 @@ def test_another_users_session_file_is_refused(shared):
     try:
         info = os.path.join(planted, "beam_node.json")
         body = {"pid": fake.pid, "socket": sock, "cluster": "127.0.0.1:6379", "head": True}
-        subprocess.run(as_other(sys.executable, "-c", f"import json; json.dump({body!r}, open({info!r}, 'w'))"),
-                       check=True)
+        subprocess.run(
+            as_other(sys.executable, "-c", f"import json; json.dump({body!r}, open({info!r}, 'w'))"), check=True
+        )
         assert os.stat(info).st_uid == OTHER
         victim = BuildNode(tmp=shared)
         for how in ("ray.init()", "ray.init(address='auto')"):
-            got = clean_driver(victim, f"""
+            got = clean_driver(
+                victim,
+                f"""
                 import ray
                 try:
                     {how}
@@ -128,7 +134,8 @@ def test_another_users_session_file_is_refused(shared):
                     print("refused:", e)
                 else:
                     print("connected")
-            """)
+            """,
+            )
             assert got.returncode == 0, got.stderr
             assert got.stdout.startswith("refused:"), got.stdout
             assert f"refusing the session file {info}" in got.stdout
@@ -155,8 +162,9 @@ def test_client_checks_the_peer_uid_of_the_socket(shared):
     try:
         with pytest.raises(PermissionError, match=f"runs as uid {OTHER}, not as you"):
             _beam.Client(sock)
-        out = subprocess.run([os.environ["BEAM_BEAMCTL"], "--socket", sock, "status"], capture_output=True,
-                             text=True, timeout=30)
+        out = subprocess.run(
+            [os.environ["BEAM_BEAMCTL"], "--socket", sock, "status"], capture_output=True, text=True, timeout=30
+        )
         assert out.returncode == 1 and f"runs as uid {OTHER}" in out.stderr, out.stderr
         node = BuildNode(tmp=shared)
         got = node.python(f"""
@@ -166,8 +174,10 @@ def test_client_checks_the_peer_uid_of_the_socket(shared):
             except ConnectionError as e:
                 print("refused:", e)
         """)
-        assert f"refused: beam: could not connect to beamd at {sock}: the process serving {sock} runs as " \
-               f"uid {OTHER}" in got.stdout, got.stdout + got.stderr
+        assert (
+            f"refused: beam: could not connect to beamd at {sock}: the process serving {sock} runs as "
+            f"uid {OTHER}" in got.stdout
+        ), got.stdout + got.stderr
     finally:
         stop(fake)
     # root's daemon is trusted by another user's client (root can read any
@@ -175,8 +185,14 @@ def test_client_checks_the_peer_uid_of_the_socket(shared):
     rsock = os.path.join(shared, "root.sock")
     fake, log = start_fake_daemon(rsock, 0)
     try:
-        got = subprocess.run(as_other(sys.executable, "-c", f"import _beam; _beam.Client({rsock!r}); print('ok')"),
-                             capture_output=True, text=True, timeout=30, env=dict(os.environ), cwd="/")
+        got = subprocess.run(
+            as_other(sys.executable, "-c", f"import _beam; _beam.Client({rsock!r}); print('ok')"),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=dict(os.environ),
+            cwd="/",
+        )
         assert got.stdout == "ok\n", got.stderr
     finally:
         stop(fake)
@@ -228,8 +244,12 @@ def test_ray_commands_act_on_their_users_clusters_only(shared):
         assert alive(beamd)
         out = other.ray("start", "--head", f"--port={free_port()}", "--node-ip-address=127.0.0.1")
         assert out.returncode == 1, out.stdout + out.stderr
-        assert f"cannot use {shared}/ray as Ray's temp folder: it belongs to uid 0 and you (uid {OTHER}) may " \
-               "not write it" in out.stderr and "RAY_TMPDIR" in out.stderr
+        assert (
+            f"cannot use {shared}/ray as Ray's temp folder: it belongs to uid 0 and you (uid {OTHER}) may "
+            "not write it"
+            in out.stderr
+            and "RAY_TMPDIR" in out.stderr
+        )
         assert "Traceback" not in out.stderr
         # a folder others may read (as an older `ray start` made it): the file is seen, and refused
         os.chmod(os.path.join(shared, "ray"), 0o755)
@@ -268,8 +288,12 @@ def test_a_folder_another_user_made_first_is_refused(shared):
     daemon in the other user's $TMPDIR/beam-UID."""
     theirs = os.path.join(shared, "theirs")
     subprocess.run(as_other("mkdir", "-m", "0755", theirs), check=True)
-    out = subprocess.run([os.environ["BEAM_BEAMD"], "--socket", os.path.join(theirs, "beamd.sock"), "--num-cpus",
-                          "1"], capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        [os.environ["BEAM_BEAMD"], "--socket", os.path.join(theirs, "beamd.sock"), "--num-cpus", "1"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert out.returncode != 0
     assert f"{theirs} belongs to uid {OTHER}, not to this daemon's user or root" in out.stderr, out.stderr
     assert os.listdir(theirs) == []
@@ -277,15 +301,19 @@ def test_a_folder_another_user_made_first_is_refused(shared):
     private = os.path.join(shared, f"beam-{os.getuid()}")
     subprocess.run(as_other("mkdir", "-m", "0755", private), check=True)
     n = BuildNode(TMPDIR=shared)
-    got = clean_driver(n, """
+    got = clean_driver(
+        n,
+        """
         import ray
         try:
             ray.init(num_cpus=1)
         except ConnectionError as e:
             print("refused:", e)
-    """)
-    assert f"refused: beam: refusing the private daemons' folder {private}: it belongs to another user" \
-        in got.stdout, got.stdout + got.stderr
+    """,
+    )
+    assert f"refused: beam: refusing the private daemons' folder {private}: it belongs to another user" in got.stdout, (
+        got.stdout + got.stderr
+    )
     assert os.listdir(private) == []
 
 

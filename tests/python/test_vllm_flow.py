@@ -71,11 +71,19 @@ def test_ray_executor_v2_lifecycle(beamd):
     workers = []
     for rank in range(WORLD):
         ss = PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=rank)
-        workers.append(ray.remote(RayWorkerProc).options(
-            name=f"vllm_Worker_test_TP{rank}", num_cpus=0, num_gpus=1, scheduling_strategy=ss,
-            runtime_env=runtime_env).remote(vllm_config=config, rank=rank,
-                                            distributed_init_method=f"tcp://{ip}:1234",
-                                            is_driver_worker=rank == 0))
+        workers.append(
+            ray.remote(RayWorkerProc)
+            .options(
+                name=f"vllm_Worker_test_TP{rank}",
+                num_cpus=0,
+                num_gpus=1,
+                scheduling_strategy=ss,
+                runtime_env=runtime_env,
+            )
+            .remote(
+                vllm_config=config, rank=rank, distributed_init_method=f"tcp://{ip}:1234", is_driver_worker=rank == 0
+            )
+        )
 
     ids = ray.get([w.get_node_and_gpu_ids.remote() for w in workers])
     ips = ray.get([w.get_node_ip.remote() for w in workers])

@@ -45,15 +45,36 @@ def minor(version):
 
 
 def test_newest_patch_of_each_minor():
-    listed = ["0.6.6.post1", "0.7.0", "0.7.3", "0.7.2", "0.8.5", "0.8.5.post1",
-              "0.9.0", "0.9.0.1", "0.9.2", "0.10.1.1", "0.10.1", "0.11.0rc1",
-              "0.11.0", "0.12.0.dev3"]
-    assert vllm_matrix.newest_per_minor(listed) == [
-        "0.7.3", "0.8.5.post1", "0.9.2", "0.10.1.1", "0.11.0",
+    listed = [
+        "0.6.6.post1",
+        "0.7.0",
+        "0.7.3",
+        "0.7.2",
+        "0.8.5",
+        "0.8.5.post1",
+        "0.9.0",
+        "0.9.0.1",
+        "0.9.2",
+        "0.10.1.1",
+        "0.10.1",
+        "0.11.0rc1",
+        "0.11.0",
+        "0.12.0.dev3",
     ]
-    assert sorted(["0.10.0", "0.9.2", "0.9.0.1", "0.8.5.post1", "0.8.5"],
-                  key=vllm_matrix.version_key) == [
-        "0.8.5", "0.8.5.post1", "0.9.0.1", "0.9.2", "0.10.0"]
+    assert vllm_matrix.newest_per_minor(listed) == [
+        "0.7.3",
+        "0.8.5.post1",
+        "0.9.2",
+        "0.10.1.1",
+        "0.11.0",
+    ]
+    assert sorted(["0.10.0", "0.9.2", "0.9.0.1", "0.8.5.post1", "0.8.5"], key=vllm_matrix.version_key) == [
+        "0.8.5",
+        "0.8.5.post1",
+        "0.9.0.1",
+        "0.9.2",
+        "0.10.0",
+    ]
 
 
 # -- reading the executor path from a release's code ---------------------------
@@ -94,29 +115,35 @@ def envs(**defaults):
 
 
 def test_executor_path_v0(tmp_path):
-    root = tree(tmp_path, {
-        "envs.py": envs(VLLM_USE_V1="0", VLLM_USE_RAY_COMPILED_DAG="0", VLLM_USE_RAY_SPMD_WORKER="0"),
-        "engine/llm_engine.py": get_class("""
+    root = tree(
+        tmp_path,
+        {
+            "envs.py": envs(VLLM_USE_V1="0", VLLM_USE_RAY_COMPILED_DAG="0", VLLM_USE_RAY_SPMD_WORKER="0"),
+            "engine/llm_engine.py": get_class("""
             from vllm.executor.ray_distributed_executor import (
                 RayDistributedExecutor)
             executor_class = RayDistributedExecutor
         """),
-        "v1/executor/abstract.py": get_class("executor_class = None"),
-    })
+            "v1/executor/abstract.py": get_class("executor_class = None"),
+        },
+    )
     path = vllm_matrix.executor_path(root)
     assert path["kind"] == "v0-actors"
     assert 'VLLM_USE_V1 defaults to "0"' in path["evidence"]
 
 
 def test_executor_path_v1_compiled_graph(tmp_path):
-    root = tree(tmp_path, {
-        "envs.py": envs(VLLM_USE_V1="1"),
-        "v1/executor/abstract.py": get_class("""
+    root = tree(
+        tmp_path,
+        {
+            "envs.py": envs(VLLM_USE_V1="1"),
+            "v1/executor/abstract.py": get_class("""
             from vllm.v1.executor.ray_distributed_executor import (  # noqa
                 RayDistributedExecutor)
             executor_class = RayDistributedExecutor
         """),
-    })
+        },
+    )
     path = vllm_matrix.executor_path(root)
     assert path["kind"] == "cgraph"
     assert "ray_distributed_executor.py" in path["evidence"]
@@ -124,9 +151,11 @@ def test_executor_path_v1_compiled_graph(tmp_path):
 
 @pytest.mark.parametrize("default,kind", [("0", "cgraph"), ("1", "v2")])
 def test_executor_path_gated_by_v2_flag(tmp_path, default, kind):
-    root = tree(tmp_path, {
-        "envs.py": envs(VLLM_USE_RAY_V2_EXECUTOR_BACKEND=default),
-        "v1/executor/abstract.py": get_class("""
+    root = tree(
+        tmp_path,
+        {
+            "envs.py": envs(VLLM_USE_RAY_V2_EXECUTOR_BACKEND=default),
+            "v1/executor/abstract.py": get_class("""
             if envs.VLLM_USE_RAY_V2_EXECUTOR_BACKEND:
                 from vllm.v1.executor.ray_executor_v2 import RayExecutorV2
                 executor_class = RayExecutorV2
@@ -134,20 +163,24 @@ def test_executor_path_gated_by_v2_flag(tmp_path, default, kind):
                 from vllm.v1.executor.ray_executor import RayDistributedExecutor
                 executor_class = RayDistributedExecutor
         """),
-    })
+        },
+    )
     path = vllm_matrix.executor_path(root)
     assert path["kind"] == kind
     assert f'(default "{default}")' in path["evidence"]
 
 
 def test_executor_path_v2_only(tmp_path):
-    root = tree(tmp_path, {
-        "envs.py": envs(),
-        "v1/executor/abstract.py": get_class("""
+    root = tree(
+        tmp_path,
+        {
+            "envs.py": envs(),
+            "v1/executor/abstract.py": get_class("""
             from vllm.v1.executor.ray_executor_v2 import RayExecutorV2
             executor_class = RayExecutorV2
         """),
-    })
+        },
+    )
     assert vllm_matrix.executor_path(root)["kind"] == "v2"
 
 
@@ -164,16 +197,14 @@ def test_matrix_over_snapshot(tmp_path):
     if not os.path.exists(tarball):
         pytest.skip(f"vLLM snapshot not found at {tarball} (set BEAM_SHARED to shared/)")
     out = tmp_path / "COMPAT.md"
-    result = run_matrix(tmp_path / "empty-cache", "--extra-tree", f"main@239b5ff30={tarball}",
-                        "--out", str(out))
+    result = run_matrix(tmp_path / "empty-cache", "--extra-tree", f"main@239b5ff30={tarball}", "--out", str(out))
     (row,) = result["rows"]
     assert row["version"] == "main@239b5ff30"
     assert row["executor"]["kind"] == "v2"
     assert row["executor"]["executor"] == "RayExecutorV2"
     assert row["runs"] is True, row["why"]
     # What is missing is the compiled-graph API only, on the opt-in path.
-    assert all(vllm_matrix.is_graph_symbol(n.split('"')[1] if '"' in n else n)
-               for n in row["missing"])
+    assert all(vllm_matrix.is_graph_symbol(n.split('"')[1] if '"' in n else n) for n in row["missing"])
     assert (row["counts"]["missing"] == 0) == GRAPH_API
     assert "ray.serve" in row["out_of_scope"]
     text = out.read_text()
@@ -189,8 +220,7 @@ def cached_releases():
 def test_matrix_over_cached_releases():
     versions = cached_releases()
     if not versions:
-        pytest.skip(f"no vLLM release in {vllm_matrix.default_cache()} "
-                    "(run scripts/vllm_matrix.py to fill it)")
+        pytest.skip(f"no vLLM release in {vllm_matrix.default_cache()} " "(run scripts/vllm_matrix.py to fill it)")
     result = run_matrix(vllm_matrix.default_cache())
     rows = {row["version"]: row for row in result["rows"]}
     assert sorted(rows, key=vllm_matrix.version_key) == versions
@@ -211,9 +241,11 @@ def test_matrix_over_cached_releases():
             assert row["runs"] is True, (version, row["why"])
         if minor(version) >= (0, 29):
             # The RDT weight-transfer backend: out of scope, never missing.
-            for name in ("ray.experimental.register_nixl_memory",
-                         ".options(enable_tensor_transport=...)",
-                         "ray.method(tensor_transport=...)"):
+            for name in (
+                "ray.experimental.register_nixl_memory",
+                ".options(enable_tensor_transport=...)",
+                "ray.method(tensor_transport=...)",
+            ):
                 assert name in row["out_of_scope"], (version, name)
     running = sum(row["runs"] for row in rows.values())
     assert result["headline"].startswith(f"beam runs {running} of {len(rows)} vLLM releases")

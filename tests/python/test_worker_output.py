@@ -160,4 +160,4 @@ def test_a_reused_worker_prints_under_each_tasks_name(capsys):
         pids |= {p1, p2}
         assert seen.until(lambda s: f"(first_name pid={p1}) {word} line of first_name" in s.out), seen.out
         assert seen.until(lambda s: f"(second_name pid={p2}) {word} line of second_name" in s.out), seen.out
-    assert "(first_name pid=" not in "".join(l for l in seen.out.splitlines() if "line of second_name" in l)
+    assert "(first_name pid=" not in "".join(line for line in seen.out.splitlines() if "line of second_name" in line)

@@ -5,9 +5,9 @@ is made once per session; the reference tokens come from vLLM's own `mp`
 backend, once per session."""
 
 import os
+import shutil
 import sys
 import tempfile
-import shutil
 
 import pytest
 

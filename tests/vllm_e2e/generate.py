@@ -41,8 +41,12 @@ def parse_args(argv):
     p.add_argument("--prompts", type=int, default=12)
     p.add_argument("--tokens", type=int, default=64)
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--kill-worker-after", type=float, default=None,
-                   help="SIGKILL one RayWorkerProc this many seconds into the last round")
+    p.add_argument(
+        "--kill-worker-after",
+        type=float,
+        default=None,
+        help="SIGKILL one RayWorkerProc this many seconds into the last round",
+    )
     return p.parse_args(argv)
 
 
@@ -55,9 +59,17 @@ def main(argv=None):
     from vllm import LLM, SamplingParams
 
     t0 = time.perf_counter()
-    llm = LLM(model=args.model, tensor_parallel_size=args.tp, pipeline_parallel_size=args.pp,
-              distributed_executor_backend=args.backend, dtype="bfloat16", max_model_len=512,
-              enforce_eager=True, seed=0, gpu_memory_utilization=0.5)
+    llm = LLM(
+        model=args.model,
+        tensor_parallel_size=args.tp,
+        pipeline_parallel_size=args.pp,
+        distributed_executor_backend=args.backend,
+        dtype="bfloat16",
+        max_model_len=512,
+        enforce_eager=True,
+        seed=0,
+        gpu_memory_utilization=0.5,
+    )
     startup = time.perf_counter() - t0
     params = SamplingParams(temperature=0.0, max_tokens=args.tokens, ignore_eos=True)
     ps = prompts(args.prompts)
@@ -77,7 +89,11 @@ def main(argv=None):
         if last:
             cpu = cpu_per_token(before, cpu_by_process(), n)
     result = {
-        "backend": args.backend, "tp": args.tp, "pp": args.pp, "startup_s": startup, "rounds": rounds,
+        "backend": args.backend,
+        "tp": args.tp,
+        "pp": args.pp,
+        "startup_s": startup,
+        "rounds": rounds,
         "cpu_ms_per_token": cpu,
         "prompts": ps,
         "token_ids": [list(o.outputs[0].token_ids) for o in outs],

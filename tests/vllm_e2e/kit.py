@@ -32,8 +32,16 @@ VLLM_ENV = {
     "DO_NOT_TRACK": "1",
 }
 
-DROP = ("RAY_ADDRESS", "BEAM_SOCKET", "BEAM_BEAMD", "BEAM_BEAMCTL", "PYTHONPATH", "VIRTUAL_ENV", "LD_PRELOAD",
-        "OMP_NUM_THREADS")
+DROP = (
+    "RAY_ADDRESS",
+    "BEAM_SOCKET",
+    "BEAM_BEAMD",
+    "BEAM_BEAMCTL",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "LD_PRELOAD",
+    "OMP_NUM_THREADS",
+)
 
 
 def venv_python(venv):
@@ -103,8 +111,9 @@ class Run:
 
     def generate(self, model, env, *args, wrap=(), timeout=900):
         """generate.py's JSON result (its last stdout line); fails with its output."""
-        r = self.run([venv_python(self.venv), os.path.join(HERE, "generate.py"), model, *args], env, wrap,
-                     timeout=timeout)
+        r = self.run(
+            [venv_python(self.venv), os.path.join(HERE, "generate.py"), model, *args], env, wrap, timeout=timeout
+        )
         if r.returncode != 0:
             raise AssertionError(f"generate.py {args} exited {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-12000:]}")
         return json.loads(r.stdout.strip().splitlines()[-1])
@@ -141,7 +150,12 @@ def free_port():
 
 
 def make_model(venv, out):
-    r = subprocess.run([venv_python(venv), os.path.join(HERE, "make_model.py"), out], capture_output=True,
-                       text=True, timeout=300, env={**os.environ, **VLLM_ENV})
+    r = subprocess.run(
+        [venv_python(venv), os.path.join(HERE, "make_model.py"), out],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **VLLM_ENV},
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     return out

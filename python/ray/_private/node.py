@@ -54,8 +54,96 @@ def socket_answers(path):
         s.close()
 
 
+class DaemonStartFailed(Exception):
+    """beamd did not say it was ready: ``why`` says how ("did not start in
+    30 s", "exit status 1", "interrupted"), ``log_tail`` the end of its log."""
+
+    def __init__(self, why, log_tail, timed_out=False):
+        super().__init__(why)
+        self.why = why
+        self.log_tail = log_tail
+        self.timed_out = timed_out
+
+
+def start_daemon(args, log_path, timeout, start_new_session=False):
+    """Starts beamd with ``args`` (``--ready-fd`` is added here), its stdout
+    and stderr appended to log_path, and waits up to timeout seconds for the
+    "ready" line it writes once it serves (a member: once it has joined).
+    Returns the Popen. When it does not say ready (it exits, writes anything
+    else, the time runs out, or KeyboardInterrupt comes while waiting) it is
+    stopped and DaemonStartFailed raised: no daemon is left behind. Used by
+    ray.init's private daemon and by ``ray start``."""
+    r, w = os.pipe()
+    try:
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                args + ["--ready-fd", str(w)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                pass_fds=(w,),
+                close_fds=True,
+                start_new_session=start_new_session,
+            )
+    finally:
+        os.close(w)
+    try:
+        try:
+            why = _wait_ready(r, proc, timeout)
+        except KeyboardInterrupt:
+            why = "interrupted"
+    except BaseException:
+        stop_process(proc)
+        raise
+    finally:
+        os.close(r)
+    if why is None:
+        return proc
+    stop_process(proc)
+    with open(log_path, "rb") as f:
+        tail = f.read()[-3000:].decode(errors="replace")
+    raise DaemonStartFailed(why, tail, timed_out=why.startswith("did not start in"))
+
+
+def _wait_ready(fd, proc, timeout):
+    """None once beamd wrote "ready" on fd; else why it did not."""
+    deadline = time.monotonic() + timeout
+    got = b""
+    while b"\n" not in got:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return f"did not start in {timeout:.0f} s"
+        ready, _, _ = select.select([fd], [], [], min(left, 1.0))
+        if ready:
+            chunk = os.read(fd, 64)
+            if not chunk:
+                break
+            got += chunk
+        elif proc.poll() is not None:
+            break
+    if got.startswith(b"ready"):
+        return None
+    try:
+        return f"exit status {proc.wait(timeout=5)}"
+    except subprocess.TimeoutExpired:
+        return f"it said {got!r} instead of ready"
+
+
+def stop_process(proc, timeout=10.0):
+    """SIGTERM, then SIGKILL after timeout seconds; returns once it exited."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 class PrivateDaemon:
     """A beamd started for one driver."""
+
+    START_TIMEOUT_S = 30.0
 
     def __init__(self, num_cpus=None, num_gpus=None, resources=None, extra_args=()):
         exe = beamd_path()
@@ -78,46 +166,16 @@ class PrivateDaemon:
         for name, amount in (resources or {}).items():
             args += ["--resource", f"{name}={amount}"]
         args += list(extra_args)
-        r, w = os.pipe()
-        args += ["--ready-fd", str(w)]
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                args, stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(w,), close_fds=True
-            )
-        os.close(w)
         try:
-            self._wait_ready(r)
-        finally:
-            os.close(r)
-
-    def _wait_ready(self, fd, timeout=30.0):
-        deadline = time.monotonic() + timeout
-        got = b""
-        while b"\n" not in got:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self.stop()
-                raise ConnectionError(f"beam: the private beamd did not start in {timeout:.0f} s")
-            ready, _, _ = select.select([fd], [], [], left)
-            if ready:
-                chunk = os.read(fd, 64)
-                if not chunk:
-                    break
-                got += chunk
-        if not got.startswith(b"ready"):
-            self.proc.wait(timeout=5)
-            with open(self.log_path, "rb") as f:
-                tail = f.read()[-2000:].decode(errors="replace")
-            raise ConnectionError(f"beam: the private beamd failed to start:\n{tail}")
+            self.proc = start_daemon(args, self.log_path, self.START_TIMEOUT_S)
+        except DaemonStartFailed as e:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            if e.timed_out:
+                raise ConnectionError(f"beam: the private beamd {e.why}") from None
+            raise ConnectionError(f"beam: the private beamd failed to start:\n{e.log_tail}") from None
 
     def stop(self, timeout=10.0):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, timeout)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -173,8 +231,10 @@ def pid_uid(pid):
     return None
 
 
-TEMP_ADVICE = ("Use a Ray temp folder of your own: set RAY_TMPDIR (or TMPDIR) to a folder only you can write, "
-               "or remove this one if it is stale.")
+TEMP_ADVICE = (
+    "Use a Ray temp folder of your own: set RAY_TMPDIR (or TMPDIR) to a folder only you can write, "
+    "or remove this one if it is stale."
+)
 
 
 def _refuse(path, st, what, why):

@@ -10,16 +10,38 @@ in docs/API.md is this module in prose; keep the two in step.
 
 # Ray 2.43's names (ray/_private/ray_option_utils.py): common, actor-only, task-only.
 COMMON_OPTIONS = (
-    "accelerator_type", "memory", "name", "num_cpus", "num_gpus", "object_store_memory",
-    "placement_group", "placement_group_bundle_index", "placement_group_capture_child_tasks",
-    "resources", "runtime_env", "scheduling_strategy", "_metadata", "enable_task_events", "_labels",
+    "accelerator_type",
+    "memory",
+    "name",
+    "num_cpus",
+    "num_gpus",
+    "object_store_memory",
+    "placement_group",
+    "placement_group_bundle_index",
+    "placement_group_capture_child_tasks",
+    "resources",
+    "runtime_env",
+    "scheduling_strategy",
+    "_metadata",
+    "enable_task_events",
+    "_labels",
 )
 ACTOR_ONLY_OPTIONS = (
-    "concurrency_groups", "lifetime", "max_concurrency", "max_restarts", "max_task_retries",
-    "max_pending_calls", "namespace", "get_if_exists",
+    "concurrency_groups",
+    "lifetime",
+    "max_concurrency",
+    "max_restarts",
+    "max_task_retries",
+    "max_pending_calls",
+    "namespace",
+    "get_if_exists",
 )
 TASK_ONLY_OPTIONS = (
-    "max_calls", "max_retries", "num_returns", "retry_exceptions", "_generator_backpressure_num_objects",
+    "max_calls",
+    "max_retries",
+    "num_returns",
+    "retry_exceptions",
+    "_generator_backpressure_num_objects",
 )
 ACTOR_OPTIONS = COMMON_OPTIONS + ACTOR_ONLY_OPTIONS
 TASK_OPTIONS = COMMON_OPTIONS + TASK_ONLY_OPTIONS
@@ -39,11 +61,14 @@ def _counting(key, value, infinite):
     if value is None:
         return
     if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"The type of keyword '{key}' must be (<class 'int'>, <class 'NoneType'>), "
-                        f"but received type {type(value)}")
+        raise TypeError(
+            f"The type of keyword '{key}' must be (<class 'int'>, <class 'NoneType'>), "
+            f"but received type {type(value)}"
+        )
     if infinite and value < -1:
-        raise ValueError(f"The keyword '{key}' only accepts None, 0, -1 or a positive integer, "
-                         f"where -1 represents infinity.")
+        raise ValueError(
+            f"The keyword '{key}' only accepts None, 0, -1 or a positive integer, " f"where -1 represents infinity."
+        )
     if not infinite and value < 0:
         raise ValueError(f"The keyword '{key}' only accepts None, 0 or a positive integer.")
 
@@ -65,32 +90,43 @@ def _check_strategy(what, strategy):
         return
     if isinstance(strategy, ss.NodeAffinitySchedulingStrategy):
         if strategy._spill_on_unavailable or strategy._fail_on_unavailable:
-            _refuse(what, "scheduling_strategy", "NodeAffinitySchedulingStrategy(_spill_on_unavailable/"
-                    "_fail_on_unavailable)", "only node_id and soft are run")
+            _refuse(
+                what,
+                "scheduling_strategy",
+                "NodeAffinitySchedulingStrategy(_spill_on_unavailable/" "_fail_on_unavailable)",
+                "only node_id and soft are run",
+            )
         return
     if strategy == "SPREAD":
         return
     if isinstance(strategy, str):
-        raise ValueError(f"Invalid scheduling_strategy {strategy!r}: expected 'DEFAULT', 'SPREAD', a "
-                         f"PlacementGroupSchedulingStrategy or a NodeAffinitySchedulingStrategy.")
-    raise TypeError(f"The type of keyword 'scheduling_strategy' must be a scheduling strategy, "
-                    f"but received type {type(strategy)}")
+        raise ValueError(
+            f"Invalid scheduling_strategy {strategy!r}: expected 'DEFAULT', 'SPREAD', a "
+            f"PlacementGroupSchedulingStrategy or a NodeAffinitySchedulingStrategy."
+        )
+    raise TypeError(
+        f"The type of keyword 'scheduling_strategy' must be a scheduling strategy, "
+        f"but received type {type(strategy)}"
+    )
 
 
 def _check_common(what, options):
     if options.get("accelerator_type") is not None:
-        _refuse(what, "accelerator_type", options["accelerator_type"],
-                "beam nodes advertise no accelerator types")
+        _refuse(what, "accelerator_type", options["accelerator_type"], "beam nodes advertise no accelerator types")
     pg = options.get("placement_group", "default")
     if pg not in ("default", None) and options.get("scheduling_strategy") is not None:
-        raise ValueError("Placement groups should be specified via the scheduling_strategy option. "
-                         "The placement_group option is deprecated.")
+        raise ValueError(
+            "Placement groups should be specified via the scheduling_strategy option. "
+            "The placement_group option is deprecated."
+        )
     if options.get("placement_group") is not None and not isinstance(options["placement_group"], str):
         from ray.util.placement_group import PlacementGroup
 
         if not isinstance(options["placement_group"], PlacementGroup):
-            raise TypeError("The type of keyword 'placement_group' must be a PlacementGroup, "
-                            f"but received type {type(options['placement_group'])}")
+            raise TypeError(
+                "The type of keyword 'placement_group' must be a PlacementGroup, "
+                f"but received type {type(options['placement_group'])}"
+            )
     _check_strategy(what, options.get("scheduling_strategy"))
     # accepted, no effect on beam: _metadata (a note for Ray's libraries),
     # enable_task_events (Ray's task event stream, which beam does not have),
@@ -106,8 +142,12 @@ def check_actor_options(options, in_options=False):
     if in_options and "concurrency_groups" in options:
         raise ValueError("Setting 'concurrency_groups' is not supported in '.options()'.")
     if options.get("concurrency_groups"):
-        _refuse("actor", "concurrency_groups", options["concurrency_groups"],
-                "use max_concurrency (one pool for all methods)")
+        _refuse(
+            "actor",
+            "concurrency_groups",
+            options["concurrency_groups"],
+            "use max_concurrency (one pool for all methods)",
+        )
     _counting("max_concurrency", options.get("max_concurrency"), False)
     if options.get("max_concurrency") == 0:
         raise ValueError("max_concurrency must be at least 1.")
@@ -119,12 +159,18 @@ def check_actor_options(options, in_options=False):
     _counting("max_task_retries", options.get("max_task_retries"), True)
     _counting("max_pending_calls", options.get("max_pending_calls"), True)
     if options.get("max_pending_calls") not in (None, -1):
-        _refuse("actor", "max_pending_calls", options["max_pending_calls"],
-                "beam does not limit a handle's pending calls (PendingCallsLimitExceeded)")
+        _refuse(
+            "actor",
+            "max_pending_calls",
+            options["max_pending_calls"],
+            "beam does not limit a handle's pending calls (PendingCallsLimitExceeded)",
+        )
     lifetime = options.get("lifetime")
     if lifetime is not None and not isinstance(lifetime, str):
-        raise TypeError(f"The type of keyword 'lifetime' must be (<class 'str'>, <class 'NoneType'>), "
-                        f"but received type {type(lifetime)}")
+        raise TypeError(
+            f"The type of keyword 'lifetime' must be (<class 'str'>, <class 'NoneType'>), "
+            f"but received type {type(lifetime)}"
+        )
     if lifetime not in (None, "detached", "non_detached"):
         raise ValueError("actor `lifetime` argument must be one of 'detached', 'non_detached' and 'None'.")
     if options.get("namespace") is not None:
@@ -133,8 +179,10 @@ def check_actor_options(options, in_options=False):
     if name is not None and not isinstance(name, str):
         raise TypeError(f"name must be None or a string, got: '{type(name)}'.")
     if "get_if_exists" in options and not isinstance(options["get_if_exists"], bool):
-        raise TypeError(f"The type of keyword 'get_if_exists' must be <class 'bool'>, "
-                        f"but received type {type(options['get_if_exists'])}")
+        raise TypeError(
+            f"The type of keyword 'get_if_exists' must be <class 'bool'>, "
+            f"but received type {type(options['get_if_exists'])}"
+        )
     if options.get("get_if_exists") and not options.get("name"):
         raise ValueError("The actor name must be specified to use `get_if_exists`.")
     # object_store_memory on an actor: deprecated in Ray, which reserves
@@ -145,8 +193,9 @@ def check_task_options(options, in_options=False):
     """As check_actor_options, for remote functions."""
     for key in options:
         if key not in TASK_OPTIONS:
-            raise ValueError(f"Invalid option keyword {key} for remote functions. "
-                             f"Valid ones are {list(TASK_OPTIONS)}.")
+            raise ValueError(
+                f"Invalid option keyword {key} for remote functions. " f"Valid ones are {list(TASK_OPTIONS)}."
+            )
     _check_common("task", options)
     if options.get("object_store_memory") is not None:
         raise ValueError("Setting 'object_store_memory' is not implemented for tasks")
@@ -165,8 +214,12 @@ def check_task_options(options, in_options=False):
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
         _refuse("task", "num_returns", n, "a beam task returns a fixed number of objects")
     if options.get("_generator_backpressure_num_objects") is not None:
-        _refuse("task", "_generator_backpressure_num_objects", options["_generator_backpressure_num_objects"],
-                "beam has no generator tasks")
+        _refuse(
+            "task",
+            "_generator_backpressure_num_objects",
+            options["_generator_backpressure_num_objects"],
+            "beam has no generator tasks",
+        )
 
 
 def strategy_of(options):
@@ -177,6 +230,6 @@ def strategy_of(options):
     pg = options.get("placement_group", "default")
     if pg not in ("default", None) and not isinstance(pg, str):
         return ss.PlacementGroupSchedulingStrategy(
-            pg, options.get("placement_group_bundle_index", -1),
-            options.get("placement_group_capture_child_tasks"))
+            pg, options.get("placement_group_bundle_index", -1), options.get("placement_group_capture_child_tasks")
+        )
     return options.get("scheduling_strategy")

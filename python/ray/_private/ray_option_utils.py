@@ -3,7 +3,10 @@
 messages (after Ray's python/ray/_private/ray_option_utils.py, Apache-2.0):
 the keywords each kind accepts, their types and values, and the resource
 dict's reserved names. Raised where Ray raises them: in the decorator or in
-``.options()``; ``check_resources_at_submit`` at ``.remote()``.
+``.options()``; ``check_resources_at_submit`` at ``.remote()``. Every rule on
+an option's value lives here; ``check_resource_amounts`` adds beam's own on
+resource amounts. Which options beam runs, accepts or refuses is
+``ray._private.options``.
 
 beam also accepts a few keywords newer Ray versions added (label_selector,
 fallback_strategy, ...) so that newer callers are not refused; what beam does
@@ -14,14 +17,22 @@ RESOURCE_UNIT_SCALING = 10000
 ACCELERATOR_NAMES = ("GPU", "TPU", "neuron_cores", "HPU", "NPU")
 
 
+def _not_whole(resource, quantity):
+    """The one rule on fractions: a quantity above 1 must be whole (Ray's, for
+    accelerators; beam's, for custom resources too)."""
+    if quantity > 1 and not float(quantity).is_integer():
+        return f"{resource} resource quantities >1 must be whole numbers. The specified quantity {quantity} is invalid."
+    return None
+
+
 def _resource_quantity(name, quantity):
     if quantity < 0:
         return f"The quantity of resource {name} cannot be negative"
     if isinstance(quantity, float) and quantity != 0.0 and int(quantity * RESOURCE_UNIT_SCALING) == 0:
         return f"The precision of the fractional quantity of resource {name} cannot go beyond 0.0001"
     resource = "GPU" if name == "num_gpus" else name
-    if resource in ACCELERATOR_NAMES and quantity > 1 and not float(quantity).is_integer():
-        return f"{resource} resource quantities >1 must be whole numbers. The specified quantity {quantity} is invalid."
+    if resource in ACCELERATOR_NAMES:
+        return _not_whole(resource, quantity)
     return None
 
 
@@ -39,10 +50,16 @@ def _resources(value):
 
 def _counting(name, infinite=True):
     if infinite:
-        return ((int, type(None)), lambda x: None if x is None or x >= -1 else
-                f"The keyword '{name}' only accepts None, 0, -1 or a positive integer, where -1 represents infinity.")
-    return ((int, type(None)), lambda x: None if x is None or x >= 0 else
-            f"The keyword '{name}' only accepts None, 0 or a positive integer.")
+        return (
+            (int, type(None)),
+            lambda x: None
+            if x is None or x >= -1
+            else f"The keyword '{name}' only accepts None, 0, -1 or a positive integer, where -1 represents infinity.",
+        )
+    return (
+        (int, type(None)),
+        lambda x: None if x is None or x >= 0 else f"The keyword '{name}' only accepts None, 0 or a positive integer.",
+    )
 
 
 def _resource(name):
@@ -52,8 +69,10 @@ def _resource(name):
 def _num_returns(x):
     if x is None or x in ("dynamic", "streaming") or (isinstance(x, int) and x >= 0):
         return None
-    return ("The keyword 'num_returns' only accepts None, a non-negative integer, 'streaming' (for generators), "
-            "or 'dynamic'.")
+    return (
+        "The keyword 'num_returns' only accepts None, a non-negative integer, 'streaming' (for generators), "
+        "or 'dynamic'."
+    )
 
 
 def _lifetime(x):
@@ -89,8 +108,10 @@ _TASK_ONLY = {
     "max_calls": _counting("max_calls", False),
     "max_retries": _counting("max_retries"),
     "num_returns": ((int, str, type(None)), _num_returns),
-    "object_store_memory": ((int, type(None)), lambda x: None if x is None else
-                            "Setting 'object_store_memory' is not implemented for tasks"),
+    "object_store_memory": (
+        (int, type(None)),
+        lambda x: None if x is None else "Setting 'object_store_memory' is not implemented for tasks",
+    ),
     "retry_exceptions": _ANY,
     "_generator_backpressure_num_objects": _ANY,
 }
@@ -133,8 +154,10 @@ def _validate(table, kind, options):
                 raise ValueError(msg)
     strategy = options.get("scheduling_strategy")
     if options.get("placement_group", "default") not in ("default", None) and strategy is not None:
-        raise ValueError("Placement groups should be specified via the scheduling_strategy option. "
-                         "The placement_group option is deprecated.")
+        raise ValueError(
+            "Placement groups should be specified via the scheduling_strategy option. "
+            "The placement_group option is deprecated."
+        )
 
 
 def validate_task_options(options, in_options):
@@ -158,5 +181,33 @@ def check_resources_at_submit(resources):
     if "memory" in resources or "object_store_memory" in resources:
         raise ValueError("The resources dictionary must not contain the key 'memory' or 'object_store_memory'")
     if "bundle" in resources:
-        raise ValueError(f"The resource should not include `bundle` which is reserved for Ray. resources: "
-                         f"{resources}")
+        raise ValueError(
+            f"The resource should not include `bundle` which is reserved for Ray. resources: " f"{resources}"
+        )
+
+
+def check_resource_amounts(options):
+    """beam's rules on the amounts a task or actor asks for, beyond Ray's
+    (checked on the options merged from the decorator and ``.options()``):
+    num_cpus/num_gpus/memory plain non-negative numbers, and every custom
+    resource a non-negative number, whole above 1."""
+    for key in ("num_cpus", "num_gpus", "memory"):
+        value = options.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"The resource {key} must be a non-negative number, got {value!r}.")
+    msg = _not_whole("GPU", options.get("num_gpus") or 0)
+    if msg:
+        raise ValueError(msg)
+    res = options.get("resources") or {}
+    if not isinstance(res, dict):
+        raise TypeError("resources must be a dict of resource name to amount")
+    for name, amount in res.items():
+        if name in ("CPU", "GPU"):
+            raise ValueError(f"Use the 'num_{name.lower()}s' argument to request {name}, not 'resources'.")
+        if not isinstance(amount, (int, float)) or amount < 0:
+            raise ValueError(f"Resource {name} must be a non-negative number, got {amount!r}.")
+        msg = _not_whole(name, amount)
+        if msg:
+            raise ValueError(msg)

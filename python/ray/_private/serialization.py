@@ -121,7 +121,7 @@ def _aligned(view):
     store = bytearray(view.nbytes + ALIGN)
     base = ctypes.addressof((ctypes.c_char * len(store)).from_buffer(store))
     off = -base % ALIGN
-    out = memoryview(store)[off:off + view.nbytes]
+    out = memoryview(store)[off : off + view.nbytes]
     out[:] = view
     return out.toreadonly()
 
@@ -149,19 +149,19 @@ def loads(data):
     if type(data) is bytes and not data.startswith(MAGIC):
         return pickle.loads(data)
     view = memoryview(data)
-    if view[:len(MAGIC)] != MAGIC:
+    if view[: len(MAGIC)] != MAGIC:
         return cloudpickle.loads(view)
     if not view.readonly:
         view = view.toreadonly()
     (n,) = struct.unpack_from("<Q", view, len(MAGIC))
     sizes = struct.unpack_from(f"<{n}QQ", view, len(MAGIC) + 8)
     offset = len(MAGIC) + 8 + 8 * (n + 1)
-    pickled = view[offset:offset + sizes[n]]
+    pickled = view[offset : offset + sizes[n]]
     offset += sizes[n]
     buffers = []
     for size in sizes[:n]:
         offset += -offset % ALIGN
-        buffers.append(_aligned(view[offset:offset + size]))
+        buffers.append(_aligned(view[offset : offset + size]))
         offset += size
     return pickle.loads(pickled, buffers=buffers)
 

@@ -119,7 +119,7 @@ class Memfd:
         off = 0
         for p in parts:
             v = memoryview(p).cast("B")
-            self.view[off:off + v.nbytes] = v
+            self.view[off : off + v.nbytes] = v
             off += v.nbytes
         if off != self.size:
             raise OSError(errno.EIO, f"wrote {off} of {self.size} bytes to a memfd")
@@ -127,8 +127,9 @@ class Memfd:
     def prepare(self):
         """Maps it for writing again (its pages mapped at once)."""
         if self.view is None:
-            self.view = memoryview(_map(self.fd, self.size, mmap.PROT_READ | mmap.PROT_WRITE,
-                                        getattr(mmap, "MAP_POPULATE", 0x8000))).cast("B")
+            self.view = memoryview(
+                _map(self.fd, self.size, mmap.PROT_READ | mmap.PROT_WRITE, getattr(mmap, "MAP_POPULATE", 0x8000))
+            ).cast("B")
 
     def close(self):
         self.view = None

@@ -22,27 +22,29 @@ def node_table():
     out = []
     for n in _nodes(st):
         alive = bool(n.get("alive", True))
-        out.append({
-            "NodeID": n["node_id"],
-            "Alive": alive,
-            "NodeManagerAddress": n["node_ip"],
-            "NodeManagerHostname": n.get("hostname", ""),
-            "NodeManagerPort": 0,
-            "ObjectManagerPort": 0,
-            "ObjectStoreSocketName": n.get("socket", ""),
-            "RayletSocketName": n.get("socket", ""),
-            "MetricsExportPort": 0,
-            "NodeName": n["node_ip"],
-            "RuntimeEnvAgentPort": 0,
-            "DashboardAgentListenPort": 0,
-            "MetricsAgentPort": 0,
-            "alive": alive,
-            "Resources": dict(n["resources_total"]) if alive else {},
-            "Labels": {"ray.io/node_id": n["node_id"]},
-            "IsHeadNode": bool(n.get("is_head")),
-            "DeathReason": 0 if alive else 2,
-            "DeathReasonMessage": "" if alive else n.get("death", "the node stopped answering"),
-        })
+        out.append(
+            {
+                "NodeID": n["node_id"],
+                "Alive": alive,
+                "NodeManagerAddress": n["node_ip"],
+                "NodeManagerHostname": n.get("hostname", ""),
+                "NodeManagerPort": 0,
+                "ObjectManagerPort": 0,
+                "ObjectStoreSocketName": n.get("socket", ""),
+                "RayletSocketName": n.get("socket", ""),
+                "MetricsExportPort": 0,
+                "NodeName": n["node_ip"],
+                "RuntimeEnvAgentPort": 0,
+                "DashboardAgentListenPort": 0,
+                "MetricsAgentPort": 0,
+                "alive": alive,
+                "Resources": dict(n["resources_total"]) if alive else {},
+                "Labels": {"ray.io/node_id": n["node_id"]},
+                "IsHeadNode": bool(n.get("is_head")),
+                "DeathReason": 0 if alive else 2,
+                "DeathReasonMessage": "" if alive else n.get("death", "the node stopped answering"),
+            }
+        )
     return out
 
 
@@ -61,8 +63,9 @@ def total_resources_per_node():
 
 def available_resources_per_node():
     st = _status()
-    return {n["node_id"]: {k: v for k, v in n["resources_available"].items()}
-            for n in _nodes(st) if n.get("alive", True)}
+    return {
+        n["node_id"]: {k: v for k, v in n["resources_available"].items()} for n in _nodes(st) if n.get("alive", True)
+    }
 
 
 def cluster_resources():

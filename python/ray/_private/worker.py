@@ -18,8 +18,8 @@ import uuid
 from ray import exceptions as _exc
 from ray._private import ids as _ids
 from ray._private import refcount as _refcount
-from ray._private import shm as _shm
 from ray._private import serialization as _ser
+from ray._private import shm as _shm
 from ray._private.object_ref import ObjectRef
 
 STATUS_OK, STATUS_TASK_ERROR, STATUS_ACTOR_DIED, STATUS_LOST, STATUS_UNSCHEDULABLE = 0, 1, 2, 3, 4
@@ -28,10 +28,24 @@ _runtime = None
 _init_lock = threading.RLock()
 
 _INIT_KWARGS = {
-    "resources", "labels", "object_store_memory", "local_mode", "include_dashboard",
-    "dashboard_host", "dashboard_port", "job_config", "configure_logging", "logging_level",
-    "logging_format", "logging_config", "log_to_driver", "namespace", "storage",
-    "enable_resource_isolation", "system_reserved_cpu", "system_reserved_memory",
+    "resources",
+    "labels",
+    "object_store_memory",
+    "local_mode",
+    "include_dashboard",
+    "dashboard_host",
+    "dashboard_port",
+    "job_config",
+    "configure_logging",
+    "logging_level",
+    "logging_format",
+    "logging_config",
+    "log_to_driver",
+    "namespace",
+    "storage",
+    "enable_resource_isolation",
+    "system_reserved_cpu",
+    "system_reserved_memory",
     "cgroup_path",
 }
 
@@ -161,8 +175,16 @@ def _resolve_address(address, temp_dir=None):
     return path, False
 
 
-def init(address=None, *, num_cpus=None, num_gpus=None, ignore_reinit_error=False, runtime_env=None,
-         _node_ip_address=None, **kwargs):
+def init(
+    address=None,
+    *,
+    num_cpus=None,
+    num_gpus=None,
+    ignore_reinit_error=False,
+    runtime_env=None,
+    _node_ip_address=None,
+    **kwargs,
+):
     """ray.init: connect to this node's beamd, or start a private one."""
     global _runtime
     unknown = [k for k in kwargs if k not in _INIT_KWARGS and not k.startswith("_")]
@@ -189,16 +211,18 @@ def init(address=None, *, num_cpus=None, num_gpus=None, ignore_reinit_error=Fals
         if path and _node.socket_answers(path):
             # as Ray: sizes are for a node this call starts, not one it joins
             if num_cpus is not None or num_gpus is not None:
-                raise ValueError(
-                    "When connecting to an existing cluster, num_cpus and num_gpus must not be provided."
-                )
+                raise ValueError("When connecting to an existing cluster, num_cpus and num_gpus must not be provided.")
             if kwargs.get("resources") is not None:
                 raise ValueError("When connecting to an existing cluster, resources must not be provided.")
         elif may_start:
             _check_default_resources(kwargs.get("resources"))
             store = kwargs.get("object_store_memory")  # the node's budget for shared-memory values
-            private = _node.PrivateDaemon(num_cpus=num_cpus, num_gpus=num_gpus, resources=kwargs.get("resources"),
-                                          extra_args=["--object-store-memory", str(int(store))] if store else ())
+            private = _node.PrivateDaemon(
+                num_cpus=num_cpus,
+                num_gpus=num_gpus,
+                resources=kwargs.get("resources"),
+                extra_args=["--object-store-memory", str(int(store))] if store else (),
+            )
             path = private.socket
         else:
             raise ConnectionError(
@@ -214,8 +238,9 @@ def init(address=None, *, num_cpus=None, num_gpus=None, ignore_reinit_error=Fals
             raise
         env = _runtime_env_dict(runtime_env)
         # as Ray: a job without a namespace gets an anonymous one of its own
-        _runtime = Runtime(client, hello, "driver", private=private, runtime_env=env,
-                           namespace=namespace or str(uuid.uuid4()))
+        _runtime = Runtime(
+            client, hello, "driver", private=private, runtime_env=env, namespace=namespace or str(uuid.uuid4())
+        )
         if logs:
             from ray._private import worker_logs as _worker_logs
 
@@ -233,8 +258,12 @@ def _check_default_resources(resources):
     not custom resources (AssertionError, Ray's text)."""
     if not resources:
         return
-    for name, alternative in (("CPU", "num_cpus"), ("GPU", "num_gpus"), ("memory", "memory"),
-                              ("object_store_memory", "object_store_memory")):
+    for name, alternative in (
+        ("CPU", "num_cpus"),
+        ("GPU", "num_gpus"),
+        ("memory", "memory"),
+        ("object_store_memory", "object_store_memory"),
+    ):
         if name in resources:
             raise AssertionError(
                 f"{resources} -> `{name}` cannot be a custom resource because it is one of the default "
@@ -397,7 +426,7 @@ class _Blocked:
 
     def __init__(self, rt, timeout_ms):
         self.client = None
-        if (rt.is_task and timeout_ms != 0 and threading.current_thread() is threading.main_thread()):
+        if rt.is_task and timeout_ms != 0 and threading.current_thread() is threading.main_thread():
             self.client = rt.client
 
     def __enter__(self):
@@ -558,8 +587,14 @@ def get(object_refs, *, timeout=None):
             raise error
         return value
     cg = sys.modules.get("ray.experimental.compiled_dag_ref")  # compiled-graph refs, if any were made
-    if cg is not None and not single and (isinstance(object_refs, cg.CompiledDAGRef) or (
-            isinstance(object_refs, list) and any(isinstance(r, cg.CompiledDAGRef) for r in object_refs))):
+    if (
+        cg is not None
+        and not single
+        and (
+            isinstance(object_refs, cg.CompiledDAGRef)
+            or (isinstance(object_refs, list) and any(isinstance(r, cg.CompiledDAGRef) for r in object_refs))
+        )
+    ):
         return cg._get(object_refs, timeout)
     if single:
         refs = [object_refs]
@@ -567,9 +602,7 @@ def get(object_refs, *, timeout=None):
         refs = object_refs
         for r in refs:
             if not isinstance(r, ObjectRef):
-                raise TypeError(
-                    f"Attempting to call `get` on the value {r!r:.100}, which is not an ray.ObjectRef."
-                )
+                raise TypeError(f"Attempting to call `get` on the value {r!r:.100}, which is not an ray.ObjectRef.")
     else:
         raise ValueError(
             f"Invalid type of object refs, {type(object_refs)}, is given. 'object_refs' must either be an "
@@ -601,13 +634,9 @@ def get(object_refs, *, timeout=None):
 def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
     """ray.wait: (ready, not_ready), both in input order."""
     if isinstance(ray_waitables, ObjectRef):
-        raise TypeError(
-            "wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, got a single ray.ObjectRef"
-        )
+        raise TypeError("wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, got a single ray.ObjectRef")
     if not isinstance(ray_waitables, list):
-        raise TypeError(
-            f"wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, got {type(ray_waitables)}"
-        )
+        raise TypeError(f"wait() expected a list of ray.ObjectRef or ray.ObjectRefGenerator, got {type(ray_waitables)}")
     if timeout is not None and timeout < 0:
         raise ValueError(f"The 'timeout' argument must be nonnegative. Received {timeout}")
     for r in ray_waitables:
@@ -628,8 +657,9 @@ def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
         )
     timeout_ms = _timeout_ms(timeout)
     with _Blocked(runtime(), timeout_ms):
-        reply = _request("wait", {"objs": [r._id for r in ray_waitables], "num_returns": num_returns,
-                                  "timeout_ms": timeout_ms})
+        reply = _request(
+            "wait", {"objs": [r._id for r in ray_waitables], "num_returns": num_returns, "timeout_ms": timeout_ms}
+        )
     picked = set(reply["ready"])
     ready = [r for i, r in enumerate(ray_waitables) if i in picked]
     rest = [r for i, r in enumerate(ray_waitables) if i not in picked]

@@ -46,9 +46,11 @@ def _repeated(count):
     text = f" [repeated {count}x across cluster]"
     if not _warned:
         _warned = True
-        text += (" (Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 to disable log deduplication, or see "
-                 "https://docs.ray.io/en/master/ray-observability/user-guides/configure-logging.html"
-                 "#log-deduplication for more options.)")
+        text += (
+            " (Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 to disable log deduplication, or see "
+            "https://docs.ray.io/en/master/ray-observability/user-guides/configure-logging.html"
+            "#log-deduplication for more options.)"
+        )
     return text
 
 
@@ -156,9 +158,9 @@ class Printer:
             self._write(stream, [text])
             return
         source = (m.group("pid"), m.group("ip") or "")
-        line = text[m.end():]
+        line = text[m.end() :]
         if line.startswith(LOG_PREFIX_ACTOR_NAME):
-            self.names[source] = line[len(LOG_PREFIX_ACTOR_NAME):]
+            self.names[source] = line[len(LOG_PREFIX_ACTOR_NAME) :]
             return
         name = self.names.get(source, m.group("name"))
         prefix = f"({name} pid={m.group('pid')}{m.group('ip') or ''}) "

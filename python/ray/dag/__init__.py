@@ -10,6 +10,7 @@ Importing this package reads the ``RAY_CGRAPH_*`` environment variables
 (``ray.dag.context``), as Ray does.
 """
 
+from ray.dag.compiled_dag_node import CompiledDAG, build_compiled_dag_from_ray_dag
 from ray.dag.context import DAGContext
 from ray.dag.dag_node import (
     ClassMethodNode,
@@ -24,7 +25,6 @@ from ray.dag.dag_node import (
     MultiOutputNode,
     unsupported,
 )
-from ray.dag.compiled_dag_node import CompiledDAG, build_compiled_dag_from_ray_dag
 
 # Key names Ray's DAG code uses in node options; kept for importers.
 PARENT_CLASS_NODE_KEY = "parent_class_node"

@@ -34,23 +34,14 @@ import threading
 import traceback
 import types
 
-
 from ray.dag import _transport as T
+from ray.dag._transport import Err
 
 _graphs = {}  # graph id -> _Plan, in this worker
 _lock = threading.Lock()
 
 _ACCEPT_TIMEOUT_S = 60.0
 _CoroutineType = types.CoroutineType
-
-
-class _Err:
-    """An upstream error standing for a value: tasks that get it skip."""
-
-    __slots__ = ("exc",)
-
-    def __init__(self, exc):
-        self.exc = exc
 
 
 def _runtime():
@@ -109,14 +100,20 @@ def _task_error(method, exc, class_name):
     tb = "".join(traceback.format_exception(type(exc), exc, tb_top))
     rt = _runtime()
     actor_id = rt.actor_id.hex() if rt.actor_id is not None else None
-    err = RayTaskError(method, tb, exc, proctitle=f"ray::{class_name}.{method}", pid=os.getpid(),
-                       actor_repr=class_name, actor_id=actor_id)
+    err = RayTaskError(
+        method,
+        tb,
+        exc,
+        proctitle=f"ray::{class_name}.{method}",
+        pid=os.getpid(),
+        actor_repr=class_name,
+        actor_id=actor_id,
+    )
     return err
 
 
 class _Task:
-    __slots__ = ("key", "method", "fn", "args", "kwargs", "peers", "comm_peers", "to_driver", "keep",
-                 "simple")
+    __slots__ = ("key", "method", "fn", "args", "kwargs", "peers", "comm_peers", "to_driver", "keep", "simple")
 
     def __init__(self, spec, instance):
         self.key = spec["key"]
@@ -190,8 +187,9 @@ class _Plan:
 
     def _await_incoming(self):
         with self.cond:
-            ok = self.cond.wait_for(lambda: self.stopping or self.expect <= set(self.incoming),
-                                    timeout=_ACCEPT_TIMEOUT_S)
+            ok = self.cond.wait_for(
+                lambda: self.stopping or self.expect <= set(self.incoming), timeout=_ACCEPT_TIMEOUT_S
+            )
         for ls in self.listeners:
             try:
                 ls.close()
@@ -234,7 +232,7 @@ class _Plan:
         except T.Closed:
             raise _PeerGone(src) from None
         if frame.kind == T.ERROR:
-            return _Err(T.loads(frame.payload, frame.buffers))
+            return Err(T.loads(frame.payload, frame.buffers))
         tensors = None
         payload = frame.payload
         if frame.flags & T.F_COMM:
@@ -275,16 +273,16 @@ class _Plan:
                         kwargs = {k: self._resolve(v, inp, local) for k, v in task.kwargs.items()}
                 except _PeerGone:
                     return self._broken()
-                err = next((a for a in args if type(a) is _Err), None)
+                err = next((a for a in args if type(a) is Err), None)
                 if err is None:
-                    err = next((v for v in kwargs.values() if type(v) is _Err), None)
+                    err = next((v for v in kwargs.values() if type(v) is Err), None)
                 if err is None:
                     try:
                         out = task.fn(*args, **kwargs)
                         if type(out) is _CoroutineType:  # an async def method: run it on this thread's loop
                             out = self._run_coroutine(out)
                     except Exception as e:
-                        out = _Err(_task_error(task.method, e, self.class_name))
+                        out = Err(_task_error(task.method, e, self.class_name))
                 else:
                     out = err
                 try:
@@ -305,7 +303,7 @@ class _Plan:
 
     def _send(self, task, seq, out):
         plain = comm_frame = None
-        if type(out) is _Err:
+        if type(out) is Err:
             plain = self._dump_error(task, out.exc)
         else:
             try:
@@ -318,9 +316,13 @@ class _Plan:
                     metas = [(tuple(t.shape), t.dtype) for t in tensors]
                     comm_frame = (T.dumps((metas, inner))[0], bufs, tensors)
             except Exception as e:
-                out = _Err(_task_error(task.method, TypeError(
-                    f"the output of {self.class_name}.{task.method}() could not be serialized: {e}"),
-                    self.class_name))
+                out = Err(
+                    _task_error(
+                        task.method,
+                        TypeError(f"the output of {self.class_name}.{task.method}() could not be serialized: {e}"),
+                        self.class_name,
+                    )
+                )
                 plain = self._dump_error(task, out.exc)
                 comm_frame = None
         for peer in task.peers:
@@ -343,9 +345,16 @@ class _Plan:
         try:
             return (T.ERROR, *T.dumps(exc))
         except Exception as e:
-            return (T.ERROR, *T.dumps(_task_error(task.method, TypeError(
-                f"the error raised by {self.class_name}.{task.method}() could not be pickled: {e}"),
-                self.class_name)))
+            return (
+                T.ERROR,
+                *T.dumps(
+                    _task_error(
+                        task.method,
+                        TypeError(f"the error raised by {self.class_name}.{task.method}() could not be pickled: {e}"),
+                        self.class_name,
+                    )
+                ),
+            )
 
     def _broken(self):
         """A peer is gone: execute nothing more; hold the driver's connection

@@ -59,7 +59,19 @@ class Closed(Exception):
     """The peer closed the connection (or it was shut down here)."""
 
 
+class Err:
+    """An upstream error standing for a value (what an ERROR frame carries,
+    unpickled): a task whose argument is one skips and forwards it, and the
+    driver's get raises its exception."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc):
+        self.exc = exc
+
+
 # -- values -----------------------------------------------------------------
+
 
 def _rebuild_tensor(buf, dtype, shape, device):
     import torch
@@ -170,6 +182,7 @@ def loads(payload, buffers, tensors=None):
 
 # -- connections ------------------------------------------------------------
 
+
 def unix_address(graph_id, index):
     return "\0beam-cgraph-%d-%s-%d" % (os.getpid(), graph_id, index)
 
@@ -242,8 +255,9 @@ def peer_uid_allowed(sock):
     if sock.family != socket.AF_UNIX:
         return True
     try:
-        _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                               struct.calcsize("3i")))
+        _pid, uid, _gid = struct.unpack(
+            "3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        )
     except OSError:
         return False
     return uid in (os.getuid(), 0)
@@ -481,14 +495,14 @@ class Conn:
             need = st.lens[len(frame.buffers) - 1]
             if self._rbuf:  # bytes already read past the payload
                 k = min(len(self._rbuf), need - st.offset)
-                buf[st.offset:st.offset + k] = self._rbuf[:k]
+                buf[st.offset : st.offset + k] = self._rbuf[:k]
                 del self._rbuf[:k]
                 st.offset += k
             view = memoryview(buf)
             while st.offset < need:
                 self._set_timeout(deadline)
                 try:
-                    got = self.sock.recv_into(view[st.offset:], need - st.offset)
+                    got = self.sock.recv_into(view[st.offset :], need - st.offset)
                 except socket.timeout:
                     raise Timeout() from None
                 except OSError as e:

@@ -24,19 +24,16 @@ import time
 import uuid
 import weakref
 
+import ray
 from ray import exceptions as _exc
+from ray.dag import _runtime
 from ray.dag import _transport as T
+from ray.dag._transport import Err
 from ray.dag.context import DAGContext
 from ray.dag.dag_node import ClassMethodNode, DAGNode, InputAttributeNode, InputNode, MultiOutputNode, unsupported
+from ray.experimental.compiled_dag_ref import CompiledDAGRef
 
 _SETUP_TIMEOUT_S = 120
-
-
-class _Err:
-    __slots__ = ("exc",)
-
-    def __init__(self, exc):
-        self.exc = exc
 
 
 class _TaskInfo:
@@ -53,10 +50,15 @@ class _TaskInfo:
 class CompiledDAG:
     """What ``experimental_compile()`` returns: ``execute`` runs one step."""
 
-    def __init__(self, root, submit_timeout=None, enable_asyncio=False, max_inflight_executions=None,
-                 max_buffered_results=None, overlap_gpu_communication=None):
-        import ray
-
+    def __init__(
+        self,
+        root,
+        submit_timeout=None,
+        enable_asyncio=False,
+        max_inflight_executions=None,
+        max_buffered_results=None,
+        overlap_gpu_communication=None,
+    ):
         if enable_asyncio:
             unsupported("experimental_compile(enable_asyncio=True) (asyncio graphs)")
         if not ray.is_initialized():
@@ -65,10 +67,12 @@ class CompiledDAG:
         self._get_timeout = ctx.get_timeout
         self._submit_timeout = submit_timeout if submit_timeout is not None else ctx.submit_timeout
         self._teardown_timeout = ctx.teardown_timeout
-        self._max_inflight_executions = (max_inflight_executions if max_inflight_executions is not None
-                                         else ctx.max_inflight_executions)
-        self._max_buffered_results = (max_buffered_results if max_buffered_results is not None
-                                      else ctx.max_buffered_results)
+        self._max_inflight_executions = (
+            max_inflight_executions if max_inflight_executions is not None else ctx.max_inflight_executions
+        )
+        self._max_buffered_results = (
+            max_buffered_results if max_buffered_results is not None else ctx.max_buffered_results
+        )
         self._overlap_gpu_communication = bool(overlap_gpu_communication)
         self._enable_asyncio = False
         self._dag_id = uuid.uuid4().hex
@@ -153,8 +157,11 @@ class CompiledDAG:
                     if task.actor not in src.peers:
                         src.peers.append(task.actor)
                     edges.add((src.actor, task.actor))
-                    if value._tensor_transport is not None and comm_cls is not None and \
-                            task.actor not in src.comm_peers:
+                    if (
+                        value._tensor_transport is not None
+                        and comm_cls is not None
+                        and task.actor not in src.comm_peers
+                    ):
                         src.comm_peers.append(task.actor)
                         comm_actors.update((src.actor, task.actor))
                 return ("t", src.key, src.actor)
@@ -175,8 +182,10 @@ class CompiledDAG:
 
         for t in tasks:
             if not any(isinstance(a, DAGNode) for a in t.node.get_args()):  # as in Ray
-                raise ValueError("Compiled DAGs require each task to take a ray.dag.InputNode or at least one other "
-                                 f"DAGNode as an input. Invalid task node: {t.node!r}")
+                raise ValueError(
+                    "Compiled DAGs require each task to take a ray.dag.InputNode or at least one other "
+                    f"DAGNode as an input. Invalid task node: {t.node!r}"
+                )
             t.args = [spec(a, t) for a in t.node.get_args()]
             for v in t.node.get_kwargs().values():
                 if isinstance(v, DAGNode):  # as in Ray
@@ -205,20 +214,23 @@ class CompiledDAG:
         self.dag_output_channels = list(range(len(outputs)))
 
     def _setup(self):
-        import ray
-        from ray.dag import _runtime
-
         secret = os.urandom(32)
         rt = ray._private.worker.runtime()
-        infos = ray.get([a.__ray_call__.remote(_runtime.prepare, self._dag_id, secret) for a in self.actor_refs],
-                        timeout=_SETUP_TIMEOUT_S)
+        infos = ray.get(
+            [a.__ray_call__.remote(_runtime.prepare, self._dag_id, secret) for a in self.actor_refs],
+            timeout=_SETUP_TIMEOUT_S,
+        )
         self._worker_pids = [i["pid"] for i in infos]
         comm = None
         if self._comm_cls is not None:
-            comm = {"cls": self._comm_cls, "world_size": len(self._comm_actors),
-                    "comm_id": self._comm_cls.generate_communicator_id()
-                    if hasattr(self._comm_cls, "generate_communicator_id") else uuid.uuid4(),
-                    "handles": [self.actor_refs[i] for i in self._comm_actors]}
+            comm = {
+                "cls": self._comm_cls,
+                "world_size": len(self._comm_actors),
+                "comm_id": self._comm_cls.generate_communicator_id()
+                if hasattr(self._comm_cls, "generate_communicator_id")
+                else uuid.uuid4(),
+                "handles": [self.actor_refs[i] for i in self._comm_actors],
+            }
         specs = []
         for i, actor in enumerate(self.actor_refs):
             mine = [t for t in self._tasks if t.actor == i]
@@ -228,27 +240,48 @@ class CompiledDAG:
                 "driver": self._driver_index,
                 "needs_input": i in self._needs_input,
                 "expect": sorted({a for a, b in self._edges if b == i} | {self._driver_index}),
-                "connect": {b: (infos[b]["address"], infos[b]["node_id"] == infos[i]["node_id"])
-                            for a, b in sorted(self._edges) if a == i},
-                "tasks": [{"key": t.key, "method": t.node._method_name, "args": t.args, "kwargs": t.kwargs,
-                           "peers": t.peers, "comm_peers": t.comm_peers, "to_driver": t.to_driver,
-                           "keep": t.keep} for t in mine],
+                "connect": {
+                    b: (infos[b]["address"], infos[b]["node_id"] == infos[i]["node_id"])
+                    for a, b in sorted(self._edges)
+                    if a == i
+                },
+                "tasks": [
+                    {
+                        "key": t.key,
+                        "method": t.node._method_name,
+                        "args": t.args,
+                        "kwargs": t.kwargs,
+                        "peers": t.peers,
+                        "comm_peers": t.comm_peers,
+                        "to_driver": t.to_driver,
+                        "keep": t.keep,
+                    }
+                    for t in mine
+                ],
             }
             if comm is not None and i in self._comm_actors:
                 peers = {a for a, b in self._edges if b == i} | {b for a, b in self._edges if a == i}
-                spec["comm"] = dict(comm, rank=self._comm_actors.index(i),
-                                    peer_handles={p: self.actor_refs[p] for p in peers if p in self._comm_actors})
+                spec["comm"] = dict(
+                    comm,
+                    rank=self._comm_actors.index(i),
+                    peer_handles={p: self.actor_refs[p] for p in peers if p in self._comm_actors},
+                )
             specs.append(spec)
-        ray.get([a.__ray_call__.remote(_runtime.start, s) for a, s in zip(self.actor_refs, specs)],
-                timeout=_SETUP_TIMEOUT_S)
+        ray.get(
+            [a.__ray_call__.remote(_runtime.start, s) for a, s in zip(self.actor_refs, specs)], timeout=_SETUP_TIMEOUT_S
+        )
         for i in range(len(self.actor_refs)):
-            self._conns[i] = T.connect(infos[i]["address"], infos[i]["node_id"] == rt.node_id, secret,
-                                       self._driver_index)
+            self._conns[i] = T.connect(
+                infos[i]["address"], infos[i]["node_id"] == rt.node_id, secret, self._driver_index
+            )
         self._fd_actor = {c.fd: i for i, c in self._conns.items()}
         self._wake_r, self._wake_w = os.pipe()
-        self._monitor = threading.Thread(target=_monitor, args=(weakref.ref(self), list(self._fd_actor),
-                                                                self._wake_r),
-                                         name="CompiledGraphMonitorThread", daemon=True)
+        self._monitor = threading.Thread(
+            target=_monitor,
+            args=(weakref.ref(self), list(self._fd_actor), self._wake_r),
+            name="CompiledGraphMonitorThread",
+            daemon=True,
+        )
         self._monitor.start()
 
     # -- running --------------------------------------------------------------
@@ -268,8 +301,10 @@ class CompiledDAG:
 
     def _check_inputs(self, args, kwargs):
         if len(args) != self._input_positional:
-            raise ValueError(f"dag.execute() or dag.execute_async() must be called with {self._input_positional} "
-                             f"positional args, got {len(args)}")
+            raise ValueError(
+                f"dag.execute() or dag.execute_async() must be called with {self._input_positional} "
+                f"positional args, got {len(args)}"
+            )
         for kw in self._input_kwargs:
             if kw not in kwargs:
                 raise ValueError(f"dag.execute() or dag.execute_async() must be called with kwarg `{kw}`")
@@ -277,8 +312,6 @@ class CompiledDAG:
     def execute(self, *args, **kwargs):
         """Run one step: one input frame to each actor that reads the input.
         Returns a list of CompiledDAGRef (a MultiOutputNode) or one."""
-        from ray.experimental.compiled_dag_ref import CompiledDAGRef
-
         self._check_usable()
         self._check_inputs(args, kwargs)
         payload, buffers = T.dumps((args, kwargs))
@@ -291,7 +324,8 @@ class CompiledDAG:
                     f"The compiled graph can't have more than {self._max_inflight_executions} in-flight "
                     f"executions, and you currently have {inflight} in-flight executions. Retrieve an output "
                     "using ray.get before submitting more requests or increase `_max_inflight_executions`. "
-                    "`dag.experimental_compile(_max_inflight_executions=...)`")
+                    "`dag.experimental_compile(_max_inflight_executions=...)`"
+                )
             seq = self._execution_index + 1
             for i in self._needs_input:
                 try:
@@ -306,8 +340,9 @@ class CompiledDAG:
 
     def _next_execution_can_be_released(self):
         nxt = self._max_finished_execution_index + 1
-        return nxt <= self._execution_index and \
-            len(self._destructed_ref_idxs.get(nxt, ())) == len(self.dag_output_channels)
+        return nxt <= self._execution_index and len(self._destructed_ref_idxs.get(nxt, ())) == len(
+            self.dag_output_channels
+        )
 
     def _try_release_buffers(self):
         while self._next_execution_can_be_released():
@@ -332,15 +367,18 @@ class CompiledDAG:
                     raise _exc.RayCgraphCapacityExceeded(
                         f"The compiled graph can't have more than {self._max_buffered_results} buffered results, "
                         f"and you currently have {len(self._result_buffer)} buffered results. Call `ray.get()` "
-                        "on CompiledDAGRef's to retrieve results, or increase `_max_buffered_results`.")
+                        "on CompiledDAGRef's to retrieve results, or increase `_max_buffered_results`."
+                    )
                 self._read_one(deadline)
         finally:
             self._lock.release()
 
     def _timeout_message(self):
-        return ("If the execution is expected to take a long time, increase RAY_CGRAPH_get_timeout which is "
-                f"currently {self._get_timeout} seconds. Otherwise, this may indicate that the execution is "
-                "hanging.")
+        return (
+            "If the execution is expected to take a long time, increase RAY_CGRAPH_get_timeout which is "
+            f"currently {self._get_timeout} seconds. Otherwise, this may indicate that the execution is "
+            "hanging."
+        )
 
     def _read_one(self, deadline):
         """Read the next execution's outputs from every output actor."""
@@ -361,12 +399,12 @@ class CompiledDAG:
                     self._broken(actor)
                     raise self._error from None
                 if frame.kind == T.ERROR:
-                    partial[frame.key] = _Err(T.loads(frame.payload, frame.buffers))
+                    partial[frame.key] = Err(T.loads(frame.payload, frame.buffers))
                 else:
                     partial[frame.key] = T.loads(frame.payload, frame.buffers)
         self._partial = {}
         results = {ch: partial[key] for ch, key in enumerate(self._output_keys)}
-        err = next((v for v in results.values() if type(v) is _Err), None)
+        err = next((v for v in results.values() if type(v) is Err), None)
         if err is not None:  # as in Ray: one output's error stands for every output of the execution
             results = dict.fromkeys(results, err)
         for ch in self._destructed_ref_idxs.pop(seq, set()) | self._timed_out_ref_idxs.pop(seq, set()):
@@ -411,8 +449,9 @@ class CompiledDAG:
         aid = handle._ray_actor_id_bytes.hex()
         self._error = _exc.ActorDiedError(
             error_msg=f"The actor {aid} ({handle._ray_class_name}) died while running a compiled graph; the "
-                      "graph's pending and later executions cannot finish. Tear the graph down.",
-            actor_id=aid)
+            "graph's pending and later executions cannot finish. Tear the graph down.",
+            actor_id=aid,
+        )
         for conn in list(self._conns.values()):
             conn.shutdown()
 
@@ -423,8 +462,6 @@ class CompiledDAG:
             if self._is_teardown:
                 return
             self._is_teardown = True
-        import ray
-
         if self._wake_w is not None:
             try:
                 os.write(self._wake_w, b"x")
@@ -447,8 +484,6 @@ class CompiledDAG:
         self._wake_r = self._wake_w = None
         if not ray.is_initialized():
             return
-        from ray.dag import _runtime
-
         refs = []
         for actor in self.actor_refs:
             try:
@@ -510,10 +545,20 @@ def _registered_communicator():
     return accelerator_context._registered_communicator()
 
 
-def build_compiled_dag_from_ray_dag(dag, submit_timeout=None, buffer_size_bytes=None, enable_asyncio=False,
-                                    max_inflight_executions=None, max_buffered_results=None,
-                                    overlap_gpu_communication=None, default_communicator="create"):
-    return dag.experimental_compile(_submit_timeout=submit_timeout, enable_asyncio=enable_asyncio,
-                                    _max_inflight_executions=max_inflight_executions,
-                                    _max_buffered_results=max_buffered_results,
-                                    _overlap_gpu_communication=overlap_gpu_communication)
+def build_compiled_dag_from_ray_dag(
+    dag,
+    submit_timeout=None,
+    buffer_size_bytes=None,
+    enable_asyncio=False,
+    max_inflight_executions=None,
+    max_buffered_results=None,
+    overlap_gpu_communication=None,
+    default_communicator="create",
+):
+    return dag.experimental_compile(
+        _submit_timeout=submit_timeout,
+        enable_asyncio=enable_asyncio,
+        _max_inflight_executions=max_inflight_executions,
+        _max_buffered_results=max_buffered_results,
+        _overlap_gpu_communication=overlap_gpu_communication,
+    )

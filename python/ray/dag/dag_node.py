@@ -14,9 +14,11 @@ import threading
 _bind_counter = itertools.count()
 _bind_lock = threading.Lock()
 
-_ADVICE = ("beam implements Ray Compiled Graphs for actor-method graphs "
-           "(InputNode, actor.method.bind, MultiOutputNode, experimental_compile); "
-           "{what} is not available.")
+_ADVICE = (
+    "beam implements Ray Compiled Graphs for actor-method graphs "
+    "(InputNode, actor.method.bind, MultiOutputNode, experimental_compile); "
+    "{what} is not available."
+)
 
 
 class CompiledGraphsNotSupportedError(NotImplementedError):
@@ -47,16 +49,19 @@ class DAGNode:
     def get_kwargs(self):
         return self._bound_kwargs
 
-    def with_tensor_transport(self, transport="auto", device="default", _static_shape=False,
-                              _direct_return=False):
+    def with_tensor_transport(self, transport="auto", device="default", _static_shape=False, _direct_return=False):
         """Torch tensors in this node's output go to the next actor through the
         communicator registered with ``register_accelerator_context`` (when
         there is one), else inline in the frame. Returns self."""
         from ray.experimental.channel.communicator import Communicator
 
-        if not (isinstance(transport, Communicator) or
-                (isinstance(transport, str) and transport.lower() in ("auto", "nccl", "accelerator", "cpu",
-                                                                        "shm", "gloo"))):
+        if not (
+            isinstance(transport, Communicator)
+            or (
+                isinstance(transport, str)
+                and transport.lower() in ("auto", "nccl", "accelerator", "cpu", "shm", "gloo")
+            )
+        ):
             raise ValueError(f"Invalid transport type: {transport}")
         self._tensor_transport = transport
         return self
@@ -70,17 +75,28 @@ class DAGNode:
             self._tensor_transport = transport
         return self
 
-    def experimental_compile(self, _submit_timeout=None, _buffer_size_bytes=None, enable_asyncio=False,
-                             _max_inflight_executions=None, _max_buffered_results=None,
-                             _overlap_gpu_communication=None, _default_communicator="create"):
+    def experimental_compile(
+        self,
+        _submit_timeout=None,
+        _buffer_size_bytes=None,
+        enable_asyncio=False,
+        _max_inflight_executions=None,
+        _max_buffered_results=None,
+        _overlap_gpu_communication=None,
+        _default_communicator="create",
+    ):
         """Compile the graph that ends at this node: a standing plan in each
         actor and direct sockets between them. Returns a CompiledDAG."""
         from ray.dag.compiled_dag_node import CompiledDAG
 
-        return CompiledDAG(self, submit_timeout=_submit_timeout, enable_asyncio=enable_asyncio,
-                           max_inflight_executions=_max_inflight_executions,
-                           max_buffered_results=_max_buffered_results,
-                           overlap_gpu_communication=_overlap_gpu_communication)
+        return CompiledDAG(
+            self,
+            submit_timeout=_submit_timeout,
+            enable_asyncio=enable_asyncio,
+            max_inflight_executions=_max_inflight_executions,
+            max_buffered_results=_max_buffered_results,
+            overlap_gpu_communication=_overlap_gpu_communication,
+        )
 
     def execute(self, *args, **kwargs):
         unsupported(f"{type(self).__name__}.execute() without experimental_compile()")

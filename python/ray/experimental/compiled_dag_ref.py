@@ -8,14 +8,13 @@ pickled, and ``ray.wait`` refuses it. A worker's exception comes back as Ray
 raises it: an instance of RayTaskError and of the cause's class.
 """
 
+from ray.dag._transport import Err
 from ray.exceptions import RayChannelTimeoutError, RayTaskError
 
 
 def _process_return_vals(return_vals, return_single_output):
-    from ray.dag.compiled_dag_node import _Err
-
     for val in return_vals:
-        if type(val) is _Err:
+        if type(val) is Err:
             exc = val.exc
             if isinstance(exc, RayTaskError):
                 raise exc.as_instanceof_cause()
@@ -37,8 +36,10 @@ class CompiledDAGRef:
         self._dag_output_channels = dag.dag_output_channels
 
     def __str__(self):
-        return (f"CompiledDAGRef({self._dag.get_id()}, execution_index={self._execution_index}, "
-                f"channel_index={self._channel_index})")
+        return (
+            f"CompiledDAGRef({self._dag.get_id()}, execution_index={self._execution_index}, "
+            f"channel_index={self._channel_index})"
+        )
 
     __repr__ = __str__
 
@@ -81,8 +82,10 @@ def _get(object_refs, timeout):
         return object_refs.get(timeout=timeout)
     if all(isinstance(r, CompiledDAGRef) for r in object_refs):
         return [r.get(timeout=timeout) for r in object_refs]
-    raise ValueError("Invalid type of object refs. 'object_refs' must be a list of CompiledDAGRefs if there is "
-                     "any CompiledDAGRef within it. ")
+    raise ValueError(
+        "Invalid type of object refs. 'object_refs' must be a list of CompiledDAGRefs if there is "
+        "any CompiledDAGRef within it. "
+    )
 
 
 class CompiledDAGFuture:

@@ -40,17 +40,11 @@ class RuntimeEnvConfig(dict):
         eager_install=True,
     ):
         super().__init__()
-        if not isinstance(setup_timeout_seconds, int) or isinstance(
-            setup_timeout_seconds, bool
-        ):
-            raise TypeError(
-                "setup_timeout_seconds must be of type int, "
-                f"got: {type(setup_timeout_seconds)}"
-            )
+        if not isinstance(setup_timeout_seconds, int) or isinstance(setup_timeout_seconds, bool):
+            raise TypeError("setup_timeout_seconds must be of type int, " f"got: {type(setup_timeout_seconds)}")
         if setup_timeout_seconds <= 0 and setup_timeout_seconds != -1:
             raise ValueError(
-                "setup_timeout_seconds must be greater than zero or equal to -1, "
-                f"got: {setup_timeout_seconds}"
+                "setup_timeout_seconds must be greater than zero or equal to -1, " f"got: {setup_timeout_seconds}"
             )
         if not isinstance(eager_install, bool):
             raise TypeError(f"eager_install must be a boolean. got {type(eager_install)}")
@@ -68,10 +62,7 @@ class RuntimeEnvConfig(dict):
         if isinstance(config, dict):
             known = {k: v for k, v in config.items() if k in RuntimeEnvConfig.known_fields}
             return RuntimeEnvConfig(**known)
-        raise TypeError(
-            "runtime_env['config'] must be of type dict or RuntimeEnvConfig, "
-            f"got: {type(config)}"
-        )
+        raise TypeError("runtime_env['config'] must be of type dict or RuntimeEnvConfig, " f"got: {type(config)}")
 
     @classmethod
     def default_config(cls):
@@ -83,10 +74,7 @@ class RuntimeEnvConfig(dict):
 
 def _check_env_vars(env_vars):
     if not isinstance(env_vars, dict):
-        raise TypeError(
-            "runtime_env['env_vars'] must be of type Dict[str, str], "
-            f"got {type(env_vars)}"
-        )
+        raise TypeError("runtime_env['env_vars'] must be of type Dict[str, str], " f"got {type(env_vars)}")
     for key, value in env_vars.items():
         if not isinstance(key, str) or not isinstance(value, str):
             raise TypeError(
@@ -96,9 +84,7 @@ def _check_env_vars(env_vars):
 
 
 def _check_str_list(field, value):
-    if not isinstance(value, (list, tuple)) or not all(
-        isinstance(item, str) for item in value
-    ):
+    if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
         raise TypeError(f"runtime_env['{field}'] must be a list of strings, got {value!r}")
 
 
@@ -115,9 +101,7 @@ def _check_runtime_env(env):
     if "env_vars" in env:
         _check_env_vars(env["env_vars"])
     if "working_dir" in env and not isinstance(env["working_dir"], str):
-        raise TypeError(
-            f"runtime_env['working_dir'] must be a str, got {type(env['working_dir'])}"
-        )
+        raise TypeError(f"runtime_env['working_dir'] must be a str, got {type(env['working_dir'])}")
     if "py_modules" in env:
         _check_str_list("py_modules", env["py_modules"])
     if "config" in env:
@@ -297,9 +281,7 @@ class RuntimeEnv(dict):
 
     def get_extension(self, key):
         if key not in RuntimeEnv.extensions_fields:
-            raise ValueError(
-                f"Extension key must be one of {RuntimeEnv.extensions_fields}, got: {key}"
-            )
+            raise ValueError(f"Extension key must be one of {RuntimeEnv.extensions_fields}, got: {key}")
         return self.get(key)
 
     def plugins(self):

@@ -15,15 +15,13 @@ import hashlib
 import json
 import os
 import secrets
-import select
 import signal
-import socket
-import subprocess
 import sys
 import time
 
 import ray
 from ray._private import node as _node
+from ray._private import services
 
 DEFAULT_PORT = 6379
 READY_TIMEOUT_S = 60.0
@@ -31,18 +29,44 @@ READY_TIMEOUT_S = 60.0
 # Ray's `ray start` options with no meaning on beam: accepted, each reported
 # as ignored. True: the option takes a value; False: a flag.
 IGNORED_START = {
-    "--node-name": True, "--redis-username": True, "--redis-password": True, "--redis-shard-ports": True,
-    "--object-manager-port": True, "--node-manager-port": True, "--gcs-server-port": True,
-    "--min-worker-port": True, "--max-worker-port": True, "--worker-port-list": True,
-    "--ray-client-server-port": True, "--redis-max-memory": True,
-    "--include-dashboard": True, "--dashboard-host": True, "--dashboard-port": True,
-    "--dashboard-agent-listen-port": True, "--dashboard-agent-grpc-port": True, "--dashboard-grpc-port": True,
-    "--runtime-env-agent-port": True, "--plasma-directory": True, "--autoscaling-config": True,
-    "--plasma-store-socket-name": True, "--raylet-socket-name": True, "--storage": True,
-    "--system-config": True, "--metrics-export-port": True, "--tracing-startup-hook": True,
-    "--labels": True, "--include-log-monitor": True, "--log-style": True, "--log-color": True,
-    "--no-redirect-output": False, "--enable-object-reconstruction": False, "--no-monitor": False,
-    "--ray-debugger-external": False, "--disable-usage-stats": False, "--verbose": False, "-v": False,
+    "--node-name": True,
+    "--redis-username": True,
+    "--redis-password": True,
+    "--redis-shard-ports": True,
+    "--object-manager-port": True,
+    "--node-manager-port": True,
+    "--gcs-server-port": True,
+    "--min-worker-port": True,
+    "--max-worker-port": True,
+    "--worker-port-list": True,
+    "--ray-client-server-port": True,
+    "--redis-max-memory": True,
+    "--include-dashboard": True,
+    "--dashboard-host": True,
+    "--dashboard-port": True,
+    "--dashboard-agent-listen-port": True,
+    "--dashboard-agent-grpc-port": True,
+    "--dashboard-grpc-port": True,
+    "--runtime-env-agent-port": True,
+    "--plasma-directory": True,
+    "--autoscaling-config": True,
+    "--plasma-store-socket-name": True,
+    "--raylet-socket-name": True,
+    "--storage": True,
+    "--system-config": True,
+    "--metrics-export-port": True,
+    "--tracing-startup-hook": True,
+    "--labels": True,
+    "--include-log-monitor": True,
+    "--log-style": True,
+    "--log-color": True,
+    "--no-redirect-output": False,
+    "--enable-object-reconstruction": False,
+    "--no-monitor": False,
+    "--ray-debugger-external": False,
+    "--disable-usage-stats": False,
+    "--verbose": False,
+    "-v": False,
 }
 IGNORED_STOP = {"--grace-period": True, "--verbose": False, "-v": False, "--log-style": True, "--log-color": True}
 
@@ -108,6 +132,7 @@ def parse(parser, argv):
 
 
 # --- the cluster token, in Ray's order ------------------------------------
+
 
 def default_token_path():
     return os.path.join(os.path.expanduser("~"), ".ray", "auth_token")
@@ -178,6 +203,7 @@ def beamd_token(token):
 
 # --- the session ----------------------------------------------------------
 
+
 def session_paths(temp_root):
     return os.path.join(temp_root, _node.SESSION_FILE), os.path.join(temp_root, "ray_current_cluster")
 
@@ -226,17 +252,8 @@ def daemon_status(sock):
     return daemon_hello(sock)[1]
 
 
-def route_ip_to(host, port):
-    """The address this machine reaches host from (no packet is sent)."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect((host, int(port)))
-            return s.getsockname()[0]
-    except OSError:
-        return None
-
-
 # --- ray start ------------------------------------------------------------
+
 
 def start_parser():
     p = Parser("start", add_help=True)
@@ -266,8 +283,12 @@ def cmd_start(argv):
         raise Failure("`--address` is a required flag unless starting a head node with `--head`.")
     if a.port is not None and not 0 < a.port < 65536:
         raise UsageError("start", f"Invalid value for '--port': {a.port} is not a valid port.")
-    for name, v in (("--num-cpus", a.num_cpus), ("--num-gpus", a.num_gpus), ("--memory", a.memory),
-                    ("--object-store-memory", a.object_store_memory)):
+    for name, v in (
+        ("--num-cpus", a.num_cpus),
+        ("--num-gpus", a.num_gpus),
+        ("--memory", a.memory),
+        ("--object-store-memory", a.object_store_memory),
+    ):
         if v is not None and v < 0:
             raise UsageError("start", f"Invalid value for '{name}': {v} is negative.")
     resources = {}
@@ -277,7 +298,8 @@ def cmd_start(argv):
         except ValueError as e:
             raise Failure(f"--resources must be a JSON object of resource: quantity ({e})") from None
         if not isinstance(resources, dict) or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in resources.values()):
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in resources.values()
+        ):
             raise Failure("--resources must be a JSON object of resource: quantity (non-negative numbers)")
         for k in ("CPU", "GPU"):
             if k in resources:
@@ -345,7 +367,7 @@ def cmd_start(argv):
             raise Failure(f"--address must be HOST:PORT, got {a.address!r}")
         args += ["--address", a.address]
         if not ip:
-            ip = route_ip_to(host.strip("[]"), hport)
+            ip = services.route_ip_to(host.strip("[]"), hport)
     if ip:
         args += ["--node-ip", ip]
     if a.num_cpus is not None:
@@ -362,47 +384,37 @@ def cmd_start(argv):
         args += ["--exit-with-parent"]
 
     t0 = time.monotonic()
-    r, w = os.pipe()
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(args + ["--ready-fd", str(w)], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                pass_fds=(w,), close_fds=True, start_new_session=not a.block)
-    os.close(w)
 
     def interrupted(signum, frame):
         raise KeyboardInterrupt
 
     saved = {sig: signal.signal(sig, interrupted) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        ok = wait_ready(r, proc)
-    except KeyboardInterrupt:
-        # stopped while waiting: no daemon is left behind
-        ok = None
+        proc = _node.start_daemon(args, log_path, READY_TIMEOUT_S, start_new_session=not a.block)
+    except _node.DaemonStartFailed as e:
+        what = "join the cluster at " + a.address if a.address else "start"
+        raise Failure(f"beamd did not {what} ({e.why}); its log ({log_path}):\n{e.log_tail}") from None
     finally:
-        os.close(r)
         for sig, handler in saved.items():
             signal.signal(sig, handler)
-    if not ok:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        with open(log_path, "rb") as f:
-            tail = f.read()[-3000:].decode(errors="replace")
-        what = "join the cluster at " + a.address if a.address else "start"
-        why = "interrupted" if ok is None else f"exit status {proc.returncode}"
-        raise Failure(f"beamd did not {what} ({why}); its log ({log_path}):\n{tail}")
     ready_s = time.monotonic() - t0
 
     hello, _ = daemon_hello(sock, status=False)
     node_ip = hello.get("node_ip") or ip or "127.0.0.1"
     cluster = f"{node_ip}:{port}" if a.head else a.address
     sess = {
-        "pid": proc.pid, "socket": sock, "cluster": cluster, "head": bool(a.head), "node_ip": node_ip,
-        "listen_ip": listen_ip, "session_dir": session_dir, "log": log_path, "token_file": token_path,
-        "block_pid": os.getpid() if a.block else None, "temp_dir": temp_root, "ready_s": round(ready_s, 3),
+        "pid": proc.pid,
+        "socket": sock,
+        "cluster": cluster,
+        "head": bool(a.head),
+        "node_ip": node_ip,
+        "listen_ip": listen_ip,
+        "session_dir": session_dir,
+        "log": log_path,
+        "token_file": token_path,
+        "block_pid": os.getpid() if a.block else None,
+        "temp_dir": temp_root,
+        "ready_s": round(ready_s, 3),
     }
     info, current = session_paths(info_root)
     write_atomic(info, json.dumps(sess, indent=1) + "\n")
@@ -426,8 +438,10 @@ def cmd_start(argv):
         elif source == "RAY_AUTH_TOKEN":
             say("  (beam: with the same RAY_AUTH_TOKEN set there)")
         else:
-            say(f"  (beam: with the cluster token of {source} there, at ~/.ray/auth_token or named by "
-                "RAY_AUTH_TOKEN_PATH)")
+            say(
+                f"  (beam: with the cluster token of {source} there, at ~/.ray/auth_token or named by "
+                "RAY_AUTH_TOKEN_PATH)"
+            )
         say()
         say("  To connect to this Ray cluster:")
         say("    import ray")
@@ -460,35 +474,20 @@ def own_folder(path):
         raise Failure(f"cannot use {path} as Ray's temp folder: {e.strerror}. {_node.TEMP_ADVICE}") from None
     if not os.access(path, os.W_OK | os.X_OK):
         st = os.stat(path)
-        raise Failure(f"cannot use {path} as Ray's temp folder: it belongs to uid {st.st_uid} and you (uid "
-                      f"{os.getuid()}) may not write it. {_node.TEMP_ADVICE}")
-
-
-def wait_ready(fd, proc, timeout=READY_TIMEOUT_S):
-    """Waits for beamd's 'ready' line on fd (a member writes it once joined)."""
-    deadline = time.monotonic() + timeout
-    got = b""
-    while b"\n" not in got:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return False
-        ready, _, _ = select.select([fd], [], [], min(left, 1.0))
-        if ready:
-            chunk = os.read(fd, 64)
-            if not chunk:
-                break
-            got += chunk
-        elif proc.poll() is not None:
-            return False
-    return got.startswith(b"ready")
+        raise Failure(
+            f"cannot use {path} as Ray's temp folder: it belongs to uid {st.st_uid} and you (uid "
+            f"{os.getuid()}) may not write it. {_node.TEMP_ADVICE}"
+        )
 
 
 def block(proc, temp_root):
     say()
     say("--block")
     say("  This command will now block forever until terminated by a signal.")
-    say("  Running subprocesses are monitored and a message will be printed if any of them terminate "
-        "unexpectedly. Subprocesses exit with SIGTERM will be treated as graceful, thus NOT reported.")
+    say(
+        "  Running subprocesses are monitored and a message will be printed if any of them terminate "
+        "unexpectedly. Subprocesses exit with SIGTERM will be treated as graceful, thus NOT reported."
+    )
 
     def forward(signum, frame):
         if proc.poll() is None:
@@ -513,6 +512,7 @@ def block(proc, temp_root):
 
 
 # --- ray stop -------------------------------------------------------------
+
 
 def descendants(pid, uid=None):
     """Every process under pid (by parent links in /proc); with uid, only
@@ -574,7 +574,7 @@ def cmd_stop(argv):
     if blocker and _node.pid_alive(blocker) and blocker not in procs:
         procs.append(blocker)
     sig = signal.SIGKILL if a.force else signal.SIGTERM
-    for q in ([pid] if not a.force else procs):
+    for q in [pid] if not a.force else procs:
         try:
             os.kill(q, sig)
         except (ProcessLookupError, PermissionError):  # gone, or its pid taken by another user's
@@ -590,8 +590,7 @@ def cmd_stop(argv):
             pass
     remove_session(temp_root, pid)
     if left:
-        warn(f"beam: {len(left)} process(es) did not stop within 16 s and were killed: "
-             + ", ".join(map(str, left)))
+        warn(f"beam: {len(left)} process(es) did not stop within 16 s and were killed: " + ", ".join(map(str, left)))
     workers = len(procs) - 1 - (1 if blocker in procs else 0)
     what = f"beamd (pid {pid}) of the cluster at {sess.get('cluster')}, {workers} worker process(es)"
     if blocker in procs:
@@ -603,8 +602,10 @@ def cmd_stop(argv):
 
 # --- ray status / list nodes ----------------------------------------------
 
-NO_CLUSTER = ("Could not find any running Ray instance. Please specify the one to connect to by setting "
-              "`--address` flag or `RAY_ADDRESS` environment variable.")
+NO_CLUSTER = (
+    "Could not find any running Ray instance. Please specify the one to connect to by setting "
+    "`--address` flag or `RAY_ADDRESS` environment variable."
+)
 
 
 def find_socket(address):
@@ -641,8 +642,7 @@ def format_status(st, now=None):
     out = [f"======== Autoscaler status: {now} ========", "Node status", line, "Active:"]
     out += [f" 1 node_{n['node_id']}" for n in alive] or [" (no active nodes)"]
     out += ["Pending:", " (no pending nodes)", "Recent failures:"]
-    out += [f" node_{n['node_id']}: NodeTerminated (ip: {n.get('node_ip', '')})" for n in dead] \
-        or [" (no failures)"]
+    out += [f" node_{n['node_id']}: NodeTerminated (ip: {n.get('node_ip', '')})" for n in dead] or [" (no failures)"]
     total, avail = {}, {}
     for n in alive:
         for k, v in n.get("resources_total", {}).items():
@@ -679,17 +679,24 @@ def cmd_list(argv):
     p.add_argument("--detail", action="store_true")
     a = parse(p, argv)
     if a.resource != "nodes":
-        raise Failure(f"beam's `ray list` lists nodes only (got {a.resource!r}); `beamctl status` shows actors, "
-                      "placement groups and objects.")
+        raise Failure(
+            f"beam's `ray list` lists nodes only (got {a.resource!r}); `beamctl status` shows actors, "
+            "placement groups and objects."
+        )
     st = daemon_status(find_socket(a.address))
     rows = []
     for n in status_nodes(st):
         alive = n.get("alive", True)
-        rows.append({
-            "node_id": n["node_id"], "node_ip": n.get("node_ip", ""), "is_head_node": bool(n.get("is_head")),
-            "state": "ALIVE" if alive else "DEAD", "node_name": n.get("node_ip", ""),
-            "resources_total": {k: v for k, v in n.get("resources_total", {}).items()} if alive else {},
-        })
+        rows.append(
+            {
+                "node_id": n["node_id"],
+                "node_ip": n.get("node_ip", ""),
+                "is_head_node": bool(n.get("is_head")),
+                "state": "ALIVE" if alive else "DEAD",
+                "node_name": n.get("node_ip", ""),
+                "resources_total": {k: v for k, v in n.get("resources_total", {}).items()} if alive else {},
+            }
+        )
     if a.format == "json":
         say(json.dumps(rows, indent=2))
         return 0
@@ -702,9 +709,18 @@ def cmd_list(argv):
     say("Table:")
     say("------------------------------")
     head = ["", "NODE_ID", "NODE_IP", "IS_HEAD_NODE", "STATE", "NODE_NAME", "RESOURCES_TOTAL"]
-    table = [[str(i), r["node_id"], r["node_ip"], str(r["is_head_node"]), r["state"], r["node_name"],
-              ", ".join(f"{k}: {v}" for k, v in sorted(r["resources_total"].items()) if not k.startswith("node:"))]
-             for i, r in enumerate(rows)]
+    table = [
+        [
+            str(i),
+            r["node_id"],
+            r["node_ip"],
+            str(r["is_head_node"]),
+            r["state"],
+            r["node_name"],
+            ", ".join(f"{k}: {v}" for k, v in sorted(r["resources_total"].items()) if not k.startswith("node:")),
+        ]
+        for i, r in enumerate(rows)
+    ]
     widths = [max(len(x) for x in col) for col in zip(head, *table)]
     for row in [head] + table:
         say("  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip())
@@ -713,6 +729,7 @@ def cmd_list(argv):
 
 # --- ray get-auth-token ---------------------------------------------------
 
+
 def cmd_get_auth_token(argv):
     p = Parser("get-auth-token")
     p.add_argument("--generate", action="store_true")
@@ -720,8 +737,10 @@ def cmd_get_auth_token(argv):
     token, source = find_token()
     if token is None:
         if not a.generate:
-            raise Failure(f"No authentication token found (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, {source}). "
-                          "Run `ray get-auth-token --generate` to make one.")
+            raise Failure(
+                f"No authentication token found (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, {source}). "
+                "Run `ray get-auth-token --generate` to make one."
+            )
         token = create_token(source)
         warn(f"beam: created the cluster token at {source} (mode 0600)")
     say(token)
@@ -731,7 +750,10 @@ def cmd_get_auth_token(argv):
 # --- entry points ---------------------------------------------------------
 
 COMMANDS = {
-    "start": cmd_start, "stop": cmd_stop, "status": cmd_status, "list": cmd_list,
+    "start": cmd_start,
+    "stop": cmd_stop,
+    "status": cmd_status,
+    "list": cmd_list,
     "get-auth-token": cmd_get_auth_token,
 }
 

@@ -127,7 +127,7 @@ class Histogram(Metric):
         if not boundaries:
             raise ValueError(
                 "boundaries argument should be provided when using the Histogram "
-                "class. e.g., Histogram(\"name\", boundaries=[1.0, 2.0])"
+                'class. e.g., Histogram("name", boundaries=[1.0, 2.0])'
             )
         for index, boundary in enumerate(boundaries):
             if boundary <= 0:

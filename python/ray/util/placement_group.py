@@ -39,9 +39,8 @@ class PlacementGroup:
 
     def ready(self):
         """An ObjectRef that resolves (to this group) once it is placed."""
-        from ray._private.object_ref import ObjectRef
-
         from ray._private import serialization as _ser
+        from ray._private.object_ref import ObjectRef
 
         rt = _worker.runtime()
         oid = rt.ids.object_id()
@@ -75,41 +74,52 @@ class PlacementGroup:
 
 def _check_bundles(bundles):
     if not isinstance(bundles, list) or not bundles:
-        raise ValueError("The placement group `bundles` argument must be a list of dictionaries that is not "
-                         f"empty. Got {bundles}.")
+        raise ValueError(
+            "The placement group `bundles` argument must be a list of dictionaries that is not "
+            f"empty. Got {bundles}."
+        )
     for b in bundles:
         if not isinstance(b, dict) or not b:
-            raise ValueError(f"Bundles cannot be an empty dictionary or resources with only 0 values. "
-                             f"Bundles: {bundles}")
+            raise ValueError(
+                f"Bundles cannot be an empty dictionary or resources with only 0 values. " f"Bundles: {bundles}"
+            )
         for name, amount in b.items():
             if not isinstance(name, str) or not isinstance(amount, (int, float)) or amount < 0:
                 raise ValueError(f"Bundle resources must map names to non-negative numbers: {b}")
         if all(v == 0 for v in b.values()):
-            raise ValueError(f"Bundles cannot be an empty dictionary or resources with only 0 values. "
-                             f"Bundles: {bundles}")
+            raise ValueError(
+                f"Bundles cannot be an empty dictionary or resources with only 0 values. " f"Bundles: {bundles}"
+            )
     if any("bundle" in b for b in bundles):
         from ray import exceptions
 
         # Ray's GCS refuses the name it uses for its own per-bundle resource
         raise exceptions.RaySystemError(
-            "bundle is a system reserved resource, which is not allowed to be used in placement group. ")
+            "bundle is a system reserved resource, which is not allowed to be used in placement group. "
+        )
 
 
-def placement_group(bundles, strategy="PACK", name="", lifetime=None, _soft_target_node_id=None,
-                    bundle_label_selector=None):
+def placement_group(
+    bundles, strategy="PACK", name="", lifetime=None, _soft_target_node_id=None, bundle_label_selector=None
+):
     """Reserve bundles asynchronously; returns the handle at once."""
     _check_bundles(bundles)
     if strategy not in VALID_PLACEMENT_GROUP_STRATEGIES:
-        raise ValueError(f"Invalid placement group strategy {strategy}. Supported strategies are: "
-                         f"{sorted(VALID_PLACEMENT_GROUP_STRATEGIES)}.")
+        raise ValueError(
+            f"Invalid placement group strategy {strategy}. Supported strategies are: "
+            f"{sorted(VALID_PLACEMENT_GROUP_STRATEGIES)}."
+        )
     if lifetime not in (None, "detached"):
-        raise ValueError(f"Placement group `lifetime` argument must be either `None` or 'detached'. "
-                         f"Got {lifetime}.")
+        raise ValueError(
+            f"Placement group `lifetime` argument must be either `None` or 'detached'. " f"Got {lifetime}."
+        )
     rt = _worker.runtime()
     pg_id = rt.ids.placement_group_id()
     specs = [{k: float(v) for k, v in b.items()} for b in bundles]
-    _worker._request("pg_create", {"pg": pg_id, "bundles": specs, "strategy": strategy, "name": name or "",
-                                   "detached": lifetime == "detached"})
+    _worker._request(
+        "pg_create",
+        {"pg": pg_id, "bundles": specs, "strategy": strategy, "name": name or "", "detached": lifetime == "detached"},
+    )
     # zero amounts are dropped, as Ray's bundle_specs drops them
     return PlacementGroup(_ids.PlacementGroupID(pg_id), [{k: v for k, v in b.items() if v} for b in specs])
 
@@ -145,8 +155,10 @@ def check_placement_group_index(placement_group, bundle_index):
         if bundle_index != -1:
             raise ValueError("If placement group is not set, the value of bundle index must be -1.")
     elif bundle_index >= placement_group.bundle_count or bundle_index < -1:
-        raise ValueError(f"placement group bundle index {bundle_index} is invalid. Valid placement group indexes: "
-                         f"0-{placement_group.bundle_count}")
+        raise ValueError(
+            f"placement group bundle index {bundle_index} is invalid. Valid placement group indexes: "
+            f"0-{placement_group.bundle_count}"
+        )
 
 
 def _scheduling_state(t):

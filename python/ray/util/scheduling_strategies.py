@@ -6,8 +6,7 @@ class PlacementGroupSchedulingStrategy:
     """Place the actor in a bundle of a placement group (index -1: any bundle
     with room); it is charged against the bundle, not the node's free pool."""
 
-    def __init__(self, placement_group, placement_group_bundle_index=-1,
-                 placement_group_capture_child_tasks=None):
+    def __init__(self, placement_group, placement_group_bundle_index=-1, placement_group_capture_child_tasks=None):
         self.placement_group = placement_group
         self.placement_group_bundle_index = placement_group_bundle_index
         self.placement_group_capture_child_tasks = placement_group_capture_child_tasks

@@ -207,10 +207,26 @@ def base_params(op, ids, pg=None):
     if op == "create_actor":
         # a python that does not exist: should a wrong field slip through,
         # no worker starts
-        return {"actor": ids.actor(), "class_name": "C", "class_data": b"", "args": b"",
-                "python": "/nonexistent/python3", "cwd": "/", "name": "", "noset_cuda": False,
-                "num_cpus": 0.0, "num_gpus": 0.0, "memory": 0.0, "resources": {}, "sys_path": [], "env": {},
-                "objects": [], "actors": [], "bundle_index": -1, "capture_child_tasks": False}
+        return {
+            "actor": ids.actor(),
+            "class_name": "C",
+            "class_data": b"",
+            "args": b"",
+            "python": "/nonexistent/python3",
+            "cwd": "/",
+            "name": "",
+            "noset_cuda": False,
+            "num_cpus": 0.0,
+            "num_gpus": 0.0,
+            "memory": 0.0,
+            "resources": {},
+            "sys_path": [],
+            "env": {},
+            "objects": [],
+            "actors": [],
+            "bundle_index": -1,
+            "capture_child_tasks": False,
+        }
     if op == "kill":
         return {"actor": ids.actor(), "no_restart": True}
     if op in ("hold", "release"):

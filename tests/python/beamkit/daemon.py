@@ -42,8 +42,12 @@ def beamd_exe():
 
 def beamctl_status(socket_path, wrap=(), timeout=10):
     """`beamctl status --json` of the daemon at socket_path."""
-    out = subprocess.run([*wrap, os.environ["BEAM_BEAMCTL"], "--socket", socket_path, "status", "--json"],
-                         capture_output=True, text=True, timeout=timeout)
+    out = subprocess.run(
+        [*wrap, os.environ["BEAM_BEAMCTL"], "--socket", socket_path, "status", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -57,16 +61,42 @@ class Node:
 
     log_starts = True  # a "--- start N: args" line in the log before each start
 
-    def __init__(self, node_dir, ip="127.0.0.1", gpus=2, cpus=4, cluster_args=(), gpu_ids=None, extra=(),
-                 wrap=(), env=None, log_level="debug", name="beamd", inherit_env=False):
+    def __init__(
+        self,
+        node_dir,
+        ip="127.0.0.1",
+        gpus=2,
+        cpus=4,
+        cluster_args=(),
+        gpu_ids=None,
+        extra=(),
+        wrap=(),
+        env=None,
+        log_level="debug",
+        name="beamd",
+        inherit_env=False,
+    ):
         self.name = name
         self.ip = ip
         self.dir = node_dir
         os.makedirs(self.dir, exist_ok=True)
         self.socket = os.path.join(self.dir, "beamd.sock")
         self.log_path = os.path.join(self.dir, "beamd.log")
-        self.args = [beamd_exe(), "--socket", self.socket, "--num-gpus", str(gpus), "--num-cpus", str(cpus),
-                     "--node-ip", ip, "--log-level", log_level, *cluster_args, *extra]
+        self.args = [
+            beamd_exe(),
+            "--socket",
+            self.socket,
+            "--num-gpus",
+            str(gpus),
+            "--num-cpus",
+            str(cpus),
+            "--node-ip",
+            ip,
+            "--log-level",
+            log_level,
+            *cluster_args,
+            *extra,
+        ]
         self.wrap = list(wrap)  # e.g. ["ip", "netns", "exec", NS]
         if inherit_env:
             self.env = None
@@ -88,8 +118,14 @@ class Node:
             if self.log_starts:
                 log.write(f"--- start {self.starts + 1}: {' '.join(self.args)}\n".encode())
                 log.flush()
-            self.proc = subprocess.Popen(self.wrap + self.args + ["--ready-fd", str(w)], stdin=subprocess.DEVNULL,
-                                         stdout=log, stderr=log, pass_fds=(w,), env=self.env)
+            self.proc = subprocess.Popen(
+                self.wrap + self.args + ["--ready-fd", str(w)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                pass_fds=(w,),
+                env=self.env,
+            )
         os.close(w)
         if not wait_ready:
             os.close(r)
@@ -159,8 +195,9 @@ class Beamd(Node):
     log_starts = False
 
     def __init__(self, num_gpus=4, num_cpus=8, extra=()):
-        super().__init__(tempfile.mkdtemp(prefix="beamt-"), "127.0.0.1", num_gpus, num_cpus,
-                         extra=extra, inherit_env=True)
+        super().__init__(
+            tempfile.mkdtemp(prefix="beamt-"), "127.0.0.1", num_gpus, num_cpus, extra=extra, inherit_env=True
+        )
         self.start()
 
     def close(self):
@@ -206,9 +243,21 @@ class Cluster:
     addresses of 127.0.0.x, all with `gpus` pretend GPUs (or member_gpu_ids[i]
     through CUDA_VISIBLE_DEVICES) and --node-timeout `node_timeout`."""
 
-    def __init__(self, members=1, gpus=2, cpus=4, node_timeout=NODE_TIMEOUT, member_gpu_ids=None,
-                 head_ip="127.0.0.1", member_ips=None, wrap_head=(), wrap_members=None, port=None,
-                 log_level="debug", start=True):
+    def __init__(
+        self,
+        members=1,
+        gpus=2,
+        cpus=4,
+        node_timeout=NODE_TIMEOUT,
+        member_gpu_ids=None,
+        head_ip="127.0.0.1",
+        member_ips=None,
+        wrap_head=(),
+        wrap_members=None,
+        port=None,
+        log_level="debug",
+        start=True,
+    ):
         self.dir = tempfile.mkdtemp(prefix="beamc-")
         os.chmod(self.dir, 0o700)
         self.gpus, self.cpus, self.node_timeout = gpus, cpus, node_timeout
@@ -217,9 +266,16 @@ class Cluster:
         self.port = port or free_port(head_ip)
         self.token_file = os.path.join(self.dir, "cluster.token")
         self.timeout_args = ["--node-timeout", str(node_timeout)]
-        self.head = Node(os.path.join(self.dir, "head"), head_ip, gpus, cpus,
-                         ["--head", "--port", str(self.port), "--token-file", self.token_file, *self.timeout_args],
-                         wrap=wrap_head, log_level=log_level, name="head")
+        self.head = Node(
+            os.path.join(self.dir, "head"),
+            head_ip,
+            gpus,
+            cpus,
+            ["--head", "--port", str(self.port), "--token-file", self.token_file, *self.timeout_args],
+            wrap=wrap_head,
+            log_level=log_level,
+            name="head",
+        )
         self.members = []
         self.nodes = [self.head]  # every Node ever made, for teardown
         self._member_ips = member_ips
@@ -261,10 +317,24 @@ class Cluster:
         if wrap is None:
             wrap = self._wrap_members[i] if i < len(self._wrap_members) else ()
         name = name or f"member{i}"
-        node = Node(os.path.join(self.dir, name), ip, self.gpus if gpus is None else gpus, self.cpus,
-                    ["--address", f"{self.head_ip}:{self.port}", "--token-file", token_file or self.token_file,
-                     *self.timeout_args], gpu_ids=gpu_ids, extra=extra, wrap=wrap,
-                    log_level=self.log_level, name=name)
+        node = Node(
+            os.path.join(self.dir, name),
+            ip,
+            self.gpus if gpus is None else gpus,
+            self.cpus,
+            [
+                "--address",
+                f"{self.head_ip}:{self.port}",
+                "--token-file",
+                token_file or self.token_file,
+                *self.timeout_args,
+            ],
+            gpu_ids=gpu_ids,
+            extra=extra,
+            wrap=wrap,
+            log_level=self.log_level,
+            name=name,
+        )
         self.nodes.append(node)
         return node
 
@@ -384,8 +454,7 @@ def run_driver(code, env=None, timeout=60):
     """Runs code as a separate driver process with this interpreter."""
     full_env = dict(os.environ)
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
-                          env=full_env)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=full_env)
 
 
 @contextlib.contextmanager

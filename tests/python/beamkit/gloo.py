@@ -8,14 +8,18 @@ import importlib.util
 import os
 
 import pytest
+
 from ray.experimental.channel.communicator import Communicator
 
 NEEDS_TORCH = [
-    pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                       reason="torch is not installed (Debian: python3-torch)"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("torch") is None, reason="torch is not installed (Debian: python3-torch)"
+    ),
     # the ASan pass preloads libasan into every Python; torch's C++ exceptions then abort
-    pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
-                       reason="torch does not run with libasan preloaded (the sanitizer pass)"),
+    pytest.mark.skipif(
+        "libasan" in os.environ.get("LD_PRELOAD", ""),
+        reason="torch does not run with libasan preloaded (the sanitizer pass)",
+    ),
 ]
 
 # What the communicator did in this process (read back with an ordinary call).
@@ -29,8 +33,9 @@ class GlooComm(Communicator):
     sends / receives with dist.send / dist.recv."""
 
     def __init__(self, world_size, comm_id, rank, actor_handles, cuda_stream, use_communication_streams=False):
-        import ray
         import torch.distributed as dist
+
+        import ray
 
         self._world_size = world_size
         self._actor_handles = actor_handles

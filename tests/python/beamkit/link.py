@@ -55,9 +55,13 @@ class SealedStream:
         body = wire.pack(obj)
         out = c.create_string_buffer(len(body) + 17)
         n = c.c_ulonglong()
-        assert self._na.crypto_secretstream_xchacha20poly1305_push(
-            self._state, out, c.byref(n), body, c.c_ulonglong(len(body)), None, c.c_ulonglong(0), c.c_ubyte(0)) == 0
-        return n.value.to_bytes(4, "big") + out.raw[:n.value]
+        assert (
+            self._na.crypto_secretstream_xchacha20poly1305_push(
+                self._state, out, c.byref(n), body, c.c_ulonglong(len(body)), None, c.c_ulonglong(0), c.c_ubyte(0)
+            )
+            == 0
+        )
+        return n.value.to_bytes(4, "big") + out.raw[: n.value]
 
 
 class RawPeer(wire.FrameSocket):

@@ -175,7 +175,7 @@ def read_line(proc, prefix, timeout=30):
             if not line:
                 break
             if line.startswith(prefix):
-                return line[len(prefix):].strip()
+                return line[len(prefix) :].strip()
     raise AssertionError(f"no {prefix!r} line; stderr: {proc.stderr.read() if proc.poll() is not None else ''}")
 
 

@@ -33,8 +33,15 @@ import os
 import shutil
 import tempfile
 
-UNSET = ("RAY_ADDRESS", "BEAM_SOCKET", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE",
-         "RAY_NAMESPACE", "RAY_JOB_CONFIG_JSON_ENV_VAR")
+UNSET = (
+    "RAY_ADDRESS",
+    "BEAM_SOCKET",
+    "RAY_AUTH_TOKEN",
+    "RAY_AUTH_TOKEN_PATH",
+    "RAY_AUTH_MODE",
+    "RAY_NAMESPACE",
+    "RAY_JOB_CONFIG_JSON_ENV_VAR",
+)
 
 _saved = {}
 

@@ -41,8 +41,13 @@ def _tmpdir(prefix):
 
 
 def _pip(venv, *args, timeout=600):
-    r = subprocess.run([os.path.join(venv, "bin", "python"), "-m", "pip", "--disable-pip-version-check", *args],
-                       capture_output=True, text=True, timeout=timeout, env=clean_env())
+    r = subprocess.run(
+        [os.path.join(venv, "bin", "python"), "-m", "pip", "--disable-pip-version-check", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=clean_env(),
+    )
     return r
 
 
@@ -72,8 +77,13 @@ def built_wheel():
     """`pip wheel . --no-deps` once: the wheel's path."""
     if "wheel" not in _made:
         out = _tmpdir("beam-wheel-")
-        r = subprocess.run([PYTHON, "-m", "pip", "--disable-pip-version-check", "wheel", "--no-deps", "-w", out,
-                            REPO], capture_output=True, text=True, timeout=600, env=clean_env())
+        r = subprocess.run(
+            [PYTHON, "-m", "pip", "--disable-pip-version-check", "wheel", "--no-deps", "-w", out, REPO],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=clean_env(),
+        )
         wheels = [f for f in os.listdir(out) if f.endswith(".whl")]
         if r.returncode != 0 or len(wheels) != 1:
             _made["wheel"] = RuntimeError(f"pip wheel . failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
@@ -89,14 +99,17 @@ def built_wheel():
 # so that pass skips them (the plain pass runs them).
 SANITIZER_PASS = "libasan" in os.environ.get("LD_PRELOAD", "")
 skip_in_sanitizer_pass = pytest.mark.skipif(
-    SANITIZER_PASS, reason="tests the pip-built wheel, not the sanitizer build (the plain pass runs it)")
+    SANITIZER_PASS, reason="tests the pip-built wheel, not the sanitizer build (the plain pass runs it)"
+)
 
 
 def clean_env(**extra):
     """The environment of a user's shell: none of the build tree's settings."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("BEAM_", "RAY_", "PYTHON", "ASAN_", "UBSAN_"))
-           and k not in ("VIRTUAL_ENV", "LD_PRELOAD")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("BEAM_", "RAY_", "PYTHON", "ASAN_", "UBSAN_")) and k not in ("VIRTUAL_ENV", "LD_PRELOAD")
+    }
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
@@ -117,17 +130,24 @@ class Node:
 
     def run(self, *args, timeout=60, env=None, cwd=None):
         e = dict(self.env, **(env or {}))
-        return subprocess.run(self.wrap + list(args), capture_output=True, text=True, timeout=timeout, env=e,
-                              cwd=cwd or self.home)
+        return subprocess.run(
+            self.wrap + list(args), capture_output=True, text=True, timeout=timeout, env=e, cwd=cwd or self.home
+        )
 
     def ray(self, *args, **kw):
         return self.run(self.bin("ray"), *args, **kw)
 
     def popen(self, *args, env=None):
         e = dict(self.env, **(env or {}))
-        return subprocess.Popen(self.wrap + list(args), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True,
-                                env=e, cwd=self.home)
+        return subprocess.Popen(
+            self.wrap + list(args),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=e,
+            cwd=self.home,
+        )
 
     def session(self):
         import json
@@ -146,8 +166,11 @@ class BuildNode(Node):
     that one (two users sharing a /tmp, say)."""
 
     def __init__(self, uid=None, tmp=None, **env):
-        keep = {k: v for k, v in os.environ.items()
-                if k in ("PYTHONPATH", "BEAM_BEAMD", "LD_PRELOAD") or k.startswith(("ASAN_", "UBSAN_"))}
+        keep = {
+            k: v
+            for k, v in os.environ.items()
+            if k in ("PYTHONPATH", "BEAM_BEAMD", "LD_PRELOAD") or k.startswith(("ASAN_", "UBSAN_"))
+        }
         wrap = () if uid is None else ("setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups")
         super().__init__(venv=None, wrap=wrap, **keep, **env)
         if tmp is not None:
@@ -195,8 +218,8 @@ def read_until(proc, text, timeout=60):
         if i >= 0:
             j = buf.find(b"\n", i)
             if j >= 0:
-                proc._beam_buf = buf[j + 1:]
-                return buf[:j + 1].decode(errors="replace")
+                proc._beam_buf = buf[j + 1 :]
+                return buf[: j + 1].decode(errors="replace")
         left = deadline - time.monotonic()
         if left <= 0:
             break

@@ -11,9 +11,9 @@ from . import REPO
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 SNAPSHOT = "vllm-239b5ff30.tar.gz"
 BEAM_PYTHON = os.path.join(REPO, "python")
-GRAPH_API = os.path.exists(
-    os.path.join(BEAM_PYTHON, "ray", "experimental", "compiled_dag_ref.py")
-) or os.path.isdir(os.path.join(BEAM_PYTHON, "ray", "experimental", "compiled_dag_ref"))
+GRAPH_API = os.path.exists(os.path.join(BEAM_PYTHON, "ray", "experimental", "compiled_dag_ref.py")) or os.path.isdir(
+    os.path.join(BEAM_PYTHON, "ray", "experimental", "compiled_dag_ref")
+)
 
 
 def snapshot_path():

@@ -73,56 +73,75 @@ def pack(v, wide=False):
         return b"\xcb" + struct.pack(">d", v)
     if isinstance(v, str):
         b = v.encode()
-        return _head(len(b), 0xa0, 32, (b"\xd9", b"\xda", b"\xdb"), wide) + b
+        return _head(len(b), 0xA0, 32, (b"\xd9", b"\xda", b"\xdb"), wide) + b
     if isinstance(v, (bytes, bytearray)):
         return _head(len(v), None, 0, (b"\xc4", b"\xc5", b"\xc6"), wide) + bytes(v)
     if isinstance(v, (list, tuple)):
         return _head(len(v), 0x90, 16, (None, b"\xdc", b"\xdd"), wide) + b"".join(pack(x, wide) for x in v)
     if isinstance(v, dict):
-        return _head(len(v), 0x80, 16, (None, b"\xde", b"\xdf"), wide) + \
-            b"".join(pack(k, wide) + pack(x, wide) for k, x in v.items())
+        return _head(len(v), 0x80, 16, (None, b"\xde", b"\xdf"), wide) + b"".join(
+            pack(k, wide) + pack(x, wide) for k, x in v.items()
+        )
     raise TypeError(f"cannot pack {type(v).__name__}")
 
 
-_WIDTH = {0xc4: 1, 0xc5: 2, 0xc6: 4, 0xd9: 1, 0xda: 2, 0xdb: 4, 0xcc: 1, 0xcd: 2, 0xce: 4, 0xcf: 8,
-          0xd0: 1, 0xd1: 2, 0xd2: 4, 0xd3: 8, 0xdc: 2, 0xdd: 4, 0xde: 2, 0xdf: 4}
+_WIDTH = {
+    0xC4: 1,
+    0xC5: 2,
+    0xC6: 4,
+    0xD9: 1,
+    0xDA: 2,
+    0xDB: 4,
+    0xCC: 1,
+    0xCD: 2,
+    0xCE: 4,
+    0xCF: 8,
+    0xD0: 1,
+    0xD1: 2,
+    0xD2: 4,
+    0xD3: 8,
+    0xDC: 2,
+    0xDD: 4,
+    0xDE: 2,
+    0xDF: 4,
+}
 
 
 def unpack(b, i=0):
     """(value, next offset) of the msgpack value at b[i:] (no ext types)."""
     c = b[i]
     i += 1
-    if c <= 0x7f:
+    if c <= 0x7F:
         return c, i
-    if c >= 0xe0:
+    if c >= 0xE0:
         return c - 256, i
-    if c <= 0x8f:
-        return _unpack_map(b, i, c & 0x0f)
-    if c <= 0x9f:
-        return _unpack_array(b, i, c & 0x0f)
-    if c <= 0xbf:
-        n = c & 0x1f
-        return bytes(b[i:i + n]).decode(), i + n
-    if c == 0xc0:
+    if c <= 0x8F:
+        return _unpack_map(b, i, c & 0x0F)
+    if c <= 0x9F:
+        return _unpack_array(b, i, c & 0x0F)
+    if c <= 0xBF:
+        n = c & 0x1F
+        return bytes(b[i : i + n]).decode(), i + n
+    if c == 0xC0:
         return None, i
-    if c in (0xc2, 0xc3):
-        return c == 0xc3, i
-    if c == 0xca:
-        return struct.unpack(">f", b[i:i + 4])[0], i + 4
-    if c == 0xcb:
-        return struct.unpack(">d", b[i:i + 8])[0], i + 8
+    if c in (0xC2, 0xC3):
+        return c == 0xC3, i
+    if c == 0xCA:
+        return struct.unpack(">f", b[i : i + 4])[0], i + 4
+    if c == 0xCB:
+        return struct.unpack(">d", b[i : i + 8])[0], i + 8
     w = _WIDTH.get(c)
     if w is None:
         raise ValueError(f"msgpack byte {c:#x} is not handled")
-    n = int.from_bytes(b[i:i + w], "big", signed=0xd0 <= c <= 0xd3)
+    n = int.from_bytes(b[i : i + w], "big", signed=0xD0 <= c <= 0xD3)
     i += w
-    if c in (0xc4, 0xc5, 0xc6):
-        return bytes(b[i:i + n]), i + n
-    if c in (0xd9, 0xda, 0xdb):
-        return bytes(b[i:i + n]).decode(), i + n
-    if c in (0xdc, 0xdd):
+    if c in (0xC4, 0xC5, 0xC6):
+        return bytes(b[i : i + n]), i + n
+    if c in (0xD9, 0xDA, 0xDB):
+        return bytes(b[i : i + n]).decode(), i + n
+    if c in (0xDC, 0xDD):
         return _unpack_array(b, i, n)
-    if c in (0xde, 0xdf):
+    if c in (0xDE, 0xDF):
         return _unpack_map(b, i, n)
     return n, i
 
@@ -186,7 +205,7 @@ class FrameSocket:
             if len(self.buf) >= 4:
                 n = int.from_bytes(self.buf[:4], "big")
                 if len(self.buf) >= 4 + n:
-                    body, self.buf = self.buf[4:4 + n], self.buf[4 + n:]
+                    body, self.buf = self.buf[4 : 4 + n], self.buf[4 + n :]
                     return body
             try:
                 chunk = self.sock.recv(1 << 20)

@@ -28,27 +28,45 @@ class ActorState:
     node_id: str = ""
 
 
-def list_nodes(address=None, filters=None, limit=100, timeout=30, detail=False, raise_on_missing_output=True,
-               _explain=False):
+def list_nodes(
+    address=None, filters=None, limit=100, timeout=30, detail=False, raise_on_missing_output=True, _explain=False
+):
     from ray._private import state
 
     out = []
     for n in state.node_table():
-        out.append(NodeState(
-            node_id=n["NodeID"], node_ip=n["NodeManagerAddress"], is_head_node=n["IsHeadNode"],
-            state="ALIVE" if n["Alive"] else "DEAD", state_message=n["DeathReasonMessage"],
-            node_name=n["NodeName"], resources_total=dict(n["Resources"]), labels=dict(n["Labels"]),
-        ))
+        out.append(
+            NodeState(
+                node_id=n["NodeID"],
+                node_ip=n["NodeManagerAddress"],
+                is_head_node=n["IsHeadNode"],
+                state="ALIVE" if n["Alive"] else "DEAD",
+                state_message=n["DeathReasonMessage"],
+                node_name=n["NodeName"],
+                resources_total=dict(n["Resources"]),
+                labels=dict(n["Labels"]),
+            )
+        )
     return _filter(out, filters)[:limit]
 
 
-def list_actors(address=None, filters=None, limit=100, timeout=30, detail=False, raise_on_missing_output=True,
-                _explain=False):
+def list_actors(
+    address=None, filters=None, limit=100, timeout=30, detail=False, raise_on_missing_output=True, _explain=False
+):
     from ray._private import worker as _worker
 
     st = _worker.status()
-    out = [ActorState(actor_id=a["actor_id"], class_name=a["class_name"], state=a["state"], name=a["name"],
-                      pid=a["pid"], node_id=a["node_id"]) for a in st.get("actors", [])]
+    out = [
+        ActorState(
+            actor_id=a["actor_id"],
+            class_name=a["class_name"],
+            state=a["state"],
+            name=a["name"],
+            pid=a["pid"],
+            node_id=a["node_id"],
+        )
+        for a in st.get("actors", [])
+    ]
     return _filter(out, filters)[:limit]
 
 
