@@ -112,9 +112,7 @@ def _run_group():
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import vllm_kit_procs
 
-    group = vllm_kit_procs.RunGroup.__new__(vllm_kit_procs.RunGroup)
-    group.path = path
-    return group, vllm_kit_procs
+    return vllm_kit_procs.RunGroup.at(path), vllm_kit_procs
 
 
 def cpu_by_process():

@@ -101,7 +101,7 @@ class Run:
 
     def start_head(self, env, num_gpus=2, num_cpus=2, wrap=(), extra=()):
         # a port of its own unless told: a user's cluster may hold Ray's 6379
-        port = [] if any(a.startswith("--port") for a in extra) else [f"--port={free_port()}"]
+        port = [] if any(a.startswith("--port") for a in extra) else [f"--port={procs.free_port('')}"]
         args = ["start", "--head", f"--num-gpus={num_gpus}", f"--num-cpus={num_cpus}", *port, *extra]
         if self.variant == "ray":
             args += ["--include-dashboard=false", "--disable-usage-stats"]
@@ -139,14 +139,6 @@ class Run:
         self.group.remove()
         for d in self.dirs:
             shutil.rmtree(d, ignore_errors=True)
-
-
-def free_port():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
 
 
 def make_model(venv, out):

@@ -7,16 +7,13 @@ the run leaves no process behind. Run by run.sh (see README.md)."""
 import os
 import shutil
 import signal
-import sys
 import time
 
 import pytest
 
 import kit
-from conftest import VENV
-
-sys.path.insert(0, os.path.join(kit.HERE, "..", "python"))
 from beamkit.netns import NetnsPair, ip_cmd, needs_netns  # noqa: E402
+from conftest import VENV
 
 TP2 = ("--backend", "ray", "--tp", "2", "--rounds", "1")
 
@@ -102,7 +99,7 @@ def test_openai_server_with_ray_backend(run, model, mp_result):
     env = run.env()
     run.start_head(env, num_gpus=2, num_cpus=2)
     cluster = run.group.pids()
-    port = kit.free_port()
+    port = kit.procs.free_port()
     server = run.popen(
         [
             os.path.join(VENV, "bin", "python"),

@@ -10,8 +10,14 @@ machine)."""
 
 import os
 import signal
-import time
+import sys
 import uuid
+
+# beamkit (tests/python) needs only the standard library: the one copy of
+# the /proc and polling helpers
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from beamkit import procs as _bk  # noqa: E402
+from beamkit.procs import alive, free_port, wait_until  # noqa: E402, F401
 
 ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup")
 
@@ -38,6 +44,13 @@ class RunGroup:
         self.path = os.path.join(root, f"{name}-{uuid.uuid4().hex[:8]}")
         os.mkdir(self.path)
 
+    @classmethod
+    def at(cls, path):
+        """The group made by another process (kit.Run passes its path on)."""
+        group = cls.__new__(cls)
+        group.path = path
+        return group
+
     def preexec(self):
         with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
             f.write(str(os.getpid()))
@@ -49,7 +62,7 @@ class RunGroup:
                 pids = [int(x) for x in f.read().split()]
         except OSError:
             return []
-        return [p for p in pids if state(p) not in ("Z", "X")]
+        return [p for p in pids if alive(p)]
 
     def kill_all(self, grace=5.0):
         """SIGTERM, then SIGKILL after grace, every process of the run."""
@@ -76,40 +89,14 @@ class RunGroup:
             return False
 
 
-def wait_until(cond, timeout, step=0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        if cond():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(step)
-
-
 def cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return ""
-
-
-def state(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "X"
+    """pid's command line as one string ('' if it is gone)."""
+    return b" ".join(_bk.cmdline(pid)).decode(errors="replace").strip()
 
 
 def cpu_seconds(pid):
-    """User + system CPU seconds of a live process (all its threads)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError):
-        return 0.0
+    """CPU seconds a live process's threads have run (0.0 if unreadable)."""
+    return (_bk.cpu_ns(pid) or 0) / 1e9
 
 
 def is_vllm_worker(pid):
