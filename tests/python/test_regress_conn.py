@@ -76,7 +76,10 @@ FLOOD = """
 
     a = Spam.remote()
     ref = a.spam.remote(N, GO)
-    print("RESULT", ray.get(ref), flush=True)
+    # one write: the log thread prints the relayed lines meanwhile, and print()
+    # writes its pieces one by one ("RESULT(Spam pid=..) flood line ..." once)
+    sys.stdout.write(f"RESULT {ray.get(ref)}\\n")
+    sys.stdout.flush()
     # the drop marker comes once the queue has drained, after that reply:
     # this call's reply comes after the marker
     ray.get(a.ping.remote())
