@@ -123,6 +123,21 @@ static int check_resource(const char *arg)
     return check_amount(what, n, eq + 1, &amount);
 }
 
+/* What a worker adds to its nice value, as Ray's raylet reads its
+ * worker_niceness: RAY_worker_niceness from the environment, else 15, so a
+ * node's workers yield the CPU to the driver that feeds them. */
+static int worker_niceness(void)
+{
+    const char *s = getenv("RAY_worker_niceness");
+    char *end;
+    long v = s && *s ? strtol(s, &end, 10) : 15;
+    if (s && *s && (*end || v < -20 || v > 19)) {
+        beam_log(BEAM_LOG_WARN, "RAY_worker_niceness=%s is not a whole number from -20 to 19: 15 is used", s);
+        v = 15;
+    }
+    return (int)v;
+}
+
 static int parse_u32(const char *s, uint32_t *out)
 {
     char *end;
@@ -455,6 +470,7 @@ int main(int argc, char **argv)
     loop->data = &node;
     node.loop = loop;
     node.node_index = 1;
+    node.worker_niceness = worker_niceness();
     node.is_head = o.address == NULL;
     node.start_ms = uv_now(loop);
     if (beam_random(node.node_id, sizeof node.node_id) < 0) {

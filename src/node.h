@@ -34,6 +34,7 @@ typedef struct beam_node_s {
     size_t soft_outq; /* stop reading a client whose unsent bytes pass this */
     size_t max_outq;  /* drop a client whose unsent bytes pass this */
     uint32_t max_member_clients; /* the head: a member's clients at once (0: BEAM_MAX_MEMBER_CLIENTS) */
+    int worker_niceness; /* added to a worker's nice value: RAY_worker_niceness, else 15 (Ray's raylet) */
 
     char node_id[BEAM_NODE_ID_SIZE];
     char node_hex[2 * BEAM_NODE_ID_SIZE + 1];

@@ -332,6 +332,8 @@ static char **worker_env(beam_node_t *node, const beam_spawn_t *s, const char *h
     fail |= !(env[k++] = kv("BEAM_DRIVER_PID", num));
     snprintf(num, sizeof num, "%ld", (long)getpid());
     fail |= !(env[k++] = kv("BEAM_PARENT_PID", num));
+    snprintf(num, sizeof num, "%d", node->worker_niceness);
+    fail |= !(env[k++] = kv("BEAM_WORKER_NICENESS", num));
     if (!s->noset_cuda)
         fail |= !(env[k++] = kv("CUDA_VISIBLE_DEVICES", s->gpus));
     else if (getenv("CUDA_VISIBLE_DEVICES") && !env_has(s->env, "CUDA_VISIBLE_DEVICES", 20))
@@ -384,8 +386,12 @@ int beam_proc_spawn(beam_node_t *node, const beam_spawn_t *s, long *pid)
         .env = env,
         /* the driver's folder, or / where that folder does not exist here */
         .cwd = (s->cwd && *s->cwd && access(s->cwd, X_OK) == 0) ? s->cwd : "/",
-        /* its own session, so a kill reaches whatever it starts */
-        .flags = UV_PROCESS_DETACHED,
+        /* beamd's session, as Ray's workers stay in the raylet's: a session
+         * of its own would be a scheduling group of its own where the kernel
+         * groups by session (autogroup), sharing the CPU with the driver as
+         * another user's login would. The worker makes its own process group
+         * first thing (ray/_worker.py), so a kill reaches what it starts. */
+        .flags = 0,
         .stdio_count = 3,
         .stdio = stdio,
     };

@@ -546,7 +546,25 @@ def guard_descendants(beamd_pid):
     return ppid
 
 
+def take_place():
+    """Where Ray's raylet puts a worker: a process group of its own (beamd's
+    kill of the group reaches what it starts), still in beamd's session (one
+    scheduling group with the node's driver where the kernel groups by
+    session), and niced by RAY_worker_niceness (15 unless set) so the driver
+    that feeds it runs first. libuv can only start a child in a session of
+    its own, so the worker does this itself, before it starts anything."""
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass  # already a group leader
+    try:
+        os.nice(int(os.environ.get("BEAM_WORKER_NICENESS", "0") or 0))
+    except (OSError, ValueError):
+        pass  # a negative value needs privilege; Ray's worker runs on as well
+
+
 def main():
+    take_place()
     parent = int(os.environ.get("BEAM_PARENT_PID", "0") or 0)
     ppid = guard_descendants(parent)
     if ppid == 1 or (parent and ppid != parent):

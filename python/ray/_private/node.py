@@ -11,6 +11,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -65,7 +66,17 @@ class DaemonStartFailed(Exception):
         self.timed_out = timed_out
 
 
-def start_daemon(args, log_path, timeout, start_new_session=False):
+def _own_group():
+    """Popen's arguments for a process group of its own in the caller's
+    session, as ``ray start`` leaves Ray's raylet: ^C at the terminal does not
+    reach it, and its workers share the session's scheduling group (autogroup)
+    with drivers started from the same session, as on Ray."""
+    if sys.version_info >= (3, 11):
+        return {"process_group": 0}
+    return {"preexec_fn": os.setpgrp}
+
+
+def start_daemon(args, log_path, timeout, own_group=False):
     """Starts beamd with ``args`` (``--ready-fd`` is added here), its stdout
     and stderr appended to log_path, and waits up to timeout seconds for the
     "ready" line it writes once it serves (a member: once it has joined).
@@ -83,7 +94,7 @@ def start_daemon(args, log_path, timeout, start_new_session=False):
                 stderr=log,
                 pass_fds=(w,),
                 close_fds=True,
-                start_new_session=start_new_session,
+                **(_own_group() if own_group else {}),
             )
     finally:
         os.close(w)

@@ -390,7 +390,7 @@ def cmd_start(argv):
 
     saved = {sig: signal.signal(sig, interrupted) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        proc = _node.start_daemon(args, log_path, READY_TIMEOUT_S, start_new_session=not a.block)
+        proc = _node.start_daemon(args, log_path, READY_TIMEOUT_S, own_group=not a.block)
     except _node.DaemonStartFailed as e:
         what = "join the cluster at " + a.address if a.address else "start"
         raise Failure(f"beamd did not {what} ({e.why}); its log ({log_path}):\n{e.log_tail}") from None
