@@ -53,6 +53,7 @@ LAYERS = {
     "headup": 5,
     "local": 5,
     "kept": 5,
+    "batch": 5,
     # 6 top
     "dispatch": 6,
     "status": 6,
@@ -83,7 +84,7 @@ SAME_LAYER_ORDER = [
         "protocol",
         "notify",
     ],
-    ["relay", "headup", "local", "kept"],
+    ["relay", "headup", "local", "batch", "kept"],
 ]
 OUTSIDE = {"beamctl"}  # its own program, on top of client
 

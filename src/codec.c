@@ -195,6 +195,65 @@ int beam_msg_parse(const char *frame, size_t len, const beam_limits_t *lim,
     }
 }
 
+/* An unsigned int at b[*i..n) as msgpack encodes one (positive fixint,
+ * uint8..64, or a signed form holding a value >= 0): 0, or -1. */
+static int peek_uint(const unsigned char *b, size_t n, size_t *i, uint64_t *v)
+{
+    static const unsigned char width[4] = {1, 2, 4, 8};
+    unsigned char t = b[*i];
+    if (t <= 0x7f) {
+        *v = t;
+        (*i)++;
+        return 0;
+    }
+    int sign = t >= 0xd0 && t <= 0xd3;
+    if (!sign && !(t >= 0xcc && t <= 0xcf))
+        return -1;
+    size_t w = width[t & 3];
+    if (*i + 1 + w > n || (sign && (b[*i + 1] & 0x80)))
+        return -1;
+    uint64_t x = 0;
+    for (size_t k = 0; k < w; k++)
+        x = x << 8 | b[*i + 1 + k];
+    *v = x;
+    *i += 1 + w;
+    return 0;
+}
+
+int beam_msg_peek(const char *body, size_t n, beam_peek_t *out)
+{
+    const unsigned char *b = (const unsigned char *)body;
+    size_t i = 2;
+    memset(out, 0, sizeof *out);
+    if (n < 3 || b[1] > BEAM_MSG_PUSH || b[0] != (b[1] == BEAM_MSG_PUSH ? 0x93 : 0x94))
+        return -1;
+    out->type = b[1];
+    if (out->type != BEAM_MSG_PUSH && peek_uint(b, n, &i, &out->msgid) < 0)
+        return -1;
+    if (out->type == BEAM_MSG_REPLY)
+        return 0;
+    if (i >= n)
+        return -1;
+    size_t len, at;
+    if ((b[i] & 0xe0) == 0xa0) { /* fixstr */
+        len = b[i] & 0x1fu;
+        at = i + 1;
+    } else if (b[i] == 0xd9 && i + 1 < n) {
+        len = b[i + 1];
+        at = i + 2;
+    } else if (b[i] == 0xda && i + 2 < n) {
+        len = (size_t)b[i + 1] << 8 | b[i + 2];
+        at = i + 3;
+    } else {
+        return -1;
+    }
+    if (at + len > n)
+        return -1;
+    out->op = body + at;
+    out->op_len = (uint32_t)len;
+    return 0;
+}
+
 void beam_msg_destroy(beam_msg_t *msg)
 {
     if (msg->has_zone)
@@ -527,6 +586,20 @@ void beam_pack_strn(msgpack_packer *pk, const char *s, size_t n)
 {
     msgpack_pack_str(pk, n);
     msgpack_pack_str_body(pk, s, n);
+}
+
+size_t beam_pack_array_open(beam_enc_t *enc)
+{
+    static const char array32[5] = {(char)0xdd, 0, 0, 0, 0};
+    /* the raw head: msgpack-c packs the smallest form, and the count is not known yet */
+    msgpack_pack_bin_body(&enc->pk, array32, sizeof array32);
+    return enc->sbuf.size - 4;
+}
+
+void beam_pack_array_close(beam_enc_t *enc, size_t at, uint32_t n)
+{
+    if (!enc->failed && at + 4 <= enc->sbuf.size)
+        beam_put_u32be(enc->sbuf.data + at, n);
 }
 
 void beam_pack_str(msgpack_packer *pk, const char *s)
