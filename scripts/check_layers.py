@@ -48,6 +48,7 @@ LAYERS = {
     "objects": 3,
     # 4 session
     "session": 4,
+    "clientmsg": 4,
     # 5 relay
     "relay": 5,
     "headup": 5,
@@ -84,6 +85,7 @@ SAME_LAYER_ORDER = [
         "protocol",
         "notify",
     ],
+    ["session", "clientmsg"],
     ["relay", "headup", "local", "batch", "kept"],
 ]
 OUTSIDE = {"beamctl"}  # its own program, on top of client

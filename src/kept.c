@@ -8,6 +8,7 @@
 #include <uthash.h>
 #include <utlist.h>
 
+#include "clientmsg.h"
 #include "link.h"
 #include "objects.h"
 #include "session.h"
@@ -136,41 +137,6 @@ char *beam_kept_frame(beam_enc_t *req, size_t *len)
     return frame;
 }
 
-/* Wraps what req holds (one request, destroyed here) as the link message
- * op {vconn, frame} for local client vconn, into out (initialised here):
- * 0, or -1 when out of memory (out is then destroyed). */
-static int wrap(const char *op, uint32_t vconn, beam_enc_t *req, beam_enc_t *out)
-{
-    size_t len;
-    char *frame = beam_kept_frame(req, &len);
-    if (!frame)
-        return -1;
-    beam_enc_init(out);
-    beam_enc_push(out, op, 2);
-    beam_pack_key(&out->pk, "vconn");
-    msgpack_pack_uint32(&out->pk, vconn);
-    beam_pack_key(&out->pk, "frame");
-    beam_pack_bin(&out->pk, frame + BEAM_FRAME_HEADER, len - BEAM_FRAME_HEADER);
-    beam_enc_end(out, 0);
-    free(frame);
-    if (out->failed) {
-        beam_enc_destroy(out);
-        return -1;
-    }
-    return 0;
-}
-
-int beam_kept_send_up(beam_node_t *node, const char *op, uint32_t vconn, beam_enc_t *req)
-{
-    beam_enc_t enc;
-    beam_link_t *l = beam_link_up(node);
-    if (!l) {
-        beam_enc_destroy(req);
-        return -1;
-    }
-    return wrap(op, vconn, req, &enc) < 0 ? -1 : beam_link_send_enc(l, &enc);
-}
-
 /* The reply the head would give: {values: [[status, data], ...]}. 0, or -1
  * when a result is no longer kept or they do not fit one frame (the head
  * answers then). */
@@ -235,8 +201,13 @@ static int try_get(beam_local_t *lo, lget_t *g)
         msgpack_pack_int64(&req.pk, left);
         if (lo->before_up)
             lo->before_up(lo->node); /* what the member holds goes up first */
-        if (beam_kept_send_up(lo->node, "client_frame", g->vconn, &req) < 0)
-            beam_port_reply_error(c, g->msgid, "internal", "out of memory");
+        size_t len;
+        char *frame = beam_kept_frame(&req, &len);
+        if (frame && beam_link_up(lo->node))
+            beam_clientmsg_forward(lo->node, g->vconn, frame + BEAM_FRAME_HEADER, len - BEAM_FRAME_HEADER);
+        else
+            beam_port_reply_error(c, g->msgid, "internal", frame ? "the head is lost" : "out of memory");
+        free(frame);
     }
     get_finish(g);
     return 1;

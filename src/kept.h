@@ -66,10 +66,6 @@ int beam_kept_get(beam_kept_t *k, uint32_t vconn, uint64_t msgid, const msgpack_
  * the caller, who frees them (the body starts at BEAM_FRAME_HEADER; *len
  * counts the header too); NULL when out of memory. */
 char *beam_kept_frame(beam_enc_t *req, size_t *len);
-/* Sends what req holds (one request, destroyed here) to the head as the
- * link message op {vconn, frame} for local client vconn: 0, or -1 (out of
- * memory, the link down). */
-int beam_kept_send_up(beam_node_t *node, const char *op, uint32_t vconn, beam_enc_t *req);
 /* key: [n ids of size bytes each] */
 void beam_kept_pack_ids(msgpack_packer *pk, const char *key, const char *ids, uint32_t n, size_t size);
 

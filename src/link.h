@@ -94,17 +94,6 @@ void beam_link_close(beam_link_t *link, const char *why, int quiet);
  * node->max_outq closes the link (deferred) and returns -ENOBUFS. */
 int beam_link_send_enc(beam_link_t *link, beam_enc_t *enc);
 
-/* The messages the unix-socket side (conn.c) and the cluster table send:
- * head: a frame (header and body, malloc'd, taken) for remote client vconn */
-int beam_link_send_client(beam_link_t *link, uint32_t vconn, char *frame, size_t len);
-/* head: tell the member to close its client vconn */
-void beam_link_close_client(beam_link_t *link, uint32_t vconn);
-/* member: a frame body from local client vconn, for the head */
-void beam_link_forward(beam_node_t *node, uint32_t vconn, const char *body, size_t len);
-/* member: a local client came or went */
-void beam_link_client_open(beam_node_t *node, uint32_t vconn, long pid, unsigned uid);
-void beam_link_client_closed(beam_node_t *node, uint32_t vconn);
-
 /* Closes every link and the listener now (daemon exit: on_close runs here). */
 void beam_links_stop(beam_node_t *node);
 void beam_links_destroy(beam_node_t *node);
