@@ -650,12 +650,7 @@ static const op_t ops[] = {
     {NULL, NULL},
 };
 
-void beam_dispatch(beam_port_t *c, const char *frame, size_t len)
-{
-    beam_dispatch_frame(c, frame, len, NULL);
-}
-
-void beam_dispatch_frame(beam_port_t *c, const char *frame, size_t len, beam_buf_t *buf)
+void beam_dispatch(beam_port_t *c, const char *frame, size_t len, beam_buf_t *buf)
 {
     beam_msg_t msg;
     char err[200];
