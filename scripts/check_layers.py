@@ -32,6 +32,8 @@ LAYERS = {
     "outq": 1,
     "conn": 1,
     "link": 1,
+    "handshake": 1,
+    "heartbeat": 1,
     "server": 1,
     "procs": 1,
     # 2 port
@@ -68,7 +70,7 @@ SAME_LAYER_ORDER = [
     ["deaths", "sentcalls", "actors", "spec", "calls", "fit", "placement", "cluster", "objects"],
     ["beamd", "hooks", "dispatch", "status", "fields"],
     ["server", "conn", "outq"],
-    ["link", "outq"],
+    ["link", "handshake", "heartbeat", "outq"],
     [
         "shm",
         "node",
