@@ -195,6 +195,62 @@ int beam_msg_parse(const char *frame, size_t len, const beam_limits_t *lim,
     }
 }
 
+static size_t be_n(const unsigned char *p, int n)
+{
+    size_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+long beam_msgpack_first_bin(const char *buf, size_t n, size_t min)
+{
+    const unsigned char *p = (const unsigned char *)buf;
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = p[i++];
+        size_t skip = 0;
+        int hdr = 0, bin = 0;
+        if (c <= 0x7f || c >= 0xe0 || (c >= 0x80 && c <= 0x9f) || c == 0xc0 || c == 0xc2 || c == 0xc3)
+            continue; /* fixint, fixmap, fixarray, nil, bool: nothing to skip */
+        if (c >= 0xa0 && c <= 0xbf) {
+            skip = c & 0x1f;
+        } else {
+            switch (c) {
+            case 0xc4: hdr = 1, bin = 1; break;
+            case 0xc5: hdr = 2, bin = 1; break;
+            case 0xc6: hdr = 4, bin = 1; break;
+            case 0xd9: hdr = 1; break; /* str 8/16/32 */
+            case 0xda: hdr = 2; break;
+            case 0xdb: hdr = 4; break;
+            case 0xca: skip = 4; break;
+            case 0xcb: skip = 8; break;
+            case 0xcc: case 0xd0: skip = 1; break;
+            case 0xcd: case 0xd1: skip = 2; break;
+            case 0xce: case 0xd2: skip = 4; break;
+            case 0xcf: case 0xd3: skip = 8; break;
+            case 0xdc: skip = 2; break; /* array/map 16/32: their counts */
+            case 0xdd: skip = 4; break;
+            case 0xde: skip = 2; break;
+            case 0xdf: skip = 4; break;
+            default: return -1;         /* ext: beam sends none */
+            }
+        }
+        if (hdr) {
+            if (n - i < (size_t)hdr)
+                return -1;
+            skip = be_n(p + i, hdr);
+            i += (size_t)hdr;
+            if (bin && skip >= min)
+                return (long)i;
+        }
+        if (n - i < skip)
+            return -1;
+        i += skip;
+    }
+    return -1;
+}
+
 /* An unsigned int at b[*i..n) as msgpack encodes one (positive fixint,
  * uint8..64, or a signed form holding a value >= 0): 0, or -1. */
 static int peek_uint(const unsigned char *b, size_t n, size_t *i, uint64_t *v)

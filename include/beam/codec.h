@@ -17,6 +17,12 @@
 int beam_msgpack_check(const char *buf, size_t len, const beam_limits_t *lim,
                        char *err, size_t errlen);
 
+/* Where the data of the first bin of at least min bytes starts in
+ * buf[0..n) (a frame's first bytes, not necessarily all of it), or -1 when
+ * there is none whose header lies there. Reads only; validates nothing
+ * (_beam places a frame's memory by it, before it is whole). */
+long beam_msgpack_first_bin(const char *buf, size_t n, size_t min);
+
 /* One parsed envelope. Strings and bins point into the frame bytes, so the
  * frame must outlive the message; copy what you keep. */
 typedef struct beam_msg_s {
