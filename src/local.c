@@ -16,6 +16,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
@@ -398,21 +399,26 @@ static const local_op_t up_ops[] = {
     LOCAL_OP("kill", LOCAL_ALWAYS, actor_fields, up_kill),
 };
 
-/* The row of op in ops[0..n) that is read for this client now, or NULL. */
+/* The row of op in ops[0..n), or NULL. */
+static const local_op_t *find_row(const local_op_t *ops, size_t n, const char *op, uint32_t op_len)
+{
+    for (size_t i = 0; i < n; i++)
+        if (beam_str_eq(op, op_len, ops[i].name))
+            return &ops[i];
+    return NULL;
+}
+
+/* The row of op in ops[0..n) when it is read for this client now, or NULL. */
 static const local_op_t *find_op(const local_op_t *ops, size_t n, const local_msg_t *x, const char *op, uint32_t op_len)
 {
-    for (size_t i = 0; i < n; i++) {
-        if (!beam_str_eq(op, op_len, ops[i].name))
-            continue;
-        switch (ops[i].when) {
-        case LOCAL_FROM_WORKER: return x->cl && x->cl->is_worker ? &ops[i] : NULL;
-        case LOCAL_IDS_KNOWN: return ids_known(x->cl) ? &ops[i] : NULL;
-        case LOCAL_ANY_KEPT: return beam_kept_any(x->lo->kept) ? &ops[i] : NULL;
-        case LOCAL_TO_WORKER: return x->cl && x->cl->is_worker && x->lo->pairs ? &ops[i] : NULL;
-        default: return &ops[i];
-        }
+    const local_op_t *row = find_row(ops, n, op, op_len);
+    switch (row ? row->when : LOCAL_ALWAYS) {
+    case LOCAL_FROM_WORKER: return x->cl && x->cl->is_worker ? row : NULL;
+    case LOCAL_IDS_KNOWN: return ids_known(x->cl) ? row : NULL;
+    case LOCAL_ANY_KEPT: return beam_kept_any(x->lo->kept) ? row : NULL;
+    case LOCAL_TO_WORKER: return x->cl && x->cl->is_worker && x->lo->pairs ? row : NULL;
+    default: return row;
     }
-    return NULL;
 }
 
 /* Checks m's fields against op's table and runs its handler: its result,
@@ -517,6 +523,8 @@ static const local_op_t down_ops[] = {
     LOCAL_OP("call", LOCAL_TO_WORKER, obj_fields, down_call),
 };
 
+#define NDOWN (sizeof down_ops / sizeof down_ops[0])
+
 enum { HR_NODE_INDEX, HR_CONN };
 static const beam_field_spec_t hello_reply_fields[] = {
     [HR_NODE_INDEX] = BEAM_FIELD("node_index", BEAM_F_INT, BEAM_F_REQUIRED, .min = 0, .max = UINT32_MAX,
@@ -563,7 +571,7 @@ void beam_local_down(beam_node_t *node, uint32_t vconn, const char *body, size_t
             saw_hello_reply(lo, x.cl, body, len);
         return;
     }
-    const local_op_t *op = pk.type == BEAM_MSG_PUSH ? find_op(down_ops, 2, &x, pk.op, pk.op_len) : NULL;
+    const local_op_t *op = pk.type == BEAM_MSG_PUSH ? find_op(down_ops, NDOWN, &x, pk.op, pk.op_len) : NULL;
     beam_msg_t m;
     char err[160];
     if (!op || beam_msg_parse(body, len, &node->limits, &m, err, sizeof err) < 0)
@@ -572,6 +580,28 @@ void beam_local_down(beam_node_t *node, uint32_t vconn, const char *body, size_t
     if (m.type == BEAM_MSG_PUSH)
         run_op(op, &x);
     beam_msg_destroy(&m);
+}
+
+int beam_local_check(const char *body, size_t len, int up, const beam_limits_t *lim, char *err, size_t errlen)
+{
+    beam_msg_t m;
+    beam_field_val_t v[BEAM_SUBMIT_NFIELDS > 4 ? BEAM_SUBMIT_NFIELDS : 4];
+    const char *field, *what;
+    char buf[80];
+    int want = up ? BEAM_MSG_REQUEST : BEAM_MSG_PUSH;
+    if (beam_msg_parse(body, len, lim, &m, err, errlen) < 0)
+        return -EPROTO;
+    const local_op_t *op = m.type != want ? NULL
+                         : up             ? find_row(up_ops, sizeof up_ops / sizeof up_ops[0], m.op, m.op_len)
+                                          : find_row(down_ops, NDOWN, m.op, m.op_len);
+    int rc = op ? 1 : 0;
+    if (op && op->nfields &&
+        beam_fields_check(&m.params, op->fields, op->nfields, v, &field, &what, buf, sizeof buf) < 0) {
+        snprintf(err, errlen, "field '%s' %s", field, what);
+        rc = -EINVAL;
+    }
+    beam_msg_destroy(&m);
+    return rc;
 }
 
 void beam_local_client_closed(beam_node_t *node, uint32_t vconn)

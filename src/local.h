@@ -64,6 +64,14 @@ void beam_local_down(beam_node_t *node, uint32_t vconn, const char *body, size_t
 /* Sends the messages held (the member's switch calls it before anything
  * else it sends the head; beam_local_up does for its clients). */
 void beam_local_flush(beam_node_t *node);
+/* What the member's op tables make of a frame body (up: a local client's
+ * request; else a push from the head), with no table state and no action:
+ * 1 when it is an op the table reads and its fields pass the op's table;
+ * 0 when the table does not read that op (the frame passes untouched);
+ * -EINVAL when a field is refused ("field 'F' WHAT" in err: the frame then
+ * passes untouched too, for the head to answer); -EPROTO when it does not
+ * parse. For tests. */
+int beam_local_check(const char *body, size_t len, int up, const beam_limits_t *lim, char *err, size_t errlen);
 /* Local client vconn is gone (before client_closed goes up). */
 void beam_local_client_closed(beam_node_t *node, uint32_t vconn);
 /* The worker of this actor exited (before worker_exit goes up). */

@@ -60,10 +60,10 @@ static int bad_field(relay_msg_t *x, const char *field, const char *what)
     return -EINVAL;
 }
 
-/* Runs m by ops[0..n): its row's fields checked, then its handler. 0, or
- * -EINVAL with x->err set (unknown is the end of the error for an op no
- * row has: "which a member does not send"). */
-static int relay_run(relay_msg_t *x, const relay_op_t *ops, size_t n, const char *unknown)
+/* Runs m by ops[0..n): its row's fields checked, then (when run) its
+ * handler. 0, or -EINVAL with x->err set (unknown is the end of the error
+ * for an op no row has: "which a member does not send"). */
+static int relay_run(relay_msg_t *x, const relay_op_t *ops, size_t n, const char *unknown, int run)
 {
     beam_field_val_t v[RELAY_MAX_FIELDS];
     const char *field, *what;
@@ -75,7 +75,7 @@ static int relay_run(relay_msg_t *x, const relay_op_t *ops, size_t n, const char
         assert(ops[i].nfields <= RELAY_MAX_FIELDS);
         if (beam_fields_check(&m->params, ops[i].fields, ops[i].nfields, v, &field, &what, buf, sizeof buf) < 0)
             return bad_field(x, field, what);
-        return ops[i].fn(x, v);
+        return run ? ops[i].fn(x, v) : 0;
     }
     snprintf(x->err, sizeof x->err, "a '%.*s', %s", (int)(m->op_len < 32 ? m->op_len : 32), m->op, unknown);
     return -EINVAL;
@@ -370,15 +370,18 @@ static const relay_op_t head_ops[] = {
     RELAY_OP("worker_exit", worker_exit_fields, head_worker_exit),
 };
 
+#define HEAD_NOPS (sizeof head_ops / sizeof head_ops[0])
+#define FROM_MEMBER_UNKNOWN "which a member does not send"
+
 /* A member is up once its join is taken (it then has its member). */
 static void head_on_frame(beam_node_t *node, beam_link_t *l, const beam_msg_t *m)
 {
     relay_msg_t x = {.node = node, .link = l, .m = m};
     int rc;
     if (beam_link_data(l))
-        rc = relay_run(&x, head_ops, sizeof head_ops / sizeof head_ops[0], "which a member does not send");
+        rc = relay_run(&x, head_ops, HEAD_NOPS, FROM_MEMBER_UNKNOWN, 1);
     else if (beam_str_eq(m->op, m->op_len, "join"))
-        rc = relay_run(&x, head_greeting, 1, "");
+        rc = relay_run(&x, head_greeting, 1, "", 1);
     else
         rc = 0, beam_link_close(l, "expected join", 0);
     if (rc < 0)
@@ -574,14 +577,17 @@ static const relay_op_t member_ops[] = {
     RELAY_OP("kill_worker", actor_fields, member_kill_worker),
 };
 
+#define MEMBER_NOPS (sizeof member_ops / sizeof member_ops[0])
+#define FROM_HEAD_UNKNOWN "which the head does not send"
+
 static void member_on_frame(beam_node_t *node, beam_link_t *l, const beam_msg_t *m)
 {
     relay_msg_t x = {.node = node, .link = l, .m = m};
     int rc;
     if (beam_link_data(l))
-        rc = relay_run(&x, member_ops, sizeof member_ops / sizeof member_ops[0], "which the head does not send");
+        rc = relay_run(&x, member_ops, MEMBER_NOPS, FROM_HEAD_UNKNOWN, 1);
     else if (beam_str_eq(m->op, m->op_len, "welcome"))
-        rc = relay_run(&x, member_greeting, 1, "");
+        rc = relay_run(&x, member_greeting, 1, "", 1);
     else
         rc = 0, beam_link_close(l, "expected welcome", 0);
     if (rc < 0)
@@ -628,6 +634,25 @@ static void member_proc_exit(beam_node_t *node, const char *actor, long pid, int
     beam_link_t *l = beam_link_up(node);
     if (l)
         send_worker_event(l, "worker_exit", actor, pid, status, sig);
+}
+
+int beam_relay_check(const beam_msg_t *m, int at_head, int up, char *err, size_t errlen)
+{
+    relay_msg_t x = {.m = m};
+    int rc;
+    if (m->type != BEAM_MSG_PUSH) {
+        snprintf(x.err, sizeof x.err, "a link message that is not a push");
+        rc = -EINVAL;
+    } else if (at_head) {
+        rc = up ? relay_run(&x, head_ops, HEAD_NOPS, FROM_MEMBER_UNKNOWN, 0)
+                : relay_run(&x, head_greeting, 1, "which is not a join", 0);
+    } else {
+        rc = up ? relay_run(&x, member_ops, MEMBER_NOPS, FROM_HEAD_UNKNOWN, 0)
+                : relay_run(&x, member_greeting, 1, "which is not a welcome", 0);
+    }
+    if (rc < 0)
+        snprintf(err, errlen, "%s", x.err);
+    return rc;
 }
 
 /* ---------- starting ---------- */
