@@ -32,6 +32,8 @@ LAYERS = {
     "outq": 1,
     "conn": 1,
     "link": 1,
+    "handshake": 1,
+    "heartbeat": 1,
     "server": 1,
     "procs": 1,
     # 2 port
@@ -48,11 +50,13 @@ LAYERS = {
     "objects": 3,
     # 4 session
     "session": 4,
+    "clientmsg": 4,
     # 5 relay
     "relay": 5,
     "headup": 5,
     "local": 5,
     "kept": 5,
+    "batch": 5,
     # 6 top
     "dispatch": 6,
     "status": 6,
@@ -66,7 +70,7 @@ SAME_LAYER_ORDER = [
     ["deaths", "sentcalls", "actors", "spec", "calls", "fit", "placement", "cluster", "objects"],
     ["beamd", "hooks", "dispatch", "status", "fields"],
     ["server", "conn", "outq"],
-    ["link", "outq"],
+    ["link", "handshake", "heartbeat", "outq"],
     [
         "shm",
         "node",
@@ -83,7 +87,8 @@ SAME_LAYER_ORDER = [
         "protocol",
         "notify",
     ],
-    ["relay", "headup", "local", "kept"],
+    ["session", "clientmsg"],
+    ["relay", "headup", "local", "batch", "kept"],
 ]
 OUTSIDE = {"beamctl"}  # its own program, on top of client
 

@@ -195,6 +195,121 @@ int beam_msg_parse(const char *frame, size_t len, const beam_limits_t *lim,
     }
 }
 
+static size_t be_n(const unsigned char *p, int n)
+{
+    size_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+long beam_msgpack_first_bin(const char *buf, size_t n, size_t min)
+{
+    const unsigned char *p = (const unsigned char *)buf;
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = p[i++];
+        size_t skip = 0;
+        int hdr = 0, bin = 0;
+        if (c <= 0x7f || c >= 0xe0 || (c >= 0x80 && c <= 0x9f) || c == 0xc0 || c == 0xc2 || c == 0xc3)
+            continue; /* fixint, fixmap, fixarray, nil, bool: nothing to skip */
+        if (c >= 0xa0 && c <= 0xbf) {
+            skip = c & 0x1f;
+        } else {
+            switch (c) {
+            case 0xc4: hdr = 1, bin = 1; break;
+            case 0xc5: hdr = 2, bin = 1; break;
+            case 0xc6: hdr = 4, bin = 1; break;
+            case 0xd9: hdr = 1; break; /* str 8/16/32 */
+            case 0xda: hdr = 2; break;
+            case 0xdb: hdr = 4; break;
+            case 0xca: skip = 4; break;
+            case 0xcb: skip = 8; break;
+            case 0xcc: case 0xd0: skip = 1; break;
+            case 0xcd: case 0xd1: skip = 2; break;
+            case 0xce: case 0xd2: skip = 4; break;
+            case 0xcf: case 0xd3: skip = 8; break;
+            case 0xdc: skip = 2; break; /* array/map 16/32: their counts */
+            case 0xdd: skip = 4; break;
+            case 0xde: skip = 2; break;
+            case 0xdf: skip = 4; break;
+            default: return -1;         /* ext: beam sends none */
+            }
+        }
+        if (hdr) {
+            if (n - i < (size_t)hdr)
+                return -1;
+            skip = be_n(p + i, hdr);
+            i += (size_t)hdr;
+            if (bin && skip >= min)
+                return (long)i;
+        }
+        if (n - i < skip)
+            return -1;
+        i += skip;
+    }
+    return -1;
+}
+
+/* An unsigned int at b[*i..n) as msgpack encodes one (positive fixint,
+ * uint8..64, or a signed form holding a value >= 0): 0, or -1. */
+static int peek_uint(const unsigned char *b, size_t n, size_t *i, uint64_t *v)
+{
+    static const unsigned char width[4] = {1, 2, 4, 8};
+    unsigned char t = b[*i];
+    if (t <= 0x7f) {
+        *v = t;
+        (*i)++;
+        return 0;
+    }
+    int sign = t >= 0xd0 && t <= 0xd3;
+    if (!sign && !(t >= 0xcc && t <= 0xcf))
+        return -1;
+    size_t w = width[t & 3];
+    if (*i + 1 + w > n || (sign && (b[*i + 1] & 0x80)))
+        return -1;
+    uint64_t x = 0;
+    for (size_t k = 0; k < w; k++)
+        x = x << 8 | b[*i + 1 + k];
+    *v = x;
+    *i += 1 + w;
+    return 0;
+}
+
+int beam_msg_peek(const char *body, size_t n, beam_peek_t *out)
+{
+    const unsigned char *b = (const unsigned char *)body;
+    size_t i = 2;
+    memset(out, 0, sizeof *out);
+    if (n < 3 || b[1] > BEAM_MSG_PUSH || b[0] != (b[1] == BEAM_MSG_PUSH ? 0x93 : 0x94))
+        return -1;
+    out->type = b[1];
+    if (out->type != BEAM_MSG_PUSH && peek_uint(b, n, &i, &out->msgid) < 0)
+        return -1;
+    if (out->type == BEAM_MSG_REPLY)
+        return 0;
+    if (i >= n)
+        return -1;
+    size_t len, at;
+    if ((b[i] & 0xe0) == 0xa0) { /* fixstr */
+        len = b[i] & 0x1fu;
+        at = i + 1;
+    } else if (b[i] == 0xd9 && i + 1 < n) {
+        len = b[i + 1];
+        at = i + 2;
+    } else if (b[i] == 0xda && i + 2 < n) {
+        len = (size_t)b[i + 1] << 8 | b[i + 2];
+        at = i + 3;
+    } else {
+        return -1;
+    }
+    if (at + len > n)
+        return -1;
+    out->op = body + at;
+    out->op_len = (uint32_t)len;
+    return 0;
+}
+
 void beam_msg_destroy(beam_msg_t *msg)
 {
     if (msg->has_zone)
@@ -527,6 +642,20 @@ void beam_pack_strn(msgpack_packer *pk, const char *s, size_t n)
 {
     msgpack_pack_str(pk, n);
     msgpack_pack_str_body(pk, s, n);
+}
+
+size_t beam_pack_array_open(beam_enc_t *enc)
+{
+    static const char array32[5] = {(char)0xdd, 0, 0, 0, 0};
+    /* the raw head: msgpack-c packs the smallest form, and the count is not known yet */
+    msgpack_pack_bin_body(&enc->pk, array32, sizeof array32);
+    return enc->sbuf.size - 4;
+}
+
+void beam_pack_array_close(beam_enc_t *enc, size_t at, uint32_t n)
+{
+    if (!enc->failed && at + 4 <= enc->sbuf.size)
+        beam_put_u32be(enc->sbuf.data + at, n);
 }
 
 void beam_pack_str(msgpack_packer *pk, const char *s)

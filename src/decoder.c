@@ -14,12 +14,17 @@ void beam_limits_default(beam_limits_t *lim)
     lim->max_str = BEAM_DEFAULT_MAX_STR;
 }
 
-static uint64_t read_be(const unsigned char *p, int n)
+int beam_frame_header(const char *p, uint32_t max_frame, uint32_t *n, char *err, size_t errlen)
 {
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++)
-        v = (v << 8) | p[i];
-    return v;
+    const unsigned char *u = (const unsigned char *)p;
+    uint32_t v = (uint32_t)u[0] << 24 | (uint32_t)u[1] << 16 | (uint32_t)u[2] << 8 | u[3];
+    if (v == 0 || v > max_frame) {
+        if (err)
+            snprintf(err, errlen, "frame length %u is outside 1..%u", v, max_frame);
+        return -1;
+    }
+    *n = v;
+    return 0;
 }
 
 void beam_decoder_init(beam_decoder_t *dec, const beam_limits_t *lim)
@@ -97,8 +102,8 @@ static void decoder_scan(beam_decoder_t *dec)
         size_t have = dec->len - dec->scan;
         if (have < BEAM_FRAME_HEADER)
             return;
-        uint64_t n = read_be((const unsigned char *)dec->buf + dec->scan, BEAM_FRAME_HEADER);
-        if (n == 0 || n > dec->lim.max_frame)
+        uint32_t n;
+        if (beam_frame_header(dec->buf + dec->scan, dec->lim.max_frame, &n, NULL, 0) < 0)
             return;
         if (have - BEAM_FRAME_HEADER >= n) {
             dec->scan += BEAM_FRAME_HEADER + (size_t)n;
@@ -192,11 +197,9 @@ int beam_decoder_next(beam_decoder_t *dec, const char **frame, size_t *len)
     size_t have = dec->len - dec->pos;
     if (have < BEAM_FRAME_HEADER)
         return 0;
-    uint64_t n = read_be((const unsigned char *)dec->buf + dec->pos, BEAM_FRAME_HEADER);
-    if (n == 0 || n > dec->lim.max_frame) {
+    uint32_t n;
+    if (beam_frame_header(dec->buf + dec->pos, dec->lim.max_frame, &n, dec->err, sizeof dec->err) < 0) {
         dec->failed = 1;
-        snprintf(dec->err, sizeof dec->err, "frame length %llu is outside 1..%u",
-                 (unsigned long long)n, dec->lim.max_frame);
         return -1;
     }
     if (have - BEAM_FRAME_HEADER < n)

@@ -565,6 +565,11 @@ static void op_actor_ready(req_t *r)
     beam_actor_t *a = worker_actor(r);
     if (!a || BEAM_REQ_FIELDS(r, actor_ready_fields, v) < 0)
         return;
+    /* a constructor that raised: its calls fail with a code of their own,
+     * not only a message (docs/PROTOCOL.md, "Object results"). (This belongs
+     * in beam_actor_ready once the actor is opaque.) */
+    if (!v[AR_OK].i && a->state == BEAM_ACTOR_STARTING)
+        a->death_status = BEAM_OBJ_ACTOR_INIT_FAILED;
     beam_actor_ready(r->node, a, (int)v[AR_OK].i, v[AR_ERROR].s, v[AR_ERROR].len);
     beam_port_reply_empty(r->conn, r->msgid);
 }
@@ -650,12 +655,7 @@ static const op_t ops[] = {
     {NULL, NULL},
 };
 
-void beam_dispatch(beam_port_t *c, const char *frame, size_t len)
-{
-    beam_dispatch_frame(c, frame, len, NULL);
-}
-
-void beam_dispatch_frame(beam_port_t *c, const char *frame, size_t len, beam_buf_t *buf)
+void beam_dispatch(beam_port_t *c, const char *frame, size_t len, beam_buf_t *buf)
 {
     beam_msg_t msg;
     char err[200];

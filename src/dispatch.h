@@ -8,12 +8,12 @@
 struct beam_port_s;
 struct beam_buf_s;
 
-/* Handles one frame from conn. A frame that is not a valid message gets an
- * `error` push and closes the connection; a bad request gets an error reply. */
-void beam_dispatch(struct beam_port_s *conn, const char *frame, size_t len);
-/* The same for a frame that came in a buffer of its own (frame lies in buf;
- * NULL: it does not): a payload that is most of the frame is kept by
+/* Handles one frame from conn: the one entry of every client's requests
+ * (node->hooks.dispatch, wired in hooks.c). A frame that is not a valid
+ * message gets an `error` push and closes the connection; a bad request
+ * gets an error reply. buf: the buffer of its own the frame came in (frame
+ * lies in it), or NULL: a payload that is most of the frame is then kept by
  * reference to buf rather than copied. buf stays the caller's. */
-void beam_dispatch_frame(struct beam_port_s *conn, const char *frame, size_t len, struct beam_buf_s *buf);
+void beam_dispatch(struct beam_port_s *conn, const char *frame, size_t len, struct beam_buf_s *buf);
 
 #endif

@@ -44,11 +44,6 @@ int beam_req_fields(beam_req_t *r, const beam_field_spec_t *spec, size_t n, beam
     return 0;
 }
 
-void beam_field_cstr(const beam_field_val_t *v, char *out, size_t cap)
-{
-    snprintf(out, cap, "%.*s", (int)(v->len < cap ? v->len : cap - 1), v->s);
-}
-
 char *beam_dup_str(const char *s, uint32_t n)
 {
     char *d = malloc((size_t)n + 1);

@@ -36,8 +36,6 @@ typedef struct beam_req_s {
  * spec). 0, or -EINVAL after replying bad_request. */
 int beam_req_fields(beam_req_t *r, const beam_field_spec_t *spec, size_t n, beam_field_val_t *out);
 #define BEAM_REQ_FIELDS(r, spec, out) beam_req_fields((r), (spec), sizeof(spec) / sizeof((spec)[0]), (out))
-/* A STR value as a C string in out (cap bytes with its NUL; cut to fit). */
-void beam_field_cstr(const beam_field_val_t *v, char *out, size_t cap);
 
 /* Replies bad_request "field 'FIELD' WHAT". */
 void beam_req_bad(beam_req_t *r, const char *field, const char *what);

@@ -14,6 +14,11 @@ const beam_field_spec_t beam_submit_fields[BEAM_SUBMIT_NFIELDS] = {
     [BEAM_SUBMIT_PUSH] = BEAM_FIELD("push", BEAM_F_BOOL, 0, .def = 0), /* the result pushed to the caller */
 };
 
+void beam_field_cstr(const beam_field_val_t *v, char *out, size_t cap)
+{
+    snprintf(out, cap, "%.*s", (int)(v->len < cap ? v->len : cap - 1), v->s);
+}
+
 int beam_has_nul(const char *s, uint32_t n)
 {
     return memchr(s, '\0', n) != NULL;
@@ -38,6 +43,7 @@ static const char *type_error(const beam_field_spec_t *f, char *buf, size_t cap)
     case BEAM_F_NUMBER: return "must be a number";
     case BEAM_F_ARRAY: return "must be an array";
     case BEAM_F_MAP: return "must be a map";
+    case BEAM_F_STRS: return "must be an array of strs";
     }
     return "has the wrong type";
 }
@@ -50,6 +56,7 @@ static int read_field(const msgpack_object *params, const beam_field_spec_t *f, 
     switch (f->type) {
     case BEAM_F_ID: return beam_field_id(params, f->name, f->size, &v->s);
     case BEAM_F_IDS:
+    case BEAM_F_STRS:
     case BEAM_F_ARRAY: return beam_field_array(params, f->name, &v->a);
     case BEAM_F_BIN: return beam_field_bin(params, f->name, &v->s, &v->len);
     case BEAM_F_STR: return beam_field_str(params, f->name, &v->s, &v->len);
@@ -78,6 +85,7 @@ static int out_of_bounds(const beam_field_spec_t *f, const beam_field_val_t *v)
         x = v->len;
         break;
     case BEAM_F_IDS:
+    case BEAM_F_STRS:
     case BEAM_F_ARRAY: x = v->a->size; break;
     case BEAM_F_MAP: x = v->m->size; break;
     default: return 0;
@@ -120,6 +128,16 @@ int beam_fields_check(const msgpack_object *params, const beam_field_spec_t *spe
                     snprintf(buf, cap, "must hold %u-byte bin object ids", f->size);
                     *field = f->name;
                     *what = buf;
+                    return -EINVAL;
+                }
+            }
+        if (f->type == BEAM_F_STRS)
+            for (uint32_t j = 0; j < v->a->size; j++) {
+                const msgpack_object *o = &v->a->ptr[j];
+                if (o->type != MSGPACK_OBJECT_STR ||
+                    ((f->flags & BEAM_F_NONUL) && beam_has_nul(o->via.str.ptr, o->via.str.size))) {
+                    *field = f->name;
+                    *what = type_error(f, buf, cap);
                     return -EINVAL;
                 }
             }

@@ -28,6 +28,7 @@ typedef enum {
     BEAM_F_NUMBER, /* int or float */
     BEAM_F_ARRAY,  /* array; bound: its length */
     BEAM_F_MAP,    /* map; bound: its length */
+    BEAM_F_STRS,   /* array of strs (none holding a NUL with BEAM_F_NONUL); bound: its length */
 } beam_field_type_t;
 
 #define BEAM_F_REQUIRED 1u /* absent (or nil) is "is required" */
@@ -59,7 +60,7 @@ typedef struct beam_field_val_s {
     uint32_t len;
     int64_t i;     /* INT, BOOL (the spec's def when absent) */
     double d;      /* NUMBER (0 when absent) */
-    const msgpack_object_array *a; /* IDS, ARRAY */
+    const msgpack_object_array *a; /* IDS, ARRAY, STRS */
     const msgpack_object_map *m;   /* MAP */
 } beam_field_val_t;
 
@@ -72,6 +73,8 @@ typedef struct beam_field_val_s {
  * buf, of cap bytes). */
 int beam_fields_check(const msgpack_object *params, const beam_field_spec_t *spec, size_t n,
                       beam_field_val_t *out, const char **field, const char **what, char *buf, size_t cap);
+/* A STR value as a C string in out (cap bytes with its NUL; cut to fit). */
+void beam_field_cstr(const beam_field_val_t *v, char *out, size_t cap);
 /* 1 if s[0..n) holds a NUL byte. */
 int beam_has_nul(const char *s, uint32_t n);
 

@@ -28,7 +28,7 @@ void beam_hooks_wire(beam_node_t *node)
     node->on_proc_output = beam_actor_worker_output;
     node->on_proc_exit = beam_actor_worker_exited;
     node->hooks.conn_open = beam_session_open_local;
-    node->hooks.dispatch = beam_dispatch_frame;
+    node->hooks.dispatch = beam_dispatch;
     node->hooks.actor_pin = beam_actor_pin_id;
     node->hooks.pg_removed = beam_actors_pg_removed;
     node->hooks.pg_forget = beam_actors_pg_forget;

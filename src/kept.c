@@ -8,6 +8,7 @@
 #include <uthash.h>
 #include <utlist.h>
 
+#include "clientmsg.h"
 #include "link.h"
 #include "objects.h"
 #include "session.h"
@@ -136,41 +137,6 @@ char *beam_kept_frame(beam_enc_t *req, size_t *len)
     return frame;
 }
 
-/* Wraps what req holds (one request, destroyed here) as the link message
- * op {vconn, frame} for local client vconn, into out (initialised here):
- * 0, or -1 when out of memory (out is then destroyed). */
-static int wrap(const char *op, uint32_t vconn, beam_enc_t *req, beam_enc_t *out)
-{
-    size_t len;
-    char *frame = beam_kept_frame(req, &len);
-    if (!frame)
-        return -1;
-    beam_enc_init(out);
-    beam_enc_push(out, op, 2);
-    beam_pack_key(&out->pk, "vconn");
-    msgpack_pack_uint32(&out->pk, vconn);
-    beam_pack_key(&out->pk, "frame");
-    beam_pack_bin(&out->pk, frame + BEAM_FRAME_HEADER, len - BEAM_FRAME_HEADER);
-    beam_enc_end(out, 0);
-    free(frame);
-    if (out->failed) {
-        beam_enc_destroy(out);
-        return -1;
-    }
-    return 0;
-}
-
-int beam_kept_send_up(beam_node_t *node, const char *op, uint32_t vconn, beam_enc_t *req)
-{
-    beam_enc_t enc;
-    beam_link_t *l = beam_link_up(node);
-    if (!l) {
-        beam_enc_destroy(req);
-        return -1;
-    }
-    return wrap(op, vconn, req, &enc) < 0 ? -1 : beam_link_send_enc(l, &enc);
-}
-
 /* The reply the head would give: {values: [[status, data], ...]}. 0, or -1
  * when a result is no longer kept or they do not fit one frame (the head
  * answers then). */
@@ -235,8 +201,13 @@ static int try_get(beam_local_t *lo, lget_t *g)
         msgpack_pack_int64(&req.pk, left);
         if (lo->before_up)
             lo->before_up(lo->node); /* what the member holds goes up first */
-        if (beam_kept_send_up(lo->node, "client_frame", g->vconn, &req) < 0)
-            beam_port_reply_error(c, g->msgid, "internal", "out of memory");
+        size_t len;
+        char *frame = beam_kept_frame(&req, &len);
+        if (frame && beam_link_up(lo->node))
+            beam_clientmsg_forward(lo->node, g->vconn, frame + BEAM_FRAME_HEADER, len - BEAM_FRAME_HEADER);
+        else
+            beam_port_reply_error(c, g->msgid, "internal", frame ? "the head is lost" : "out of memory");
+        free(frame);
     }
     get_finish(g);
     return 1;
@@ -262,19 +233,14 @@ static void on_get_timeout(uv_timer_t *t)
     get_finish(g);
 }
 
-/* (a field the head would refuse, or an object that is not a local call,
- * and the get goes to the head) */
-int beam_kept_get(beam_kept_t *lo, uint32_t vconn, const beam_msg_t *m)
+/* (an object that is not a local call, and the get goes to the head; its
+ * fields were checked by local.c's table) */
+int beam_kept_get(beam_kept_t *lo, uint32_t vconn, uint64_t msgid, const msgpack_object_array *ids, int64_t ms)
 {
-    const msgpack_object_array *ids;
-    int64_t ms = -1;
-    int rc = beam_field_int(&m->params, "timeout_ms", &ms);
-    if (m->msgid == 0 || beam_field_array(&m->params, "objs", &ids) != 0 || ids->size == 0 ||
-        (rc != 0 && rc != -ENOENT) || ms < -1 || !client(lo->node, vconn))
+    if (msgid == 0 || ids->size == 0 || !client(lo->node, vconn))
         return 0;
     for (uint32_t i = 0; i < ids->size; i++)
-        if (ids->ptr[i].type != MSGPACK_OBJECT_BIN || ids->ptr[i].via.bin.size != BEAM_OBJECT_ID_SIZE ||
-            !find_result(lo, ids->ptr[i].via.bin.ptr))
+        if (!find_result(lo, ids->ptr[i].via.bin.ptr))
             return 0;
     lget_t *g = calloc(1, sizeof *g);
     char *copy = g ? malloc((size_t)ids->size * BEAM_OBJECT_ID_SIZE) : NULL;
@@ -284,14 +250,14 @@ int beam_kept_get(beam_kept_t *lo, uint32_t vconn, const beam_msg_t *m)
     }
     for (uint32_t i = 0; i < ids->size; i++)
         memcpy(copy + (size_t)i * BEAM_OBJECT_ID_SIZE, ids->ptr[i].via.bin.ptr, BEAM_OBJECT_ID_SIZE);
-    *g = (lget_t){.lo = lo, .vconn = vconn, .msgid = m->msgid, .n = ids->size, .ids = copy, .timeout_ms = ms,
+    *g = (lget_t){.lo = lo, .vconn = vconn, .msgid = msgid, .n = ids->size, .ids = copy, .timeout_ms = ms,
                   .start_ms = uv_now(lo->node->loop)};
     lo->node->gets++;
     DL_APPEND(lo->gets, g);
     if (try_get(lo, g))
         return 1;
     if (ms == 0) {
-        beam_port_reply_error(client(lo->node, vconn), m->msgid, "timeout",
+        beam_port_reply_error(client(lo->node, vconn), msgid, "timeout",
                               "Get timed out: some object(s) not ready.");
         get_finish(g);
     } else if (ms > 0) {
@@ -304,19 +270,11 @@ int beam_kept_get(beam_kept_t *lo, uint32_t vconn, const beam_msg_t *m)
     return 1;
 }
 
-int beam_kept_done(beam_kept_t *lo, const char *actor, const beam_msg_t *m)
+int beam_kept_done(beam_kept_t *lo, const char *actor, const char *obj, int status, const char *data, uint32_t len)
 {
-    const char *obj, *data;
-    uint32_t len;
-    int64_t status;
-    if (beam_field_id(&m->params, "obj", BEAM_OBJECT_ID_SIZE, &obj) != 0)
-        return 0;
     lresult_t *r = find_result(lo, obj);
     if (!r || r->done || memcmp(r->actor, actor, BEAM_ACTOR_ID_SIZE) != 0)
         return 0;
-    if (beam_field_int(&m->params, "status", &status) != 0 || status < 0 || status > 1 ||
-        beam_field_bin(&m->params, "data", &data, &len) != 0)
-        return 0; /* the head refuses it too: the call stays pending there as here */
     char *copy = len <= BEAM_KEPT_BYTES / 4 ? malloc(len ? len : 1) : NULL;
     int full = 0;
     if (!copy) {
@@ -341,15 +299,10 @@ int beam_kept_done(beam_kept_t *lo, const char *actor, const beam_msg_t *m)
     return 1;
 }
 
-void beam_kept_release(beam_kept_t *lo, uint32_t vconn, const beam_msg_t *m)
+void beam_kept_release(beam_kept_t *lo, uint32_t vconn, const msgpack_object_array *ids)
 {
-    const msgpack_object_array *ids;
     int dropped = 0;
-    if (beam_field_array(&m->params, "objects", &ids) != 0)
-        return;
     for (uint32_t i = 0; i < ids->size; i++) {
-        if (ids->ptr[i].type != MSGPACK_OBJECT_BIN || ids->ptr[i].via.bin.size != BEAM_OBJECT_ID_SIZE)
-            continue;
         lresult_t *r = find_result(lo, ids->ptr[i].via.bin.ptr);
         if (r && r->caller == vconn) { /* (a pending one too: its result will not be kept) */
             result_free(lo, r);

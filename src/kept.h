@@ -45,28 +45,27 @@ int beam_kept_state(beam_kept_t *k, const char *obj, int *status, const char **d
 int beam_kept_add(beam_kept_t *k, const char *obj, const char *actor, uint32_t caller, int push);
 /* Drops obj's record (its call could not be written after all). */
 void beam_kept_drop(beam_kept_t *k, const char *obj);
-/* task_done {obj, status, data} from actor's worker, parsed: fills obj's
- * record if it is a pending call of that actor (1; else 0). */
-int beam_kept_done(beam_kept_t *k, const char *actor, const beam_msg_t *m);
-/* release {objects} from client caller: its results go, pending or not. */
-void beam_kept_release(beam_kept_t *k, uint32_t caller, const beam_msg_t *m);
+/* task_done {obj, status 0 or 1, data} from actor's worker, its fields
+ * checked (local.c's table): fills obj's record if it is a pending call of
+ * that actor (1; else 0). data is copied. */
+int beam_kept_done(beam_kept_t *k, const char *actor, const char *obj, int status, const char *data, uint32_t len);
+/* release {objects} from client caller (ids: checked object ids): its
+ * results go, pending or not. */
+void beam_kept_release(beam_kept_t *k, uint32_t caller, const msgpack_object_array *ids);
 /* The actor is cut: its pending results go, and gets held on them go to
  * the head. */
 void beam_kept_cut(beam_kept_t *k, const char *actor);
 /* Client vconn ended: what it called and its held gets go. */
 void beam_kept_client_gone(beam_kept_t *k, uint32_t vconn);
-/* get {objs, timeout_ms} from local client vconn, parsed: 1 when answered
- * or held here, 0 when it must go to the head as it is. */
-int beam_kept_get(beam_kept_t *k, uint32_t vconn, const beam_msg_t *m);
+/* get {objs, timeout_ms} (msgid; objs: checked object ids; timeout_ms -1
+ * forever) from local client vconn: 1 when answered or held here, 0 when
+ * it must go to the head as it is. */
+int beam_kept_get(beam_kept_t *k, uint32_t vconn, uint64_t msgid, const msgpack_object_array *objs, int64_t timeout_ms);
 
 /* Ends req (one request, destroyed here) and hands its frame's bytes to
  * the caller, who frees them (the body starts at BEAM_FRAME_HEADER; *len
  * counts the header too); NULL when out of memory. */
 char *beam_kept_frame(beam_enc_t *req, size_t *len);
-/* Sends what req holds (one request, destroyed here) to the head as the
- * link message op {vconn, frame} for local client vconn: 0, or -1 (out of
- * memory, the link down). */
-int beam_kept_send_up(beam_node_t *node, const char *op, uint32_t vconn, beam_enc_t *req);
 /* key: [n ids of size bytes each] */
 void beam_kept_pack_ids(msgpack_packer *pk, const char *key, const char *ids, uint32_t n, size_t size);
 

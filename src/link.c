@@ -1,8 +1,11 @@
-/* link.c — TCP links between a member and the head (see link.h): listen and
- * connect, the handshake's messages (auth.c computes them), sealing,
- * heartbeats, the deferred close, reconnects; writes through outq (conn.c's
- * queue), reads into the decoder's space. What a link carries past the
- * handshake goes to its owner (relay.c). Errors: 0 or a negative errno. */
+/* link.c — TCP links between a member and the head (see link.h): the
+ * connections themselves: listen and accept (with the handshake caps),
+ * resolve and connect, reconnect, reads into the decoder's space, writes
+ * through outq (conn.c's queue), the deferred close. The handshake and the
+ * sealing are handshake.c's, the liveness heartbeat.c's: both without I/O,
+ * driven from here. What a link carries past the handshake goes to its
+ * owner (relay.c), whose messages it does not know. Errors: 0 or a
+ * negative errno. */
 #define _GNU_SOURCE
 #include "link.h"
 
@@ -13,6 +16,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "handshake.h"
 #include "log.h"
 #include "outq.h"
 
@@ -20,8 +24,9 @@
 #define RECONNECT_MS 1000
 
 enum { SIDE_HEAD = BEAM_AUTH_HEAD, SIDE_MEMBER = BEAM_AUTH_MEMBER };
-/* S_AUTHED: sealed, the owner's greeting under way; S_UP: beam_link_set_up */
-enum { S_CONNECTING, S_CHALLENGED, S_WAIT_CHALLENGE, S_WAIT_AUTH_OK, S_AUTHED, S_UP };
+/* S_HANDSHAKE: connected, handshake.c under way; S_AUTHED: sealed, the
+ * owner's greeting under way; S_UP: beam_link_set_up */
+enum { S_CONNECTING, S_HANDSHAKE, S_AUTHED, S_UP };
 
 struct beam_link_s {
     uv_tcp_t tcp;     /* first: handle data points back here */
@@ -34,11 +39,11 @@ struct beam_link_s {
     int handles;  /* what holds the memory: its handles and a name lookup (writes
                    * in flight end, cancelled, before the tcp handle's close) */
     char why[160];
-    beam_auth_t auth;
+    beam_handshake_t hs; /* the handshake, then the sealing both ways */
+    beam_heartbeat_t hb;
     beam_decoder_t dec;
     beam_outq_t outq; /* what is not yet written, and what it costs (outq.h) */
     void *data;  /* the owner's */
-    uint64_t born_ms, last_rx_ms;
     char peer[64];
     char peer_ip[48]; /* head: the address alone, for the per-address cap */
     struct beam_link_s *next;
@@ -115,7 +120,7 @@ static void link_finish(uv_timer_t *t)
         node->head_link = NULL;
     if (ls->opts.hooks.on_close)
         ls->opts.hooks.on_close(node, l, l->why);
-    beam_auth_clear(&l->auth);
+    beam_handshake_clear(&l->hs);
     if (l->side == SIDE_MEMBER)
         schedule_reconnect(node); /* a member without its head tries again */
 }
@@ -168,24 +173,6 @@ static int send_raw(beam_link_t *l, char *buf, size_t len)
     return rc;
 }
 
-/* A new frame holding plain's body sealed (plain is freed); NULL: no memory. */
-static char *seal(beam_link_t *l, char *plain, size_t len, size_t *out_len)
-{
-    size_t body = len - BEAM_FRAME_HEADER, clen = body + BEAM_AUTH_SEAL_BYTES;
-    char *out = clen <= UINT32_MAX ? malloc(BEAM_FRAME_HEADER + clen) : NULL;
-    if (out && beam_auth_seal(&l->auth, (const unsigned char *)plain + BEAM_FRAME_HEADER, body,
-                              (unsigned char *)out + BEAM_FRAME_HEADER) == 0) {
-        for (int i = 0; i < BEAM_FRAME_HEADER; i++)
-            out[i] = (char)(clen >> (8 * (BEAM_FRAME_HEADER - 1 - i)));
-        *out_len = BEAM_FRAME_HEADER + clen;
-    } else {
-        free(out);
-        out = NULL;
-    }
-    free(plain);
-    return out;
-}
-
 /* Sends enc's frame (destroyed), sealed unless clear or before the
  * handshake has turned sealing on. */
 static int send_enc(beam_link_t *l, beam_enc_t *enc, int clear)
@@ -195,8 +182,8 @@ static int send_enc(beam_link_t *l, beam_enc_t *enc, int clear)
     beam_enc_destroy(enc);
     if (!l || l->closing)
         return -EPIPE;
-    if (buf && l->auth.tx_on && !clear)
-        buf = seal(l, buf, len, &len); /* one frame per encoder: each is sealed whole */
+    if (buf && !clear)
+        buf = beam_handshake_seal(&l->hs, buf, len, &len); /* one frame per encoder: each is sealed whole */
     return send_raw(l, buf, len);
 }
 
@@ -205,126 +192,25 @@ int beam_link_send_enc(beam_link_t *l, beam_enc_t *enc)
     return send_enc(l, enc, 0);
 }
 
-/* The messages about a remote client: [2, op, {vconn, frame?, pid?, uid?}]
- * (a frame when body is set, pid and uid when pid >= 0); none without l. */
-static int send_client_msg(beam_link_t *l, const char *op, uint32_t vconn, const char *body, size_t len, long pid,
-                           unsigned uid)
-{
-    beam_enc_t enc;
-    beam_enc_init(&enc);
-    beam_enc_push(&enc, op, 1 + (body != NULL) + 2 * (pid >= 0));
-    beam_pack_key(&enc.pk, "vconn");
-    msgpack_pack_uint32(&enc.pk, vconn);
-    if (body) {
-        beam_pack_key(&enc.pk, "frame");
-        beam_pack_bin(&enc.pk, body, len);
-    }
-    if (pid >= 0) {
-        beam_pack_key(&enc.pk, "pid");
-        msgpack_pack_int64(&enc.pk, pid);
-        beam_pack_key(&enc.pk, "uid");
-        msgpack_pack_uint32(&enc.pk, uid);
-    }
-    beam_enc_end(&enc, 0);
-    return send_enc(l, &enc, 0);
-}
-
-int beam_link_send_client(beam_link_t *l, uint32_t vconn, char *frame, size_t len)
-{
-    int rc = -EINVAL;
-    if (len >= BEAM_FRAME_HEADER)
-        rc = send_client_msg(l, "client_frame", vconn, frame + BEAM_FRAME_HEADER, len - BEAM_FRAME_HEADER, -1, 0);
-    free(frame);
-    return rc;
-}
-
-void beam_link_close_client(beam_link_t *l, uint32_t vconn)
-{
-    send_client_msg(l, "close_client", vconn, NULL, 0, -1, 0);
-}
-
-void beam_link_forward(beam_node_t *node, uint32_t vconn, const char *body, size_t len)
-{
-    send_client_msg(beam_link_up(node), "client_frame", vconn, body ? body : "", len, -1, 0);
-}
-
-void beam_link_client_open(beam_node_t *node, uint32_t vconn, long pid, unsigned uid)
-{
-    send_client_msg(beam_link_up(node), "client_open", vconn, NULL, 0, pid < 0 ? 0 : pid, uid);
-}
-
-void beam_link_client_closed(beam_node_t *node, uint32_t vconn)
-{
-    send_client_msg(beam_link_up(node), "client_closed", vconn, NULL, 0, -1, 0);
-}
-
-/* challenge {nonce}; auth and auth_ok {nonce, mac, stream}, in the clear:
- * stream is the sender's secretstream header for what it sends next. */
-static void send_nonce_push(beam_link_t *l, const char *op, const unsigned char *mac, const unsigned char *header)
-{
-    beam_enc_t enc;
-    beam_enc_init(&enc);
-    beam_enc_push(&enc, op, mac ? 3 : 1);
-    beam_pack_key(&enc.pk, "nonce");
-    beam_pack_bin(&enc.pk, l->auth.my_nonce, BEAM_AUTH_NONCE_BYTES);
-    if (mac) {
-        beam_pack_key(&enc.pk, "mac");
-        beam_pack_bin(&enc.pk, mac, BEAM_AUTH_MAC_BYTES);
-        beam_pack_key(&enc.pk, "stream");
-        beam_pack_bin(&enc.pk, header, BEAM_AUTH_HEADER_BYTES);
-    }
-    beam_enc_end(&enc, 0);
-    send_enc(l, &enc, 1);
-}
-
-/* A handshake field's bytes (NULL, *len 0 when absent or not a bin). */
-static const unsigned char *hs_bin(const beam_msg_t *m, const char *key, uint32_t *len)
-{
-    const char *v = NULL;
-    *len = 0;
-    if (beam_field_bin(&m->params, key, &v, len) != 0)
-        *len = 0;
-    return *len ? (const unsigned char *)v : NULL;
-}
-
-/* One handshake message; the link closes over anything out of place. */
+/* One handshake message (handshake.c reads it and says what to answer, in
+ * the clear); the link closes over anything out of place. */
 static void handshake(beam_link_t *l, const beam_msg_t *m)
 {
-    static const char *const want[] = {[S_CHALLENGED] = "auth", [S_WAIT_CHALLENGE] = "challenge",
-                                       [S_WAIT_AUTH_OK] = "auth_ok"};
-    unsigned char mac[BEAM_AUTH_MAC_BYTES], header[BEAM_AUTH_HEADER_BYTES];
-    uint32_t nlen, mlen, hlen;
-    const unsigned char *nonce = hs_bin(m, "nonce", &nlen), *peer_mac = hs_bin(m, "mac", &mlen);
-    const unsigned char *peer_header = hs_bin(m, "stream", &hlen);
-    int rc = want[l->state] && beam_str_eq(m->op, m->op_len, want[l->state]) &&
-                     (nlen == BEAM_AUTH_NONCE_BYTES || l->state == S_WAIT_AUTH_OK)
-                 ? 0
-                 : -EACCES;
-    if (l->state == S_WAIT_CHALLENGE) {
-        if (rc == 0 && beam_auth_answer(&l->auth, nonce, mac, header) == 0) {
-            send_nonce_push(l, "auth", mac, header);
-            l->state = S_WAIT_AUTH_OK;
-        } else {
-            beam_link_close(l, "expected a challenge from the head", 0);
-        }
+    beam_enc_t answer;
+    int has_answer = 0;
+    const char *why = "";
+    int rc = beam_handshake_take(&l->hs, m, &answer, &has_answer, &why);
+    if (rc == -EACCES && l->side == SIDE_HEAD)
+        beam_log(BEAM_LOG_WARN, "refused a node from %s: it did not prove it holds the cluster token", l->peer);
+    else if (rc == -EACCES)
+        beam_log(BEAM_LOG_ERROR, "the head at %s did not prove it holds the cluster token", l->peer);
+    if (rc < 0) {
+        beam_link_close(l, why, 0);
         return;
     }
-    if (rc == 0)
-        rc = l->side == SIDE_HEAD
-                 ? beam_auth_check_answer(&l->auth, nonce, peer_mac, mlen, peer_header, hlen, mac, header)
-                 : beam_auth_check_ok(&l->auth, peer_mac, mlen, peer_header, hlen);
-    if (rc == -EINVAL && mlen == BEAM_AUTH_MAC_BYTES) {
-        beam_link_close(l, l->side == SIDE_HEAD ? "auth without a stream header" : "auth_ok without a stream header",
-                        0);
-    } else if (rc < 0 && l->side == SIDE_HEAD) {
-        beam_log(BEAM_LOG_WARN, "refused a node from %s: it did not prove it holds the cluster token", l->peer);
-        beam_link_close(l, "authentication failed", 0);
-    } else if (rc < 0) {
-        beam_log(BEAM_LOG_ERROR, "the head at %s did not prove it holds the cluster token", l->peer);
-        beam_link_close(l, "the head failed authentication", 0);
-    } else {
-        if (l->side == SIDE_HEAD) /* the member opens what follows with this header */
-            send_nonce_push(l, "auth_ok", mac, header);
+    if (has_answer)
+        send_enc(l, &answer, 1);
+    if (beam_handshake_done(&l->hs) && !l->closing) {
         l->state = S_AUTHED;
         if (l->node->links->opts.hooks.on_up)
             l->node->links->opts.hooks.on_up(l->node, l);
@@ -352,16 +238,18 @@ static void take_frame(beam_link_t *l, const char *frame, size_t len)
     beam_msg_t m;
     char err[160];
     unsigned char *plain = NULL;
-    if (l->auth.rx_on) {
+    size_t plain_len = 0;
+    int rc = beam_handshake_open(&l->hs, frame, len, &plain, &plain_len);
+    if (rc < 0) {
         /* a frame that fails to open was not sealed by the peer: forged,
          * replayed, reordered or cut; the link ends */
-        plain = len >= BEAM_AUTH_SEAL_BYTES ? malloc(len) : NULL;
-        if (!plain || beam_auth_open(&l->auth, (const unsigned char *)frame, len, plain, &len) < 0) {
-            beam_log(BEAM_LOG_WARN, "link with %s: a frame failed authentication", l->peer);
-            beam_link_close(l, "a frame failed authentication", 0);
-            goto cleanup;
-        }
+        beam_log(BEAM_LOG_WARN, "link with %s: a frame failed authentication", l->peer);
+        beam_link_close(l, rc == -ENOMEM ? "out of memory opening a frame" : "a frame failed authentication", 0);
+        goto cleanup;
+    }
+    if (plain) {
         frame = (const char *)plain;
+        len = plain_len;
     }
     if (beam_msg_parse(frame, len, &l->node->limits, &m, err, sizeof err) < 0) {
         beam_link_close(l, err, 0);
@@ -390,7 +278,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     if (nread > 0) {
         beam_decoder_commit(&l->dec, (size_t)nread);
-        l->last_rx_ms = uv_now(s->loop);
+        beam_heartbeat_heard(&l->hb, uv_now(s->loop));
     }
     const char *frame;
     size_t len;
@@ -404,18 +292,15 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 static void on_timer(uv_timer_t *t)
 {
     beam_link_t *l = t->data;
-    links_t *ls = l->node->links;
-    uint64_t now = uv_now(t->loop);
-    if (l->state != S_UP) {
-        if (now - l->born_ms >= BEAM_HANDSHAKE_TIMEOUT_MS)
-            beam_link_close(l, "the handshake took too long", 0);
-        return;
-    }
-    if (uv_timer_get_repeat(t) != ls->opts.heartbeat_ms)
-        uv_timer_set_repeat(t, ls->opts.heartbeat_ms); /* up: from the handshake's pace to the heartbeat's */
-    if (now - l->last_rx_ms > ls->opts.timeout_ms) {
-        beam_link_close(l, "no heartbeat within the timeout", 0);
-        return;
+    int up = l->state == S_UP;
+    uint64_t period = beam_heartbeat_period(&l->hb, up);
+    if (uv_timer_get_repeat(t) != period)
+        uv_timer_set_repeat(t, period); /* up: from the handshake's pace to the heartbeat's */
+    switch (beam_heartbeat_tick(&l->hb, uv_now(t->loop), up)) {
+    case BEAM_BEAT_HANDSHAKE_LATE: beam_link_close(l, "the handshake took too long", 0); return;
+    case BEAM_BEAT_SILENT: beam_link_close(l, "no heartbeat within the timeout", 0); return;
+    case BEAM_BEAT_WAIT: return;
+    case BEAM_BEAT_SEND: break;
     }
     beam_enc_t enc;
     beam_enc_init(&enc);
@@ -438,7 +323,7 @@ static beam_link_t *link_new(beam_node_t *node, int side)
 {
     links_t *ls = node->links;
     beam_link_t *l = calloc(1, sizeof *l);
-    if (!l || beam_auth_init(&l->auth, ls->opts.token, side) < 0) {
+    if (!l || beam_handshake_init(&l->hs, ls->opts.token, side) < 0) {
         free(l);
         return NULL;
     }
@@ -452,7 +337,7 @@ static beam_link_t *link_new(beam_node_t *node, int side)
     uv_timer_init(node->loop, &l->timer);
     l->tcp.data = l->timer.data = l;
     l->handles = 2;
-    l->born_ms = l->last_rx_ms = uv_now(node->loop);
+    beam_heartbeat_init(&l->hb, uv_now(node->loop), ls->opts.heartbeat_ms, ls->opts.timeout_ms);
     l->next = ls->all;
     ls->all = l;
     return l;
@@ -460,11 +345,9 @@ static beam_link_t *link_new(beam_node_t *node, int side)
 
 static void start_link(beam_link_t *l)
 {
-    links_t *ls = l->node->links;
     uv_tcp_nodelay(&l->tcp, 1);
     uv_read_start((uv_stream_t *)&l->tcp, on_alloc, on_read);
-    /* the handshake's timeout is kept to within a second, whatever the heartbeat's */
-    uint64_t every = ls->opts.heartbeat_ms < 1000 ? ls->opts.heartbeat_ms : 1000;
+    uint64_t every = beam_heartbeat_period(&l->hb, 0);
     uv_timer_start(&l->timer, on_timer, every, every);
 }
 
@@ -529,9 +412,11 @@ static void on_node_connection(uv_stream_t *server, int status)
         beam_link_close(l, why, 1);
         return;
     }
-    l->state = S_CHALLENGED;
+    l->state = S_HANDSHAKE;
     start_link(l);
-    send_nonce_push(l, "challenge", NULL, NULL);
+    beam_enc_t enc;
+    beam_handshake_challenge(&l->hs, &enc);
+    send_enc(l, &enc, 1);
 }
 
 static links_t *links_get(beam_node_t *node, const beam_cluster_opts_t *opts)
@@ -598,7 +483,7 @@ static void on_connected(uv_connect_t *req, int status)
     if (!l->closing && status < 0)
         unreachable(l, status);
     else if (!l->closing) {
-        l->state = S_WAIT_CHALLENGE;
+        l->state = S_HANDSHAKE;
         start_link(l);
     }
 }

@@ -1,9 +1,10 @@
 /* link.h — a TCP link between a member node and the head ("hub"), layer 1:
  * the listener and the connect (with DNS, again after every loss), the
- * authenticated handshake (auth.h: HMAC-SHA256 both ways, then every frame
- * sealed with a libsodium secretstream each way), heartbeats and timeouts,
- * the handshake caps, and writes through outq.h (conn's queue: coalesced,
- * counted by cost, capped at node->max_outq; no read backpressure).
+ * handshake caps, and writes through outq.h (conn's queue: coalesced,
+ * counted by cost, capped at node->max_outq; no read backpressure). Its
+ * authenticated handshake and sealing (handshake.h, over auth.h) and its
+ * heartbeats and timeouts (heartbeat.h) are modules of their own, without
+ * I/O, that the link drives.
  *
  * A link knows bytes and closes only: it hands each opened message, and
  * its own end, to the callbacks its owner set (beam_link_hooks_t; relay.c
@@ -19,6 +20,7 @@
 #include <uv.h>
 
 #include "auth.h"
+#include "heartbeat.h"
 #include "beam/codec.h"
 #include "node.h"
 
@@ -57,7 +59,6 @@ typedef struct beam_cluster_opts_s {
 
 #define BEAM_MAX_HANDSHAKES 64
 #define BEAM_MAX_HANDSHAKES_PER_IP 8
-#define BEAM_HANDSHAKE_TIMEOUT_MS 5000
 /* The head refuses a node connection when fewer than this many fds (or a
  * quarter of RLIMIT_NOFILE, if less) would be left: they are kept for the
  * unix socket's clients and for starting workers. */
@@ -93,17 +94,6 @@ void beam_link_close(beam_link_t *link, const char *why, int quiet);
  * and destroys enc. 0, -EPIPE if the link is closing, -ENOMEM. A queue past
  * node->max_outq closes the link (deferred) and returns -ENOBUFS. */
 int beam_link_send_enc(beam_link_t *link, beam_enc_t *enc);
-
-/* The messages the unix-socket side (conn.c) and the cluster table send:
- * head: a frame (header and body, malloc'd, taken) for remote client vconn */
-int beam_link_send_client(beam_link_t *link, uint32_t vconn, char *frame, size_t len);
-/* head: tell the member to close its client vconn */
-void beam_link_close_client(beam_link_t *link, uint32_t vconn);
-/* member: a frame body from local client vconn, for the head */
-void beam_link_forward(beam_node_t *node, uint32_t vconn, const char *body, size_t len);
-/* member: a local client came or went */
-void beam_link_client_open(beam_node_t *node, uint32_t vconn, long pid, unsigned uid);
-void beam_link_client_closed(beam_node_t *node, uint32_t vconn);
 
 /* Closes every link and the listener now (daemon exit: on_close runs here). */
 void beam_links_stop(beam_node_t *node);

@@ -14,12 +14,15 @@
  * answered here. */
 #include "local.h"
 
+#include <assert.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
 #include <utlist.h>
 
+#include "batch.h"
 #include "fieldspec.h"
 #include "kept.h"
 #include "link.h"
@@ -76,14 +79,7 @@ typedef struct beam_local_s {
     size_t npairs;
     int unordered; /* the pairs' cap was hit: no more local calls */
     beam_kept_t *kept; /* the local calls' results (kept.c) */
-    /* The records held for the head (beam_local_flush): the local_batch
-     * being built, nheld records so far in its msgs array, whose 32-bit
-     * count lies at held_count_at and is written when the batch goes. */
-    beam_enc_t held;
-    size_t nheld, held_count_at;
-    uint64_t held_since;   /* loop time the first record was held */
-    uv_prepare_t hold_age; /* before each wait: sends what is BEAM_LOCAL_HOLD_MS old */
-    uv_timer_t hold_timer; /* sends what is held after BEAM_LOCAL_QUIET_MS */
+    beam_batch_t batch; /* the records held for the head (beam_local_flush) */
 } beam_local_t;
 
 /* The table; NULL on a head. (A send never ends the link under its caller,
@@ -91,33 +87,6 @@ typedef struct beam_local_s {
 static beam_local_t *table(const beam_node_t *node)
 {
     return node->is_member ? node->local : NULL;
-}
-
-/* ---------- peeking at a frame's op without parsing it ---------- */
-
-/* The op of a request [0, msgid, op, params] (push 0) or a push [2, op,
- * params] (push 1) as beam's encoder writes them; -1 for another shape (a
- * request is then parsed whole to find its op). */
-static int peek_op(const char *body, size_t n, int push, const char **op, uint32_t *op_len)
-{
-    const unsigned char *b = (const unsigned char *)body;
-    size_t i = 2;
-    if (n < 4 || b[0] != (push ? 0x93 : 0x94) || b[1] != (push ? 0x02 : 0x00))
-        return -1;
-    if (!push) {
-        unsigned char t = b[i];
-        i += t <= 0x7f ? 1 : (t == 0xcc || t == 0xd0) ? 2 : (t == 0xcd || t == 0xd1) ? 3
-           : (t == 0xce || t == 0xd2) ? 5 : (t == 0xcf || t == 0xd3) ? 9 : n;
-    }
-    if (i + 1 >= n || ((b[i] & 0xe0) != 0xa0 && b[i] != 0xd9)) /* a fixstr or a str8 */
-        return -1;
-    uint32_t len = b[i] == 0xd9 ? b[i + 1] : b[i] & 0x1fu;
-    i += b[i] == 0xd9 ? 2 : 1;
-    if (i + len > n)
-        return -1;
-    *op = body + i;
-    *op_len = len;
-    return 0;
 }
 
 /* ---------- the tables ---------- */
@@ -174,93 +143,11 @@ static void worker_forget(beam_local_t *lo, lworker_t *w)
 
 /* ---------- a local call ---------- */
 
-/* Sends the local_batch of what is held (one frame for the head to open,
- * one write). A batch that ran out of memory while it was built has lost
- * records of calls the member already ran: the link is closed then (the
- * head loses this node, which joins again), never a record dropped. */
-static void flush_held(beam_local_t *lo)
-{
-    size_t n = lo->nheld;
-    beam_link_t *l = beam_link_up(lo->node);
-    uv_timer_stop(&lo->hold_timer);
-    uv_prepare_stop(&lo->hold_age);
-    if (n == 0)
-        return;
-    lo->nheld = 0;
-    if (l && !lo->held.failed) {
-        beam_put_u32be(lo->held.sbuf.data + lo->held_count_at, (uint32_t)n);
-        if (beam_enc_end(&lo->held, 0) == 0) {
-            beam_link_send_enc(l, &lo->held); /* (which destroys it) */
-            return;
-        }
-    }
-    beam_enc_destroy(&lo->held);
-    if (l)
-        beam_link_close(l, "out of memory holding local calls for the head", 0);
-}
-
-static void on_hold_timer(uv_timer_t *t)
-{
-    flush_held(t->data);
-}
-
-/* The loop is about to wait: what has been held BEAM_LOCAL_HOLD_MS goes. */
-static void on_hold_age(uv_prepare_t *p)
-{
-    beam_local_t *lo = p->data;
-    if (uv_now(lo->node->loop) - lo->held_since >= BEAM_LOCAL_HOLD_MS)
-        flush_held(lo);
-}
-
-/* Starts a record [kind, vconn, frame] in the batch being built (the batch
- * first when none is); the caller packs the frame bin, then record_done. */
-static void record_start(beam_local_t *lo, int kind, uint32_t vconn)
-{
-    static const char array32[5] = {(char)0xdd, 0, 0, 0, 0}; /* msgs: its count written at the end */
-    if (lo->nheld == 0) {
-        beam_enc_init(&lo->held);
-        beam_enc_push(&lo->held, "local_batch", 1);
-        beam_pack_key(&lo->held.pk, "msgs");
-        msgpack_pack_bin_body(&lo->held.pk, array32, sizeof array32);
-        lo->held_count_at = lo->held.sbuf.size - 4;
-    }
-    msgpack_pack_array(&lo->held.pk, 3);
-    msgpack_pack_uint8(&lo->held.pk, (uint8_t)kind);
-    msgpack_pack_uint32(&lo->held.pk, vconn);
-}
-
-/* The record is held, to go up with the next message for the head, or once
- * it is BEAM_LOCAL_HOLD_MS old (BEAM_LOCAL_QUIET_MS if the loop falls
- * quiet), or once BEAM_LOCAL_HOLD_MAX records or BEAM_LOCAL_HOLD_BYTES are
- * held. */
-static void record_done(beam_local_t *lo)
-{
-    if (++lo->nheld >= BEAM_LOCAL_HOLD_MAX || lo->held.sbuf.size >= BEAM_LOCAL_HOLD_BYTES || lo->held.failed) {
-        flush_held(lo);
-    } else if (lo->nheld == 1) {
-        lo->held_since = uv_now(lo->node->loop);
-        uv_prepare_start(&lo->hold_age, on_hold_age);
-        uv_timer_start(&lo->hold_timer, on_hold_timer, BEAM_LOCAL_QUIET_MS, 0);
-    }
-}
-
-/* A local call's task_done (body, from worker vconn) held: 0, or -1 (too
- * large to hold: it is to be forwarded now, after what is held). */
-static int hold_frame(beam_local_t *lo, uint32_t vconn, const char *body, size_t len)
-{
-    if (len > BEAM_LOCAL_HOLD_BYTES / 4)
-        return -1;
-    record_start(lo, BEAM_LOCAL_REC_FRAME, vconn);
-    beam_pack_bin(&lo->held.pk, body, len);
-    record_done(lo);
-    return 0;
-}
-
 void beam_local_flush(beam_node_t *node)
 {
     beam_local_t *lo = table(node);
-    if (lo && lo->nheld)
-        flush_held(lo);
+    if (lo && lo->batch.n)
+        beam_batch_flush(&lo->batch);
 }
 
 /* Holds the submit to go up (the client's own request, its args left out:
@@ -285,10 +172,10 @@ static int run_local(beam_local_t *lo, uint32_t vconn, beam_session_t *wc, uint6
     char *frame = beam_kept_frame(&enc, &len);
     if (!frame)
         return -1;
-    record_start(lo, BEAM_LOCAL_REC_SUBMIT, vconn);
-    beam_pack_bin(&lo->held.pk, frame + BEAM_FRAME_HEADER, len - BEAM_FRAME_HEADER);
+    beam_pack_bin(beam_batch_start(&lo->batch, BEAM_LOCAL_REC_SUBMIT, vconn), frame + BEAM_FRAME_HEADER,
+                  len - BEAM_FRAME_HEADER);
     free(frame);
-    record_done(lo);
+    beam_batch_done(&lo->batch);
     beam_enc_init(&enc);
     beam_enc_push(&enc, "call", 3);
     beam_pack_key(&enc.pk, "obj");
@@ -371,114 +258,203 @@ static int submit_way(beam_local_t *lo, uint32_t vconn, uint64_t msgid, const be
     return 0;
 }
 
-/* A submit's fields by the head's own table (fieldspec.h: op_submit checks
- * the same): 0, or -EINVAL when one is wrong (the submit then goes to the
- * head, which answers it), so a call taken here is one the head takes. */
-static int check_submit(const msgpack_object *params, beam_submit_req_t *s, char *err, size_t errlen)
-{
-    beam_field_val_t v[BEAM_SUBMIT_NFIELDS];
-    const char *field, *what;
-    memset(s, 0, sizeof *s);
-    if (beam_fields_check(params, beam_submit_fields, BEAM_SUBMIT_NFIELDS, v, &field, &what, err, errlen) < 0)
-        return -EINVAL;
-    s->actor = v[BEAM_SUBMIT_ACTOR].s;
-    s->obj = v[BEAM_SUBMIT_OBJ].s;
-    s->method = v[BEAM_SUBMIT_METHOD].s;
-    s->method_len = v[BEAM_SUBMIT_METHOD].len;
-    s->args = v[BEAM_SUBMIT_ARGS].s;
-    s->args_len = v[BEAM_SUBMIT_ARGS].len;
-    s->push = (int)v[BEAM_SUBMIT_PUSH].i;
-    return beam_refs_parse(params, &s->refs, err, errlen);
-}
+/* ---------- the op tables: what the member reads of the frames it passes ---------- */
 
-/* submit from a local client: 1 when it went the local way. */
-static int local_submit(beam_local_t *lo, uint32_t vconn, const beam_msg_t *m)
+/* Each op the member looks at has a row: when it is looked at (every other
+ * frame passes unparsed), its field table (fieldspec.h; a submit's is the
+ * head's own), and its handler. A frame whose fields the table refuses is
+ * not taken here: it goes on as it is, and the head, which checks the same
+ * fields or more, answers it. So nothing a client sends is lost here. */
+
+/* One message read, on its way up (or down): who it is for, and it. */
+typedef struct local_msg_s {
+    beam_local_t *lo;
+    uint32_t vconn;
+    lclient_t *cl;     /* the client's record, or NULL */
+    const beam_msg_t *m;
+    const char *body;  /* the frame body m was parsed from */
+    size_t len;
+} local_msg_t;
+
+/* When an op is read at all. */
+enum { LOCAL_ALWAYS, LOCAL_FROM_WORKER, LOCAL_IDS_KNOWN, LOCAL_ANY_KEPT, LOCAL_TO_WORKER };
+
+typedef struct local_op_s {
+    const char *name;
+    int when;
+    const beam_field_spec_t *fields;
+    size_t nfields;
+    int (*fn)(local_msg_t *x, const beam_field_val_t *v); /* up: 1 when taken here */
+} local_op_t;
+
+#define LOCAL_OP(name, when, fields, fn) {(name), (when), (fields), sizeof(fields) / sizeof((fields)[0]), (fn)}
+#define LOCAL_OP_NOFIELDS(name, when, fn) {(name), (when), NULL, 0, (fn)}
+
+/* A submit from a local client, checked by the head's own table: 1 when it
+ * went the local way. */
+static int up_submit(local_msg_t *x, const beam_field_val_t *v)
 {
-    beam_submit_req_t s;
-    char err[200];
-    if (check_submit(&m->params, &s, err, sizeof err) < 0)
+    char err[160];
+    beam_submit_req_t s = {
+        .actor = v[BEAM_SUBMIT_ACTOR].s, .obj = v[BEAM_SUBMIT_OBJ].s,
+        .method = v[BEAM_SUBMIT_METHOD].s, .method_len = v[BEAM_SUBMIT_METHOD].len,
+        .args = v[BEAM_SUBMIT_ARGS].s, .args_len = v[BEAM_SUBMIT_ARGS].len, .push = (int)v[BEAM_SUBMIT_PUSH].i,
+    };
+    if (beam_refs_parse(&x->m->params, &s.refs, err, sizeof err) < 0)
         return 0; /* the head refuses it as it always has; no call will come of it */
-    int taken = submit_way(lo, vconn, m->msgid, &s);
+    int taken = submit_way(x->lo, x->vconn, x->m->msgid, &s);
     beam_refs_free(&s.refs);
     return taken;
 }
 
-/* ---------- the hooks ---------- */
-
-/* A frame up, from a parsed message: 1 when taken here. */
-static int up_msg(beam_local_t *lo, uint32_t vconn, lclient_t *cl, const char *op, uint32_t op_len,
-                  const beam_msg_t *m, const char *body, size_t len)
+static int up_hello(local_msg_t *x, const beam_field_val_t *v)
 {
-    const char *actor, *obj;
-    int ok;
-    lworker_t *w;
-    if (beam_str_eq(op, op_len, "submit"))
-        return local_submit(lo, vconn, m);
-    if (beam_str_eq(op, op_len, "hello")) {
-        if (m->msgid && (cl = find_client(lo, vconn, 1)) && !cl->has_creator)
-            cl->hello_msgid = m->msgid; /* its reply says which ids are its own */
-        return 0;
-    }
-    if (beam_str_eq(op, op_len, "put") || beam_str_eq(op, op_len, "pg_ready")) {
-        if (beam_field_id(&m->params, "obj", BEAM_OBJECT_ID_SIZE, &obj) == 0)
-            note_obj(cl, obj);
-        return 0;
-    }
-    if (beam_str_eq(op, op_len, "get"))
-        return beam_kept_get(lo->kept, vconn, m);
-    if (beam_str_eq(op, op_len, "task_done")) {
-        /* a local call's result: kept for the local caller, and held to go up
-         * with what follows (the head learns of it before anything else) */
-        if ((w = find_worker(lo, cl->actor)) && !w->cut && beam_kept_done(lo->kept, cl->actor, m))
-            return hold_frame(lo, vconn, body, len) == 0;
-    } else if (beam_str_eq(op, op_len, "release")) {
-        beam_kept_release(lo->kept, vconn, m);
-    } else if (beam_str_eq(op, op_len, "actor_ready")) {
-        if ((w = find_worker(lo, cl->actor)) && !w->cut && w->vconn == vconn &&
-            beam_field_bool(&m->params, "ok", &ok) == 0 && ok)
-            w->ready = 1;
-    } else if (beam_field_id(&m->params, "actor", BEAM_ACTOR_ID_SIZE, &actor) == 0 &&
-               (w = find_worker(lo, actor))) {
-        cut_worker(lo, w); /* kill: the head fails its open local calls on this very message */
-    }
+    (void)v;
+    lclient_t *cl = x->cl;
+    if (x->m->msgid && (cl = find_client(x->lo, x->vconn, 1)) && !cl->has_creator)
+        cl->hello_msgid = x->m->msgid; /* its reply says which ids are its own */
     return 0;
 }
 
-/* 1 if op from that client is one this table looks at. */
-static int wanted_up(beam_local_t *lo, const lclient_t *cl, const char *op, uint32_t op_len)
+static const beam_field_spec_t obj_fields[] = {BEAM_FIELD_OBJECT_ID("obj", BEAM_F_REQUIRED)};
+
+/* put, pg_ready: a new object id the client named. */
+static int up_new_obj(local_msg_t *x, const beam_field_val_t *v)
 {
-    if (beam_str_eq(op, op_len, "task_done") || beam_str_eq(op, op_len, "actor_ready"))
-        return cl && cl->is_worker;
-    if (beam_str_eq(op, op_len, "put") || beam_str_eq(op, op_len, "pg_ready"))
-        return ids_known(cl);
-    return beam_str_eq(op, op_len, "submit") || beam_str_eq(op, op_len, "hello") || beam_str_eq(op, op_len, "kill") ||
-           ((beam_str_eq(op, op_len, "get") || beam_str_eq(op, op_len, "release")) && beam_kept_any(lo->kept));
+    note_obj(x->cl, v[0].s);
+    return 0;
 }
 
+enum { GET_OBJS, GET_TIMEOUT };
+static const beam_field_spec_t get_fields[] = {
+    [GET_OBJS] = BEAM_FIELD("objs", BEAM_F_IDS, BEAM_F_REQUIRED, .size = BEAM_OBJECT_ID_SIZE),
+    [GET_TIMEOUT] = BEAM_FIELD("timeout_ms", BEAM_F_INT, 0, .def = -1, .min = -1, .max = INT64_MAX,
+                               .bound = "must be -1 (forever) or more"),
+};
+
+static int up_get(local_msg_t *x, const beam_field_val_t *v)
+{
+    return beam_kept_get(x->lo->kept, x->vconn, x->m->msgid, v[GET_OBJS].a, v[GET_TIMEOUT].i);
+}
+
+enum { TD_OBJ, TD_STATUS, TD_DATA };
+static const beam_field_spec_t task_done_fields[] = {
+    [TD_OBJ] = BEAM_FIELD_OBJECT_ID("obj", BEAM_F_REQUIRED),
+    [TD_STATUS] = BEAM_FIELD("status", BEAM_F_INT, BEAM_F_REQUIRED, .min = BEAM_OBJ_OK, .max = BEAM_OBJ_TASK_ERROR,
+                             .bound = "must be 0 (ok) or 1 (task error)"),
+    [TD_DATA] = BEAM_FIELD("data", BEAM_F_BIN, BEAM_F_REQUIRED),
+};
+
+/* A local call's result: kept for the local caller, and held to go up with
+ * what follows (the head learns of it before anything else). */
+static int up_task_done(local_msg_t *x, const beam_field_val_t *v)
+{
+    beam_local_t *lo = x->lo;
+    lworker_t *w = find_worker(lo, x->cl->actor);
+    if (!w || w->cut ||
+        !beam_kept_done(lo->kept, x->cl->actor, v[TD_OBJ].s, (int)v[TD_STATUS].i, v[TD_DATA].s, v[TD_DATA].len))
+        return 0;
+    return beam_batch_hold_frame(&lo->batch, x->vconn, x->body, x->len) == 0;
+}
+
+static const beam_field_spec_t release_fields[] = {
+    BEAM_FIELD("objects", BEAM_F_IDS, BEAM_F_REQUIRED, .size = BEAM_OBJECT_ID_SIZE)};
+
+static int up_release(local_msg_t *x, const beam_field_val_t *v)
+{
+    beam_kept_release(x->lo->kept, x->vconn, v[0].a);
+    return 0;
+}
+
+static const beam_field_spec_t actor_ready_fields[] = {BEAM_FIELD("ok", BEAM_F_BOOL, BEAM_F_REQUIRED)};
+
+static int up_actor_ready(local_msg_t *x, const beam_field_val_t *v)
+{
+    lworker_t *w = find_worker(x->lo, x->cl->actor);
+    if (w && !w->cut && w->vconn == x->vconn && v[0].i)
+        w->ready = 1;
+    return 0;
+}
+
+static const beam_field_spec_t actor_fields[] = {BEAM_FIELD_ACTOR_ID("actor", BEAM_F_REQUIRED)};
+
+/* kill: the head fails the actor's open local calls on this very message. */
+static int up_kill(local_msg_t *x, const beam_field_val_t *v)
+{
+    lworker_t *w = find_worker(x->lo, v[0].s);
+    if (w)
+        cut_worker(x->lo, w);
+    return 0;
+}
+
+static const local_op_t up_ops[] = {
+    LOCAL_OP("submit", LOCAL_ALWAYS, beam_submit_fields, up_submit),
+    LOCAL_OP_NOFIELDS("hello", LOCAL_ALWAYS, up_hello),
+    LOCAL_OP("put", LOCAL_IDS_KNOWN, obj_fields, up_new_obj),
+    LOCAL_OP("pg_ready", LOCAL_IDS_KNOWN, obj_fields, up_new_obj),
+    LOCAL_OP("get", LOCAL_ANY_KEPT, get_fields, up_get),
+    LOCAL_OP("release", LOCAL_ANY_KEPT, release_fields, up_release),
+    LOCAL_OP("task_done", LOCAL_FROM_WORKER, task_done_fields, up_task_done),
+    LOCAL_OP("actor_ready", LOCAL_FROM_WORKER, actor_ready_fields, up_actor_ready),
+    LOCAL_OP("kill", LOCAL_ALWAYS, actor_fields, up_kill),
+};
+
+/* The row of op in ops[0..n), or NULL. */
+static const local_op_t *find_row(const local_op_t *ops, size_t n, const char *op, uint32_t op_len)
+{
+    for (size_t i = 0; i < n; i++)
+        if (beam_str_eq(op, op_len, ops[i].name))
+            return &ops[i];
+    return NULL;
+}
+
+/* The row of op in ops[0..n) when it is read for this client now, or NULL. */
+static const local_op_t *find_op(const local_op_t *ops, size_t n, const local_msg_t *x, const char *op, uint32_t op_len)
+{
+    const local_op_t *row = find_row(ops, n, op, op_len);
+    switch (row ? row->when : LOCAL_ALWAYS) {
+    case LOCAL_FROM_WORKER: return x->cl && x->cl->is_worker ? row : NULL;
+    case LOCAL_IDS_KNOWN: return ids_known(x->cl) ? row : NULL;
+    case LOCAL_ANY_KEPT: return beam_kept_any(x->lo->kept) ? row : NULL;
+    case LOCAL_TO_WORKER: return x->cl && x->cl->is_worker && x->lo->pairs ? row : NULL;
+    default: return row;
+    }
+}
+
+/* Checks m's fields against op's table and runs its handler: its result,
+ * or 0 when a field is refused (the frame goes on as it is). */
+static int run_op(const local_op_t *op, local_msg_t *x)
+{
+    beam_field_val_t v[BEAM_SUBMIT_NFIELDS > 4 ? BEAM_SUBMIT_NFIELDS : 4];
+    const char *field, *what;
+    char err[80];
+    assert(op->nfields <= sizeof v / sizeof v[0]);
+    if (op->nfields && beam_fields_check(&x->m->params, op->fields, op->nfields, v, &field, &what, err, sizeof err) < 0)
+        return 0;
+    return op->fn(x, v);
+}
+
+/* A frame up: 1 when taken here. Its op is peeked first, and only a frame
+ * this table reads is parsed (every submit is, however it is encoded: its
+ * order counts). */
 static int up_frame(beam_local_t *lo, uint32_t vconn, const char *body, size_t len)
 {
-    const char *op;
-    uint32_t op_len;
-    beam_node_t *node = lo->node;
-    lclient_t *cl = find_client(lo, vconn, 0);
-    int peeked = peek_op(body, len, 0, &op, &op_len) == 0;
+    local_msg_t x = {.lo = lo, .vconn = vconn, .cl = find_client(lo, vconn, 0), .body = body, .len = len};
+    const size_t nops = sizeof up_ops / sizeof up_ops[0];
+    beam_peek_t pk;
     beam_msg_t m;
     char err[160];
-    if (peeked && !wanted_up(lo, cl, op, op_len))
+    int peeked = beam_msg_peek(body, len, &pk) == 0;
+    if (peeked && (pk.type != BEAM_MSG_REQUEST || !find_op(up_ops, nops, &x, pk.op, pk.op_len)))
         return 0;
-    if (beam_msg_parse(body, len, &node->limits, &m, err, sizeof err) < 0) {
-        if (cl)
-            cl->blind = 1; /* an id it named went by unseen: none of its calls is taken here now */
+    if (beam_msg_parse(body, len, &lo->node->limits, &m, err, sizeof err) < 0) {
+        if (x.cl)
+            x.cl->blind = 1; /* an id it named went by unseen: none of its calls is taken here now */
         return 0;
     }
-    int taken = 0;
-    if (!peeked) { /* every submit is seen here, however it is encoded: its order counts */
-        op = m.op;
-        op_len = m.op_len;
-    }
-    if (m.type == BEAM_MSG_REQUEST && (peeked || wanted_up(lo, cl, op, op_len))) {
-        taken = up_msg(lo, vconn, cl, op, op_len, &m, body, len);
-    }
+    x.m = &m;
+    const local_op_t *op = m.type == BEAM_MSG_REQUEST ? find_op(up_ops, nops, &x, m.op, m.op_len) : NULL;
+    int taken = op ? run_op(op, &x) : 0;
     beam_msg_destroy(&m);
     return taken;
 }
@@ -499,67 +475,80 @@ int beam_local_up(beam_node_t *node, uint32_t vconn, const char *body, size_t le
 }
 
 /* init {actor, ...} to a local client: it is that actor's worker. */
-static void saw_init(beam_local_t *lo, uint32_t vconn, const beam_msg_t *m)
+static int down_init(local_msg_t *x, const beam_field_val_t *v)
 {
-    const char *actor;
-    if (beam_field_id(&m->params, "actor", BEAM_ACTOR_ID_SIZE, &actor) != 0)
-        return;
-    lclient_t *cl = find_client(lo, vconn, 0);
+    beam_local_t *lo = x->lo;
+    const char *actor = v[0].s;
+    lclient_t *cl = x->cl;
     if (cl && cl->is_worker) {
         lworker_t *old = find_worker(lo, cl->actor);
-        if (old && old->vconn == vconn)
+        if (old && old->vconn == x->vconn)
             worker_forget(lo, old); /* a worker handed a new actor */
     }
     if (!cl)
-        cl = find_client(lo, vconn, 1);
+        cl = find_client(lo, x->vconn, 1);
     lworker_t *w = find_worker(lo, actor);
     if (w)
         worker_forget(lo, w);
     w = calloc(1, sizeof *w);
     if (!cl || !w) {
         free(w);
-        return;
+        return 0;
     }
     cl->is_worker = 1;
     memcpy(cl->actor, actor, BEAM_ACTOR_ID_SIZE);
     memcpy(w->actor, actor, BEAM_ACTOR_ID_SIZE);
-    w->vconn = vconn;
+    w->vconn = x->vconn;
     HASH_ADD(hh, lo->workers, actor, BEAM_ACTOR_ID_SIZE, w);
+    return 0;
 }
 
 /* call {obj, ...} passed down to a worker: one submit fewer on its way. */
-static void saw_call(beam_local_t *lo, lclient_t *cl, const beam_msg_t *m)
+static int down_call(local_msg_t *x, const beam_field_val_t *v)
 {
-    const char *obj;
     char key[PAIR_KEY];
-    if (beam_field_id(&m->params, "obj", BEAM_OBJECT_ID_SIZE, &obj) != 0)
-        return;
-    pair_key(key, obj, cl->actor);
-    lpair_t *p = find_pair(lo, key);
+    pair_key(key, v[0].s, x->cl->actor);
+    lpair_t *p = find_pair(x->lo, key);
     if (p && --p->pending == 0) {
-        HASH_DEL(lo->pairs, p);
-        lo->npairs--;
+        HASH_DEL(x->lo->pairs, p);
+        x->lo->npairs--;
         free(p);
     }
+    return 0;
 }
 
-/* The reply to cl's hello (a reply [1, msgid, error, result] as the head's
- * encoder writes it, body): its node index and connection number make the
+/* The pushes from the head the member reads on their way down. */
+static const local_op_t down_ops[] = {
+    LOCAL_OP("init", LOCAL_ALWAYS, actor_fields, down_init),
+    LOCAL_OP("call", LOCAL_TO_WORKER, obj_fields, down_call),
+};
+
+#define NDOWN (sizeof down_ops / sizeof down_ops[0])
+
+enum { HR_NODE_INDEX, HR_CONN };
+static const beam_field_spec_t hello_reply_fields[] = {
+    [HR_NODE_INDEX] = BEAM_FIELD("node_index", BEAM_F_INT, BEAM_F_REQUIRED, .min = 0, .max = UINT32_MAX,
+                                 .bound = "must be a uint32"),
+    [HR_CONN] = BEAM_FIELD("conn", BEAM_F_INT, BEAM_F_REQUIRED, .min = 0, .max = UINT32_MAX,
+                           .bound = "must be a uint32"),
+};
+
+/* The reply to cl's hello: its node index and connection number make the
  * creator part of its ids. */
-static void saw_reply(beam_local_t *lo, lclient_t *cl, const char *body, size_t len)
+static void saw_hello_reply(beam_local_t *lo, lclient_t *cl, const char *body, size_t len)
 {
     beam_msg_t m;
+    beam_field_val_t v[2];
+    const char *field, *what;
     char err[160];
-    int64_t node_index, conn;
     if (beam_msg_parse(body, len, &lo->node->limits, &m, err, sizeof err) < 0)
         return;
     if (m.type == BEAM_MSG_REPLY && m.msgid == cl->hello_msgid) {
         cl->hello_msgid = 0;
-        if (m.error.type == MSGPACK_OBJECT_NIL && beam_field_int(&m.params, "node_index", &node_index) == 0 &&
-            beam_field_int(&m.params, "conn", &conn) == 0 && node_index >= 0 && node_index <= UINT32_MAX &&
-            conn >= 0 && conn <= UINT32_MAX) {
-            cl->node_index = (uint32_t)node_index;
-            cl->conn = (uint32_t)conn;
+        if (m.error.type == MSGPACK_OBJECT_NIL &&
+            beam_fields_check(&m.params, hello_reply_fields, 2, v, &field, &what, err, sizeof err) == 0) {
+            cl->node_index = (uint32_t)v[HR_NODE_INDEX].i;
+            cl->conn = (uint32_t)v[HR_CONN].i;
             beam_put_u32be(cl->creator, cl->node_index);
             beam_put_u32be(cl->creator + 4, cl->conn);
             cl->has_creator = 1;
@@ -570,27 +559,49 @@ static void saw_reply(beam_local_t *lo, lclient_t *cl, const char *body, size_t 
 
 void beam_local_down(beam_node_t *node, uint32_t vconn, const char *body, size_t len)
 {
-    const char *op;
-    uint32_t op_len;
     beam_local_t *lo = table(node);
-    lclient_t *cl = lo ? find_client(lo, vconn, 0) : NULL;
-    if (cl && cl->hello_msgid && len > 2 && (unsigned char)body[0] == 0x94 && body[1] == 0x01) {
-        saw_reply(lo, cl, body, len);
+    if (!lo)
+        return;
+    local_msg_t x = {.lo = lo, .vconn = vconn, .cl = find_client(lo, vconn, 0), .body = body, .len = len};
+    beam_peek_t pk;
+    if (beam_msg_peek(body, len, &pk) < 0)
+        return;
+    if (pk.type == BEAM_MSG_REPLY) {
+        if (x.cl && x.cl->hello_msgid && pk.msgid == x.cl->hello_msgid)
+            saw_hello_reply(lo, x.cl, body, len);
         return;
     }
-    if (!lo || peek_op(body, len, 1, &op, &op_len) < 0)
-        return;
-    int init = beam_str_eq(op, op_len, "init");
+    const local_op_t *op = pk.type == BEAM_MSG_PUSH ? find_op(down_ops, NDOWN, &x, pk.op, pk.op_len) : NULL;
     beam_msg_t m;
     char err[160];
-    if ((!init && !(beam_str_eq(op, op_len, "call") && cl && cl->is_worker && lo->pairs)) ||
-        beam_msg_parse(body, len, &node->limits, &m, err, sizeof err) < 0)
+    if (!op || beam_msg_parse(body, len, &node->limits, &m, err, sizeof err) < 0)
         return;
-    if (init)
-        saw_init(lo, vconn, &m);
-    else
-        saw_call(lo, cl, &m);
+    x.m = &m;
+    if (m.type == BEAM_MSG_PUSH)
+        run_op(op, &x);
     beam_msg_destroy(&m);
+}
+
+int beam_local_check(const char *body, size_t len, int up, const beam_limits_t *lim, char *err, size_t errlen)
+{
+    beam_msg_t m;
+    beam_field_val_t v[BEAM_SUBMIT_NFIELDS > 4 ? BEAM_SUBMIT_NFIELDS : 4];
+    const char *field, *what;
+    char buf[80];
+    int want = up ? BEAM_MSG_REQUEST : BEAM_MSG_PUSH;
+    if (beam_msg_parse(body, len, lim, &m, err, errlen) < 0)
+        return -EPROTO;
+    const local_op_t *op = m.type != want ? NULL
+                         : up             ? find_row(up_ops, sizeof up_ops / sizeof up_ops[0], m.op, m.op_len)
+                                          : find_row(down_ops, NDOWN, m.op, m.op_len);
+    int rc = op ? 1 : 0;
+    if (op && op->nfields &&
+        beam_fields_check(&m.params, op->fields, op->nfields, v, &field, &what, buf, sizeof buf) < 0) {
+        snprintf(err, errlen, "field '%s' %s", field, what);
+        rc = -EINVAL;
+    }
+    beam_msg_destroy(&m);
+    return rc;
 }
 
 void beam_local_client_closed(beam_node_t *node, uint32_t vconn)
@@ -638,15 +649,7 @@ void beam_local_reset(beam_node_t *node)
     if (!lo)
         return;
     beam_kept_clear(lo->kept);
-    if (lo->nheld)
-        beam_enc_destroy(&lo->held);
-    lo->nheld = 0;
-    uv_timer_stop(&lo->hold_timer);
-    uv_prepare_stop(&lo->hold_age);
-    if (lo->node->stopping && !uv_is_closing((uv_handle_t *)&lo->hold_timer)) {
-        uv_close((uv_handle_t *)&lo->hold_timer, NULL); /* (lo is freed after the loop) */
-        uv_close((uv_handle_t *)&lo->hold_age, NULL);
-    }
+    beam_batch_reset(&lo->batch); /* (lo is freed after the loop) */
     FREE_ALL(lo->workers, lworker_t);
     FREE_ALL(lo->clients, lclient_t);
     FREE_ALL(lo->pairs, lpair_t);
@@ -664,10 +667,7 @@ int beam_local_init(beam_node_t *node)
     if (!lo)
         return -ENOMEM;
     lo->node = node;
-    uv_timer_init(node->loop, &lo->hold_timer);
-    lo->hold_timer.data = lo;
-    uv_prepare_init(node->loop, &lo->hold_age);
-    lo->hold_age.data = lo;
+    beam_batch_init(&lo->batch, node);
     node->local = lo;
     return 0;
 }

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "batch.h"
 #include "beam/codec.h"
 #include "node.h"
 #include "objects.h"
@@ -39,25 +40,11 @@ typedef struct beam_submit_req_s {
  * until it joins again. The results are kept.h's, with their own bounds. */
 #define BEAM_LOCAL_MAX_PAIRS 65536
 
-/* A local call's submit and task_done are held to go up together:
- * any other message for the head sends them first (beam_local_flush), so
- * the head sees the member's messages in the order they were made, and a
- * call answered meanwhile costs the head one wake-up, not two. What is
- * held goes up once it is BEAM_LOCAL_HOLD_MS old, looked at each time the
- * loop is about to wait; a timer of BEAM_LOCAL_QUIET_MS covers a loop that
- * falls quiet. (A timer due within the kernel's tick is re-armed in the
- * kernel at every wait: measured, it made every process of a local call
- * dearer; and a longer hold wakes the head less: docs/DESIGN.md.) */
-#define BEAM_LOCAL_HOLD_MS 5
-#define BEAM_LOCAL_QUIET_MS 10
-#define BEAM_LOCAL_HOLD_MAX 256
-/* A held record's kind, as local_batch carries it ([kind, vconn, frame],
- * docs/PROTOCOL.md; headup.c reads them): a local client's frame (a local
- * call's task_done), or a local call's submit. */
-enum { BEAM_LOCAL_REC_FRAME = 0, BEAM_LOCAL_REC_SUBMIT = 1 };
-/* ...and this many bytes (more held go up as one `local_batch` link
- * message; a result over a quarter of it is not held but goes up at once). */
-#define BEAM_LOCAL_HOLD_BYTES (256u << 10)
+/* A local call's submit and task_done are held to go up together as the
+ * records of one local_batch (batch.h, its bounds and timing): any other
+ * message for the head sends them first (beam_local_flush), so the head
+ * sees the member's messages in the order they were made, and a call
+ * answered meanwhile costs the head one wake-up, not two. */
 
 /* Member: starts the shortcut (0 or -ENOMEM). */
 int beam_local_init(beam_node_t *node);
@@ -77,6 +64,14 @@ void beam_local_down(beam_node_t *node, uint32_t vconn, const char *body, size_t
 /* Sends the messages held (the member's switch calls it before anything
  * else it sends the head; beam_local_up does for its clients). */
 void beam_local_flush(beam_node_t *node);
+/* What the member's op tables make of a frame body (up: a local client's
+ * request; else a push from the head), with no table state and no action:
+ * 1 when it is an op the table reads and its fields pass the op's table;
+ * 0 when the table does not read that op (the frame passes untouched);
+ * -EINVAL when a field is refused ("field 'F' WHAT" in err: the frame then
+ * passes untouched too, for the head to answer); -EPROTO when it does not
+ * parse. For tests. */
+int beam_local_check(const char *body, size_t len, int up, const beam_limits_t *lim, char *err, size_t errlen);
 /* Local client vconn is gone (before client_closed goes up). */
 void beam_local_client_closed(beam_node_t *node, uint32_t vconn);
 /* The worker of this actor exited (before worker_exit goes up). */

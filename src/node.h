@@ -86,7 +86,7 @@ typedef struct beam_node_s {
         /* conn accepted a client stream: its owner takes it (0), or refuses it */
         int (*conn_open)(struct beam_node_s *node, struct beam_conn_s *conn);
         /* a client's frame for the op table (dispatch) */
-        /* buf: the frame's own buffer, or NULL (beam_dispatch_frame) */
+        /* buf: the frame's own buffer, or NULL (beam_dispatch) */
         void (*dispatch)(struct beam_port_s *port, const char *frame, size_t len, struct beam_buf_s *buf);
         /* objects: a carried actor id is pinned (pin 1) or unpinned (0) */
         void (*actor_pin)(struct beam_node_s *node, const char *actor, int pin);

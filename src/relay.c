@@ -5,12 +5,15 @@
 #define _GNU_SOURCE
 #include "relay.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "actors.h"
+#include "clientmsg.h"
+#include "fieldspec.h"
 #include "cluster.h"
 #include "headup.h"
 #include "local.h"
@@ -19,114 +22,88 @@
 #include "log.h"
 #include "procs.h"
 
-/* ---------- checking a link message's fields ---------- */
+/* ---------- reading a link message: op tables on the field tables ---------- */
 
 /* Every field of every link message is checked as dispatch checks a
- * client's: a token holder's malformed message is refused with the link
+ * client's, by field tables (fieldspec.h) and an op table per side and
+ * stage: a token holder's malformed message is refused with the link
  * closed (the node is then lost, as any lost node is) and the daemon goes
- * on. Each getter returns 0, or -EINVAL with what is wrong in f->err. A field
- * that is absent (or nil) is wrong only when required. */
-typedef struct fields_s {
+ * on. */
+
+/* One link message being handled. A handler returns 0, or -EINVAL with what
+ * is wrong in err (the link then closes). */
+typedef struct relay_msg_s {
+    beam_node_t *node;
+    beam_link_t *link;
     const beam_msg_t *m;
     char err[160];
-} fields_t;
+} relay_msg_t;
 
-/* what: how the field is wrong ("must be a str"); NULL: it is missing. */
-static int bad_field(fields_t *f, const char *field, const char *what)
+typedef struct relay_op_s {
+    const char *name;
+    const beam_field_spec_t *fields;
+    size_t nfields;
+    int (*fn)(relay_msg_t *x, const beam_field_val_t *v);
+} relay_op_t;
+
+#define RELAY_OP(name, fields, fn) {(name), (fields), sizeof(fields) / sizeof((fields)[0]), (fn)}
+#define RELAY_MAX_FIELDS 12
+
+/* what: how the field is wrong ("must be a str"); "is required": it is missing. */
+static int bad_field(relay_msg_t *x, const char *field, const char *what)
 {
-    int n = (int)(f->m->op_len < 32 ? f->m->op_len : 32);
-    if (what)
-        snprintf(f->err, sizeof f->err, "a %.*s with a bad '%s' (it %s)", n, f->m->op, field, what);
+    int n = (int)(x->m->op_len < 32 ? x->m->op_len : 32);
+    if (strcmp(what, "is required") != 0)
+        snprintf(x->err, sizeof x->err, "a %.*s with a bad '%s' (it %s)", n, x->m->op, field, what);
     else
-        snprintf(f->err, sizeof f->err, "a %.*s without '%s'", n, f->m->op, field);
+        snprintf(x->err, sizeof x->err, "a %.*s without '%s'", n, x->m->op, field);
     return -EINVAL;
 }
 
-static int check_field(fields_t *f, int rc, const char *field, const char *what, int required)
+/* Runs m by ops[0..n): its row's fields checked, then (when run) its
+ * handler. 0, or -EINVAL with x->err set (unknown is the end of the error
+ * for an op no row has: "which a member does not send"). */
+static int relay_run(relay_msg_t *x, const relay_op_t *ops, size_t n, const char *unknown, int run)
 {
-    if (rc == 0 || (rc == -ENOENT && !required))
-        return 0;
-    return bad_field(f, field, rc == -ENOENT ? NULL : what);
-}
-
-/* An int within lo..hi; *v is left as it was when the field is absent. */
-static int get_int(fields_t *f, const char *key, int64_t lo, int64_t hi, int required, int64_t *v)
-{
-    int64_t got;
-    int rc = beam_field_int(&f->m->params, key, &got);
-    if (check_field(f, rc, key, "must be an int", required) < 0)
-        return -EINVAL;
-    if (rc == 0 && (got < lo || got > hi))
-        return bad_field(f, key, "is out of range");
-    if (rc == 0)
-        *v = got;
-    return 0;
-}
-
-/* A str copied into out (n bytes, its NUL included; "" when absent): one
- * too long for out, or holding a NUL, is wrong, never cut. */
-static int get_str(fields_t *f, const char *key, char *out, size_t n, int required)
-{
-    const char *s;
-    uint32_t len;
-    out[0] = '\0';
-    int rc = beam_field_str(&f->m->params, key, &s, &len);
-    if (check_field(f, rc, key, "must be a str", required) < 0)
-        return -EINVAL;
-    if (rc != 0)
-        return 0;
-    if (len >= n || memchr(s, '\0', len))
-        return bad_field(f, key, "is too long or holds a NUL");
-    memcpy(out, s, len);
-    out[len] = '\0';
-    return 0;
-}
-
-static int get_id(fields_t *f, const char *key, size_t size, const char **id)
-{
-    char what[40];
-    snprintf(what, sizeof what, "must be a %zu-byte bin", size);
-    return check_field(f, beam_field_id(&f->m->params, key, size, id), key, what, 1);
-}
-
-static int get_vconn(fields_t *f, uint32_t *vconn)
-{
-    int64_t v = 0;
-    if (get_int(f, "vconn", 1, UINT32_MAX, 1, &v) < 0)
-        return -EINVAL;
-    *vconn = (uint32_t)v;
-    return 0;
-}
-
-/* A required bin (client frames). */
-static int get_bin(fields_t *f, const char *key, const char **s, uint32_t *len)
-{
-    return check_field(f, beam_field_bin(&f->m->params, key, s, len), key, "must be a bin", 1);
-}
-
-static int is_op(const beam_msg_t *m, const char *op)
-{
-    return beam_str_eq(m->op, m->op_len, op);
+    beam_field_val_t v[RELAY_MAX_FIELDS];
+    const char *field, *what;
+    char buf[64];
+    const beam_msg_t *m = x->m;
+    for (size_t i = 0; i < n; i++) {
+        if (!beam_str_eq(m->op, m->op_len, ops[i].name))
+            continue;
+        assert(ops[i].nfields <= RELAY_MAX_FIELDS);
+        if (beam_fields_check(&m->params, ops[i].fields, ops[i].nfields, v, &field, &what, buf, sizeof buf) < 0)
+            return bad_field(x, field, what);
+        return run ? ops[i].fn(x, v) : 0;
+    }
+    snprintf(x->err, sizeof x->err, "a '%.*s', %s", (int)(m->op_len < 32 ? m->op_len : 32), m->op, unknown);
+    return -EINVAL;
 }
 
 /* Closes the link over a malformed message: one warning says which. */
-static void refuse(beam_link_t *l, fields_t *f)
+static void refuse(relay_msg_t *x)
 {
-    beam_log(BEAM_LOG_WARN, "link with %s closed: refused %s", beam_link_peer(l), f->err);
-    beam_link_close(l, f->err, 1);
+    beam_log(BEAM_LOG_WARN, "link with %s closed: refused %s", beam_link_peer(x->link), x->err);
+    beam_link_close(x->link, x->err, 0);
 }
+
+/* Rows the link messages share. */
+#define VCONN BEAM_FIELD("vconn", BEAM_F_INT, BEAM_F_REQUIRED, .min = 1, .max = UINT32_MAX, .bound = "is out of range")
+#define INT_IN(n, fl, lo, hi) BEAM_FIELD((n), BEAM_F_INT, (fl), .min = (lo), .max = (hi), .bound = "is out of range")
+/* A str that must fit cap bytes with its NUL, and hold none. */
+#define CSTR(n, fl, cap)                                                                                              \
+    BEAM_FIELD((n), BEAM_F_STR, (fl) | BEAM_F_NONUL, .min = 0, .max = (cap) - 1,                                     \
+               .bound = "is too long or holds a NUL")
 
 /* ---------- the head's switch ---------- */
 
 /* The join's resources [[name, total]] and gpus [id] into pool (which the
  * caller initialised and destroys). The amounts' own bounds are
  * resources.c's (beam_pool_add). */
-static int pool_from_join(fields_t *f, beam_pool_t *pool)
+static int pool_from_join(relay_msg_t *x, const msgpack_object_array *res, const msgpack_object_array *gpus,
+                          beam_pool_t *pool)
 {
-    const msgpack_object_array *res, *gpus;
-    if (check_field(f, beam_field_array(&f->m->params, "resources", &res), "resources", "must be an array", 1) < 0 ||
-        check_field(f, beam_field_array(&f->m->params, "gpus", &gpus), "gpus", "must be an array", 1) < 0)
-        return -EINVAL;
     for (uint32_t i = 0; i < res->size; i++) {
         const msgpack_object *e = &res->ptr[i];
         if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size != 2 ||
@@ -135,21 +112,20 @@ static int pool_from_join(fields_t *f, beam_pool_t *pool)
             e->via.array.ptr[1].via.u64 > INT64_MAX || e->via.array.ptr[0].via.str.size == 0 ||
             e->via.array.ptr[0].via.str.size >= BEAM_RES_NAME_LEN ||
             memchr(e->via.array.ptr[0].via.str.ptr, '\0', e->via.array.ptr[0].via.str.size))
-            return bad_field(f, "resources", "must be [[name str, total uint]]");
+            return bad_field(x, "resources", "must be [[name str, total uint]]");
         char name[BEAM_RES_NAME_LEN];
         snprintf(name, sizeof name, "%.*s", (int)e->via.array.ptr[0].via.str.size, e->via.array.ptr[0].via.str.ptr);
         if (strcmp(name, "GPU") != 0 && beam_pool_add(pool, name, (int64_t)e->via.array.ptr[1].via.u64) < 0)
-            return bad_field(f, "resources", "holds an amount or a resource the pool refuses");
+            return bad_field(x, "resources", "holds an amount or a resource the pool refuses");
     }
     for (uint32_t i = 0; i < gpus->size; i++) {
-        const msgpack_object *g = &gpus->ptr[i];
-        if (g->type != MSGPACK_OBJECT_STR || g->via.str.size == 0 || g->via.str.size >= BEAM_GPU_ID_LEN ||
-            memchr(g->via.str.ptr, '\0', g->via.str.size))
-            return bad_field(f, "gpus", "must be an array of GPU id strs");
+        const msgpack_object *g = &gpus->ptr[i]; /* a str without NUL (its row) */
+        if (g->via.str.size == 0 || g->via.str.size >= BEAM_GPU_ID_LEN)
+            return bad_field(x, "gpus", "must be an array of GPU id strs");
         char id[BEAM_GPU_ID_LEN];
         snprintf(id, sizeof id, "%.*s", (int)g->via.str.size, g->via.str.ptr);
         if (beam_pool_add_gpu(pool, id) < 0)
-            return bad_field(f, "gpus", "holds GPU ids the pool refuses");
+            return bad_field(x, "gpus", "holds GPU ids the pool refuses");
     }
     return 0;
 }
@@ -214,30 +190,40 @@ static void member_kill_remote(beam_node_t *node, beam_member_t *m, const char *
 
 static const beam_member_ops_t remote_member_ops = {member_spawn_remote, member_kill_remote};
 
-static void head_on_join(beam_node_t *node, beam_link_t *l, const beam_msg_t *msg)
+enum { J_NODE_ID, J_NODE_IP, J_HOSTNAME, J_SOCKET, J_MAX_FRAME, J_RESOURCES, J_GPUS };
+static const beam_field_spec_t join_fields[] = {
+    [J_NODE_ID] = BEAM_FIELD("node_id", BEAM_F_ID, BEAM_F_REQUIRED, .size = BEAM_NODE_ID_SIZE),
+    [J_NODE_IP] = CSTR("node_ip", BEAM_F_REQUIRED, 64),
+    [J_HOSTNAME] = CSTR("hostname", BEAM_F_REQUIRED, 256),
+    [J_SOCKET] = CSTR("socket", BEAM_F_REQUIRED, 108),
+    [J_MAX_FRAME] = INT_IN("max_frame", 0, 0, UINT32_MAX),
+    [J_RESOURCES] = BEAM_FIELD("resources", BEAM_F_ARRAY, BEAM_F_REQUIRED),
+    [J_GPUS] = BEAM_FIELD("gpus", BEAM_F_STRS, BEAM_F_REQUIRED | BEAM_F_NONUL),
+};
+
+static int head_on_join(relay_msg_t *x, const beam_field_val_t *v)
 {
+    beam_node_t *node = x->node;
     beam_member_t *m = NULL;
-    fields_t f = {.m = msg};
-    const char *id;
     char ip[64], host[256], sock[108];
-    int64_t peer_max = 0;
     beam_pool_t pool;
     beam_pool_init(&pool);
-    if (get_id(&f, "node_id", BEAM_NODE_ID_SIZE, &id) < 0 || get_str(&f, "node_ip", ip, sizeof ip, 1) < 0 ||
-        get_str(&f, "hostname", host, sizeof host, 1) < 0 || get_str(&f, "socket", sock, sizeof sock, 1) < 0 ||
-        get_int(&f, "max_frame", 0, UINT32_MAX, 0, &peer_max) < 0 || pool_from_join(&f, &pool) < 0)
+    if (pool_from_join(x, v[J_RESOURCES].a, v[J_GPUS].a, &pool) < 0)
         goto cleanup;
-    beam_member_t *old = beam_cluster_find_id(node, id);
+    beam_field_cstr(&v[J_NODE_IP], ip, sizeof ip);
+    beam_field_cstr(&v[J_HOSTNAME], host, sizeof host);
+    beam_field_cstr(&v[J_SOCKET], sock, sizeof sock);
+    beam_member_t *old = beam_cluster_find_id(node, v[J_NODE_ID].s);
     if (old && old->alive) {
-        snprintf(f.err, sizeof f.err, "a join with a node id that is already a live member");
+        snprintf(x->err, sizeof x->err, "a join with a node id that is already a live member");
         goto cleanup;
     }
-    m = beam_cluster_add(node, id, ip, host, sock, &pool, &remote_member_ops, l);
+    m = beam_cluster_add(node, v[J_NODE_ID].s, ip, host, sock, &pool, &remote_member_ops, x->link);
     if (!m) {
-        snprintf(f.err, sizeof f.err, "a join while the cluster is full");
+        snprintf(x->err, sizeof x->err, "a join while the cluster is full");
         goto cleanup;
     }
-    beam_link_set_up(l, peer_max, m);
+    beam_link_set_up(x->link, v[J_MAX_FRAME].i, m);
     beam_enc_t enc;
     beam_enc_init(&enc);
     beam_enc_push(&enc, "welcome", 3);
@@ -248,13 +234,12 @@ static void head_on_join(beam_node_t *node, beam_link_t *l, const beam_msg_t *ms
     beam_pack_key(&enc.pk, "head_id");
     beam_pack_bin(&enc.pk, node->node_id, BEAM_NODE_ID_SIZE);
     beam_enc_end(&enc, 0);
-    beam_link_send_enc(l, &enc);
+    beam_link_send_enc(x->link, &enc);
     /* actors and groups waiting for resources may fit on the newcomer */
     beam_actors_schedule(node);
 cleanup:
     beam_pool_destroy(&pool);
-    if (!m)
-        refuse(l, &f);
+    return m ? 0 : -EINVAL;
 }
 
 /* The actor a member reports on, if it is one the head placed there (a
@@ -265,86 +250,142 @@ static beam_actor_t *own_actor(beam_node_t *node, beam_link_t *l, const char *id
     return a && a->member == beam_link_data(l) ? a : NULL;
 }
 
-static void head_on_up(beam_node_t *node, beam_link_t *l, const beam_msg_t *m)
+enum { CF_VCONN, CF_FRAME };
+static const beam_field_spec_t client_frame_fields[] = {
+    [CF_VCONN] = VCONN,
+    [CF_FRAME] = BEAM_FIELD("frame", BEAM_F_BIN, BEAM_F_REQUIRED),
+};
+
+static int head_client_frame(relay_msg_t *x, const beam_field_val_t *v)
 {
-    beam_member_t *member = beam_link_data(l);
-    fields_t f = {.m = m};
-    uint32_t vconn, len;
-    const char *actor, *body;
-    int64_t pid = 0, status = 0, sig = 0, stream = 0, uid = 0;
-    const msgpack_object_array *msgs;
-    beam_session_t *c;
-    if (is_op(m, "client_frame")) {
-        if (get_vconn(&f, &vconn) < 0 || get_bin(&f, "frame", &body, &len) < 0)
-            goto bad;
-        beam_headup_frame(node, l, vconn, body, len);
-    } else if (is_op(m, "local_batch")) { /* local: the member's held records, in order */
-        if (check_field(&f, beam_field_array(&m->params, "msgs", &msgs), "msgs", "must be an array", 1) < 0 ||
-            beam_headup_batch(node, l, msgs, f.err, sizeof f.err) < 0)
-            goto bad;
-    } else if (is_op(m, "client_open")) {
-        if (get_vconn(&f, &vconn) < 0 || get_int(&f, "pid", 0, INT32_MAX, 1, &pid) < 0 ||
-            get_int(&f, "uid", 0, UINT32_MAX, 1, &uid) < 0)
-            goto bad;
-        if (beam_session_find_remote(node, l, vconn)) {
-            snprintf(f.err, sizeof f.err, "a client_open for vconn %u, already open", vconn);
-            goto bad;
-        }
-        if (member->clients >= (node->max_member_clients ? node->max_member_clients : BEAM_MAX_MEMBER_CLIENTS)) {
-            beam_log(BEAM_LOG_WARN, "node %s has %u clients open, the most one node may have: its new one is closed",
-                     member->ip, member->clients);
-            beam_link_close_client(l, vconn); /* that client only */
-        } else if (!beam_session_open_remote(node, l, member, vconn, (long)pid, (unsigned)uid))
-            beam_link_close_client(l, vconn); /* out of memory: that client only */
-    } else if (is_op(m, "client_closed")) {
-        if (get_vconn(&f, &vconn) < 0)
-            goto bad;
-        if ((c = beam_session_find_remote(node, l, vconn))) {
-            c->remote_closed = 1;
-            beam_session_close(c, "disconnected");
-        }
-    } else if (is_op(m, "worker_started")) {
-        if (get_id(&f, "actor", BEAM_ACTOR_ID_SIZE, &actor) < 0 || get_int(&f, "pid", 1, INT32_MAX, 1, &pid) < 0)
-            goto bad;
-        if (own_actor(node, l, actor))
-            beam_actor_worker_started(node, actor, (long)pid);
-    } else if (is_op(m, "worker_log")) {
-        if (get_id(&f, "actor", BEAM_ACTOR_ID_SIZE, &actor) < 0 || get_int(&f, "stream", 1, 2, 1, &stream) < 0 ||
-            check_field(&f, beam_field_str(&m->params, "text", &body, &len), "text", "must be a str", 1) < 0)
-            goto bad;
-        if (own_actor(node, l, actor)) {
-            beam_log(BEAM_LOG_INFO, "[%s] %.*s", member->ip, (int)len, body);
-            beam_actor_worker_output(node, actor, (int)stream, body, len);
-        }
-    } else if (is_op(m, "worker_exit")) {
-        if (get_id(&f, "actor", BEAM_ACTOR_ID_SIZE, &actor) < 0 || get_int(&f, "pid", 0, INT32_MAX, 1, &pid) < 0 ||
-            get_int(&f, "status", INT64_MIN, INT64_MAX, 1, &status) < 0 ||
-            get_int(&f, "signal", 0, 255, 1, &sig) < 0)
-            goto bad;
-        beam_actor_t *a = own_actor(node, l, actor);
-        if (a) /* local: its member took no result after this */
-            beam_actor_close_local(node, a);
-        if (a)
-            beam_actor_worker_exited(node, actor, (long)pid, status, (int)sig);
-    } else {
-        snprintf(f.err, sizeof f.err, "a '%.*s', which a member does not send", (int)(m->op_len < 32 ? m->op_len : 32),
-                 m->op);
-        goto bad;
-    }
-    return;
-bad:
-    refuse(l, &f);
+    beam_headup_frame(x->node, x->link, (uint32_t)v[CF_VCONN].i, v[CF_FRAME].s, v[CF_FRAME].len);
+    return 0;
 }
+
+static const beam_field_spec_t local_batch_fields[] = {BEAM_FIELD("msgs", BEAM_F_ARRAY, BEAM_F_REQUIRED)};
+
+/* local: the member's held records, in order */
+static int head_local_batch(relay_msg_t *x, const beam_field_val_t *v)
+{
+    return beam_headup_batch(x->node, x->link, v[0].a, x->err, sizeof x->err);
+}
+
+enum { CO_VCONN, CO_PID, CO_UID };
+static const beam_field_spec_t client_open_fields[] = {
+    [CO_VCONN] = VCONN,
+    [CO_PID] = INT_IN("pid", BEAM_F_REQUIRED, 0, INT32_MAX),
+    [CO_UID] = INT_IN("uid", BEAM_F_REQUIRED, 0, UINT32_MAX),
+};
+
+static int head_client_open(relay_msg_t *x, const beam_field_val_t *v)
+{
+    beam_node_t *node = x->node;
+    beam_member_t *member = beam_link_data(x->link);
+    uint32_t vconn = (uint32_t)v[CO_VCONN].i;
+    if (beam_session_find_remote(node, x->link, vconn)) {
+        snprintf(x->err, sizeof x->err, "a client_open for vconn %u, already open", vconn);
+        return -EINVAL;
+    }
+    if (member->clients >= (node->max_member_clients ? node->max_member_clients : BEAM_MAX_MEMBER_CLIENTS)) {
+        beam_log(BEAM_LOG_WARN, "node %s has %u clients open, the most one node may have: its new one is closed",
+                 member->ip, member->clients);
+        beam_clientmsg_close(x->link, vconn); /* that client only */
+    } else if (!beam_session_open_remote(node, x->link, member, vconn, (long)v[CO_PID].i, (unsigned)v[CO_UID].i)) {
+        beam_clientmsg_close(x->link, vconn); /* out of memory: that client only */
+    }
+    return 0;
+}
+
+static const beam_field_spec_t vconn_fields[] = {VCONN};
+
+static int head_client_closed(relay_msg_t *x, const beam_field_val_t *v)
+{
+    beam_session_t *c = beam_session_find_remote(x->node, x->link, (uint32_t)v[0].i);
+    if (c) {
+        c->remote_closed = 1;
+        beam_session_close(c, "disconnected");
+    }
+    return 0;
+}
+
+enum { WS_ACTOR, WS_PID };
+static const beam_field_spec_t worker_started_fields[] = {
+    [WS_ACTOR] = BEAM_FIELD_ACTOR_ID("actor", BEAM_F_REQUIRED),
+    [WS_PID] = INT_IN("pid", BEAM_F_REQUIRED, 1, INT32_MAX),
+};
+
+static int head_worker_started(relay_msg_t *x, const beam_field_val_t *v)
+{
+    if (own_actor(x->node, x->link, v[WS_ACTOR].s))
+        beam_actor_worker_started(x->node, v[WS_ACTOR].s, (long)v[WS_PID].i);
+    return 0;
+}
+
+enum { WL_ACTOR, WL_STREAM, WL_TEXT };
+static const beam_field_spec_t worker_log_fields[] = {
+    [WL_ACTOR] = BEAM_FIELD_ACTOR_ID("actor", BEAM_F_REQUIRED),
+    [WL_STREAM] = INT_IN("stream", BEAM_F_REQUIRED, 1, 2),
+    [WL_TEXT] = BEAM_FIELD("text", BEAM_F_STR, BEAM_F_REQUIRED),
+};
+
+static int head_worker_log(relay_msg_t *x, const beam_field_val_t *v)
+{
+    beam_member_t *member = beam_link_data(x->link);
+    if (own_actor(x->node, x->link, v[WL_ACTOR].s)) {
+        beam_log(BEAM_LOG_INFO, "[%s] %.*s", member->ip, (int)v[WL_TEXT].len, v[WL_TEXT].s);
+        beam_actor_worker_output(x->node, v[WL_ACTOR].s, (int)v[WL_STREAM].i, v[WL_TEXT].s, v[WL_TEXT].len);
+    }
+    return 0;
+}
+
+enum { WE_ACTOR, WE_PID, WE_STATUS, WE_SIGNAL };
+static const beam_field_spec_t worker_exit_fields[] = {
+    [WE_ACTOR] = BEAM_FIELD_ACTOR_ID("actor", BEAM_F_REQUIRED),
+    [WE_PID] = INT_IN("pid", BEAM_F_REQUIRED, 0, INT32_MAX),
+    [WE_STATUS] = BEAM_FIELD("status", BEAM_F_INT, BEAM_F_REQUIRED),
+    [WE_SIGNAL] = INT_IN("signal", BEAM_F_REQUIRED, 0, 255),
+};
+
+static int head_worker_exit(relay_msg_t *x, const beam_field_val_t *v)
+{
+    beam_node_t *node = x->node;
+    const char *actor = v[WE_ACTOR].s;
+    beam_actor_t *a = own_actor(node, x->link, actor);
+    if (a) /* local: its member took no result after this */
+        beam_actor_close_local(node, a);
+    if (a)
+        beam_actor_worker_exited(node, actor, (long)v[WE_PID].i, v[WE_STATUS].i, (int)v[WE_SIGNAL].i);
+    return 0;
+}
+
+/* What a member may send before it is up, and after. */
+static const relay_op_t head_greeting[] = {RELAY_OP("join", join_fields, head_on_join)};
+static const relay_op_t head_ops[] = {
+    RELAY_OP("client_frame", client_frame_fields, head_client_frame),
+    RELAY_OP("local_batch", local_batch_fields, head_local_batch),
+    RELAY_OP("client_open", client_open_fields, head_client_open),
+    RELAY_OP("client_closed", vconn_fields, head_client_closed),
+    RELAY_OP("worker_started", worker_started_fields, head_worker_started),
+    RELAY_OP("worker_log", worker_log_fields, head_worker_log),
+    RELAY_OP("worker_exit", worker_exit_fields, head_worker_exit),
+};
+
+#define HEAD_NOPS (sizeof head_ops / sizeof head_ops[0])
+#define FROM_MEMBER_UNKNOWN "which a member does not send"
 
 /* A member is up once its join is taken (it then has its member). */
 static void head_on_frame(beam_node_t *node, beam_link_t *l, const beam_msg_t *m)
 {
+    relay_msg_t x = {.node = node, .link = l, .m = m};
+    int rc;
     if (beam_link_data(l))
-        head_on_up(node, l, m);
-    else if (!is_op(m, "join"))
-        beam_link_close(l, "expected join", 0);
+        rc = relay_run(&x, head_ops, HEAD_NOPS, FROM_MEMBER_UNKNOWN, 1);
+    else if (beam_str_eq(m->op, m->op_len, "join"))
+        rc = relay_run(&x, head_greeting, 1, "", 1);
     else
-        head_on_join(node, l, m);
+        rc = 0, beam_link_close(l, "expected join", 0);
+    if (rc < 0)
+        refuse(&x);
 }
 
 /* A member's link ended: the node is gone, its actors die of that, then the
@@ -399,26 +440,17 @@ static void member_hello(beam_node_t *node, beam_link_t *l)
     beam_link_send_enc(l, &enc);
 }
 
-/* A required array of strs as a NULL-terminated vector (freed with
- * beam_strv_free): 0 with *out set (NULL when out of memory), or -EINVAL when
- * the field is malformed. */
-static int get_strv(fields_t *f, const char *key, char ***out)
+/* An array of strs (checked by its row) as a NULL-terminated vector the
+ * caller frees with beam_strv_free; NULL when out of memory. */
+static char **strv_copy(const msgpack_object_array *a)
 {
-    const msgpack_object_array *a;
-    *out = NULL;
-    if (check_field(f, beam_field_array(&f->m->params, key, &a), key, "must be an array of strs", 1) < 0)
-        return -EINVAL;
-    for (uint32_t i = 0; i < a->size; i++)
-        if (a->ptr[i].type != MSGPACK_OBJECT_STR || memchr(a->ptr[i].via.str.ptr, '\0', a->ptr[i].via.str.size))
-            return bad_field(f, key, "must be an array of strs");
     char **v = calloc((size_t)a->size + 1, sizeof *v);
     for (uint32_t i = 0; v && i < a->size; i++)
         if (!(v[i] = strndup(a->ptr[i].via.str.ptr, a->ptr[i].via.str.size))) {
             beam_strv_free(v);
             v = NULL;
         }
-    *out = v;
-    return 0;
+    return v;
 }
 
 static void send_worker_event(beam_link_t *l, const char *op, const char *actor, long pid, int64_t status, int sig)
@@ -438,54 +470,63 @@ static void send_worker_event(beam_link_t *l, const char *op, const char *actor,
     beam_link_send_enc(l, &enc);
 }
 
-/* Starts the worker the head placed here; -EINVAL (f->err set) if the spawn
- * message is malformed. A worker that cannot start is reported gone. */
-static int member_spawn(beam_node_t *node, beam_link_t *l, fields_t *f)
+enum { SP_ACTOR, SP_CLASS, SP_PYTHON, SP_CWD, SP_GPUS, SP_TOKEN, SP_NOSET, SP_OWNER, SP_ENV, SP_PATH };
+static const beam_field_spec_t spawn_fields[] = {
+    [SP_ACTOR] = BEAM_FIELD_ACTOR_ID("actor", BEAM_F_REQUIRED),
+    [SP_CLASS] = CSTR("class_name", BEAM_F_REQUIRED, 257),
+    [SP_PYTHON] = CSTR("python", BEAM_F_REQUIRED, 4096),
+    [SP_CWD] = CSTR("cwd", 0, 4096),
+    [SP_GPUS] = CSTR("gpus", 0, BEAM_MAX_GPUS * (BEAM_GPU_ID_LEN + 1)),
+    [SP_TOKEN] = CSTR("token", BEAM_F_REQUIRED, 64),
+    [SP_NOSET] = INT_IN("noset_cuda", 0, 0, 1),
+    [SP_OWNER] = INT_IN("owner_pid", 0, 0, UINT32_MAX),
+    [SP_ENV] = BEAM_FIELD("env", BEAM_F_STRS, BEAM_F_REQUIRED | BEAM_F_NONUL),
+    [SP_PATH] = BEAM_FIELD("sys_path", BEAM_F_STRS, BEAM_F_REQUIRED | BEAM_F_NONUL),
+};
+
+/* Starts the worker the head placed here. A worker that cannot start is
+ * reported gone. */
+static int member_spawn(relay_msg_t *x, const beam_field_val_t *v)
 {
-    const char *actor;
+    const char *actor = v[SP_ACTOR].s;
     char cls[257], python[4096], cwd[4096], gpus[BEAM_MAX_GPUS * (BEAM_GPU_ID_LEN + 1)], token[64];
-    int64_t noset = 0, owner_pid = 0;
-    char **env = NULL, **path = NULL;
-    int rc = -EINVAL;
-    if (get_id(f, "actor", BEAM_ACTOR_ID_SIZE, &actor) < 0 || get_str(f, "class_name", cls, sizeof cls, 1) < 0 ||
-        get_str(f, "python", python, sizeof python, 1) < 0 || get_str(f, "cwd", cwd, sizeof cwd, 0) < 0 ||
-        get_str(f, "gpus", gpus, sizeof gpus, 0) < 0 || get_str(f, "token", token, sizeof token, 1) < 0 ||
-        get_int(f, "noset_cuda", 0, 1, 0, &noset) < 0 || get_int(f, "owner_pid", 0, UINT32_MAX, 0, &owner_pid) < 0 ||
-        get_strv(f, "env", &env) < 0 || get_strv(f, "sys_path", &path) < 0)
-        goto cleanup;
-    rc = 0;
+    beam_field_cstr(&v[SP_CLASS], cls, sizeof cls);
+    beam_field_cstr(&v[SP_PYTHON], python, sizeof python);
+    beam_field_cstr(&v[SP_CWD], cwd, sizeof cwd);
+    beam_field_cstr(&v[SP_GPUS], gpus, sizeof gpus);
+    beam_field_cstr(&v[SP_TOKEN], token, sizeof token);
+    char **env = strv_copy(v[SP_ENV].a), **path = strv_copy(v[SP_PATH].a);
     beam_spawn_t s = {.actor = actor, .class_name = cls, .python = python, .cwd = cwd, .env = env,
-                      .sys_path = path, .gpus = gpus, .token = token, .noset_cuda = (int)noset,
-                      .owner_pid = (uint32_t)owner_pid};
+                      .sys_path = path, .gpus = gpus, .token = token, .noset_cuda = (int)v[SP_NOSET].i,
+                      .owner_pid = (uint32_t)v[SP_OWNER].i};
     long pid = 0;
-    int spawned = (env && path) ? beam_proc_spawn(node, &s, &pid) : UV_ENOMEM;
+    int spawned = (env && path) ? beam_proc_spawn(x->node, &s, &pid) : UV_ENOMEM;
     if (spawned < 0)
-        send_worker_event(l, "worker_exit", actor, 0, 127, 0);
+        send_worker_event(x->link, "worker_exit", actor, 0, 127, 0);
     else
-        send_worker_event(l, "worker_started", actor, pid, 0, 0);
-cleanup:
+        send_worker_event(x->link, "worker_started", actor, pid, 0, 0);
     beam_strv_free(env);
     beam_strv_free(path);
-    return rc;
+    return 0;
 }
 
-static void member_on_welcome(beam_node_t *node, beam_link_t *l, fields_t *f)
+enum { W_NODE_INDEX, W_MAX_FRAME, W_HEAD_ID };
+static const beam_field_spec_t welcome_fields[] = {
+    [W_NODE_INDEX] = INT_IN("node_index", BEAM_F_REQUIRED, 1, UINT32_MAX),
+    [W_MAX_FRAME] = INT_IN("max_frame", 0, 0, UINT32_MAX),
+    [W_HEAD_ID] = BEAM_FIELD("head_id", BEAM_F_ID, 0, .size = BEAM_NODE_ID_SIZE),
+};
+
+static int member_on_welcome(relay_msg_t *x, const beam_field_val_t *v)
 {
-    int64_t index = 0, peer_max = 0;
-    const char *head_id;
-    if (get_int(f, "node_index", 1, UINT32_MAX, 1, &index) < 0 ||
-        get_int(f, "max_frame", 0, UINT32_MAX, 0, &peer_max) < 0 ||
-        check_field(f, beam_field_id(&f->m->params, "head_id", BEAM_NODE_ID_SIZE, &head_id), "head_id",
-                    "must be a 28-byte bin", 0) < 0) {
-        refuse(l, f);
-        return;
-    }
-    node->node_index = (uint32_t)index;
-    beam_link_set_up(l, peer_max, node);
-    beam_log(BEAM_LOG_INFO, "joined the head at %s as node %s (member %u)", beam_link_peer(l), node->node_hex,
+    beam_node_t *node = x->node;
+    node->node_index = (uint32_t)v[W_NODE_INDEX].i;
+    beam_link_set_up(x->link, v[W_MAX_FRAME].i, node);
+    beam_log(BEAM_LOG_INFO, "joined the head at %s as node %s (member %u)", beam_link_peer(x->link), node->node_hex,
              node->node_index);
     if (node->on_joined)
         node->on_joined(node);
+    return 0;
 }
 
 /* A frame from the head for local client vconn. */
@@ -500,47 +541,57 @@ static void member_to_client(beam_node_t *node, uint32_t vconn, const char *body
     beam_port_send(&c->port, frame, (size_t)len + BEAM_FRAME_HEADER);
 }
 
+static int member_client_frame(relay_msg_t *x, const beam_field_val_t *v)
+{
+    uint32_t vconn = (uint32_t)v[CF_VCONN].i;
+    if (beam_session_find_local(x->node, vconn))
+        beam_local_down(x->node, vconn, v[CF_FRAME].s, v[CF_FRAME].len); /* local: learns workers and counts calls */
+    member_to_client(x->node, vconn, v[CF_FRAME].s, v[CF_FRAME].len);
+    return 0;
+}
+
+static int member_close_client(relay_msg_t *x, const beam_field_val_t *v)
+{
+    beam_session_t *c = beam_session_find_local(x->node, (uint32_t)v[0].i);
+    if (c) {
+        c->remote_closed = 1;
+        beam_session_close(c, "closed by the head");
+    }
+    return 0;
+}
+
+static const beam_field_spec_t actor_fields[] = {BEAM_FIELD_ACTOR_ID("actor", BEAM_F_REQUIRED)};
+
+static int member_kill_worker(relay_msg_t *x, const beam_field_val_t *v)
+{
+    beam_proc_kill(x->node, v[0].s);
+    return 0;
+}
+
+/* What the head may send before it has welcomed this node, and after. */
+static const relay_op_t member_greeting[] = {RELAY_OP("welcome", welcome_fields, member_on_welcome)};
+static const relay_op_t member_ops[] = {
+    RELAY_OP("client_frame", client_frame_fields, member_client_frame),
+    RELAY_OP("close_client", vconn_fields, member_close_client),
+    RELAY_OP("spawn", spawn_fields, member_spawn),
+    RELAY_OP("kill_worker", actor_fields, member_kill_worker),
+};
+
+#define MEMBER_NOPS (sizeof member_ops / sizeof member_ops[0])
+#define FROM_HEAD_UNKNOWN "which the head does not send"
+
 static void member_on_frame(beam_node_t *node, beam_link_t *l, const beam_msg_t *m)
 {
-    fields_t f = {.m = m};
-    const char *body, *actor;
-    uint32_t len, vconn;
-    beam_session_t *c;
-    if (!beam_link_data(l)) {
-        if (is_op(m, "welcome"))
-            member_on_welcome(node, l, &f);
-        else
-            beam_link_close(l, "expected welcome", 0);
-        return;
-    }
-    if (is_op(m, "client_frame")) {
-        if (get_vconn(&f, &vconn) < 0 || get_bin(&f, "frame", &body, &len) < 0)
-            goto bad;
-        if (beam_session_find_local(node, vconn))
-            beam_local_down(node, vconn, body, len); /* local: learns workers and counts calls */
-        member_to_client(node, vconn, body, len);
-    } else if (is_op(m, "close_client")) {
-        if (get_vconn(&f, &vconn) < 0)
-            goto bad;
-        if ((c = beam_session_find_local(node, vconn))) {
-            c->remote_closed = 1;
-            beam_session_close(c, "closed by the head");
-        }
-    } else if (is_op(m, "spawn")) {
-        if (member_spawn(node, l, &f) < 0)
-            goto bad;
-    } else if (is_op(m, "kill_worker")) {
-        if (get_id(&f, "actor", BEAM_ACTOR_ID_SIZE, &actor) < 0)
-            goto bad;
-        beam_proc_kill(node, actor);
-    } else {
-        snprintf(f.err, sizeof f.err, "a '%.*s', which the head does not send", (int)(m->op_len < 32 ? m->op_len : 32),
-                 m->op);
-        goto bad;
-    }
-    return;
-bad:
-    refuse(l, &f);
+    relay_msg_t x = {.node = node, .link = l, .m = m};
+    int rc;
+    if (beam_link_data(l))
+        rc = relay_run(&x, member_ops, MEMBER_NOPS, FROM_HEAD_UNKNOWN, 1);
+    else if (beam_str_eq(m->op, m->op_len, "welcome"))
+        rc = relay_run(&x, member_greeting, 1, "", 1);
+    else
+        rc = 0, beam_link_close(l, "expected welcome", 0);
+    if (rc < 0)
+        refuse(&x);
 }
 
 /* The head is lost: its clients' work cannot go on here. */
@@ -583,6 +634,25 @@ static void member_proc_exit(beam_node_t *node, const char *actor, long pid, int
     beam_link_t *l = beam_link_up(node);
     if (l)
         send_worker_event(l, "worker_exit", actor, pid, status, sig);
+}
+
+int beam_relay_check(const beam_msg_t *m, int at_head, int up, char *err, size_t errlen)
+{
+    relay_msg_t x = {.m = m};
+    int rc;
+    if (m->type != BEAM_MSG_PUSH) {
+        snprintf(x.err, sizeof x.err, "a link message that is not a push");
+        rc = -EINVAL;
+    } else if (at_head) {
+        rc = up ? relay_run(&x, head_ops, HEAD_NOPS, FROM_MEMBER_UNKNOWN, 0)
+                : relay_run(&x, head_greeting, 1, "which is not a join", 0);
+    } else {
+        rc = up ? relay_run(&x, member_ops, MEMBER_NOPS, FROM_HEAD_UNKNOWN, 0)
+                : relay_run(&x, member_greeting, 1, "which is not a welcome", 0);
+    }
+    if (rc < 0)
+        snprintf(err, errlen, "%s", x.err);
+    return rc;
 }
 
 /* ---------- starting ---------- */

@@ -20,4 +20,11 @@ int beam_relay_listen(beam_node_t *node, const beam_cluster_opts_t *opts, char *
  * sends its workers' output and exits to the head. 0 or a negative errno. */
 int beam_relay_join(beam_node_t *node, const beam_cluster_opts_t *opts);
 
+/* Reads a link message by the op table of the side that receives it (the
+ * head's, from a member: at_head; else the member's, from its head), for a
+ * link up or still greeting (join, welcome), as the switch does before it
+ * acts, and runs no handler: 0, or -EINVAL with the refusal in err (what
+ * relay logs as it closes the link). For tests. */
+int beam_relay_check(const beam_msg_t *m, int at_head, int up, char *err, size_t errlen);
+
 #endif

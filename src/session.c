@@ -9,6 +9,7 @@
 #include <utlist.h>
 
 #include "actors.h"
+#include "clientmsg.h"
 #include "cluster.h"
 #include "link.h"
 #include "log.h"
@@ -101,7 +102,7 @@ static void relayed_ended(beam_session_t *s)
     if (s->port.node->hooks.relay_up) /* local: the member forgets it first */
         s->port.node->hooks.relay_up(s->port.node, s->port.id, NULL, 0);
     if (!s->remote_closed)
-        beam_link_client_closed(s->port.node, s->port.id);
+        beam_clientmsg_closed(s->port.node, s->port.id);
 }
 
 static const beam_session_kind_t local_kind = {
@@ -129,7 +130,7 @@ static void on_relayed_frame(void *owner, const char *frame, size_t len, beam_bu
     beam_session_t *s = owner;
     if (s->port.node->hooks.relay_up && s->port.node->hooks.relay_up(s->port.node, s->port.id, frame, len))
         return; /* local: a call that stays on this node */
-    beam_link_forward(s->port.node, s->port.id, frame, len);
+    beam_clientmsg_forward(s->port.node, s->port.id, frame, len);
 }
 
 static void on_stream_close(void *owner, const char *why)
@@ -168,7 +169,7 @@ int beam_session_open_local(beam_node_t *node, beam_conn_t *conn)
     conn->on_frame = relayed ? on_relayed_frame : on_local_frame;
     conn->on_close = on_stream_close;
     if (relayed)
-        beam_link_client_open(node, s->port.id, s->port.pid, (unsigned)s->port.uid);
+        beam_clientmsg_open(node, s->port.id, s->port.pid, (unsigned)s->port.uid);
     return 0;
 }
 
@@ -185,7 +186,7 @@ beam_session_t *beam_session_find_local(beam_node_t *node, uint32_t id)
 static int remote_send(beam_port_t *p, char *buf, size_t len)
 {
     beam_session_t *s = beam_session_of(p);
-    return beam_link_send_client(s->link, s->vconn, buf, len);
+    return beam_clientmsg_frame(s->link, s->vconn, buf, len);
 }
 
 static void remote_send_log(beam_port_t *p, int stream, const char *text, size_t len)
@@ -223,7 +224,7 @@ static int remote_closing(const beam_port_t *p)
 static void remote_ended(beam_session_t *s)
 {
     if (!s->remote_closed && s->link)
-        beam_link_close_client(s->link, s->vconn);
+        beam_clientmsg_close(s->link, s->vconn);
 }
 
 static const beam_session_kind_t remote_kind = {

@@ -17,6 +17,12 @@
 int beam_msgpack_check(const char *buf, size_t len, const beam_limits_t *lim,
                        char *err, size_t errlen);
 
+/* Where the data of the first bin of at least min bytes starts in
+ * buf[0..n) (a frame's first bytes, not necessarily all of it), or -1 when
+ * there is none whose header lies there. Reads only; validates nothing
+ * (_beam places a frame's memory by it, before it is whole). */
+long beam_msgpack_first_bin(const char *buf, size_t n, size_t min);
+
 /* One parsed envelope. Strings and bins point into the frame bytes, so the
  * frame must outlive the message; copy what you keep. */
 typedef struct beam_msg_s {
@@ -35,6 +41,22 @@ typedef struct beam_msg_s {
 int beam_msg_parse(const char *frame, size_t len, const beam_limits_t *lim,
                    beam_msg_t *msg, char *err, size_t errlen);
 void beam_msg_destroy(beam_msg_t *msg);
+
+/* An envelope's head read from a frame body's first bytes without parsing
+ * the rest: its kind, msgid (request, reply) and op (request, push), in the
+ * shapes beam's encoders write (a fixarray of 4 or 3, the kind a fixint, a
+ * uint msgid, op a fixstr, str8 or str16). It validates nothing past those
+ * bytes: a message acted upon is parsed whole (beam_msg_parse), a peek only
+ * says which ones need not be. op points into body. */
+typedef struct beam_peek_s {
+    int type;
+    uint64_t msgid;
+    const char *op; /* NULL for a reply */
+    uint32_t op_len;
+} beam_peek_t;
+/* 0 with out filled, or -1 when body does not start so (it may still be a
+ * message, in another encoding: parse it to know). */
+int beam_msg_peek(const char *body, size_t n, beam_peek_t *out);
 
 /* Field access on a map with str keys. Each returns 0 when found with the
  * right type, -ENOENT when absent (or nil), -EINVAL on a wrong type. */
@@ -119,6 +141,12 @@ char *beam_enc_take(beam_enc_t *enc, size_t *len);
  * beam_buf_unref; the array is freed with free()). *spans is NULL when there
  * are none. The encoder is left empty and reusable. */
 char *beam_enc_take_spans(beam_enc_t *enc, size_t *len, beam_enc_span_t **spans, size_t *nspans);
+
+/* An array whose count is known only once its elements are packed: open
+ * writes an array32 head and returns where its count lies in enc's bytes;
+ * close writes the count there. */
+size_t beam_pack_array_open(beam_enc_t *enc);
+void beam_pack_array_close(beam_enc_t *enc, size_t at, uint32_t n);
 
 void beam_pack_str(msgpack_packer *pk, const char *s);
 void beam_pack_strn(msgpack_packer *pk, const char *s, size_t n);

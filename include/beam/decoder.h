@@ -19,6 +19,12 @@ typedef struct beam_limits_s {
 
 void beam_limits_default(beam_limits_t *lim);
 
+/* The frame rule, the one every reader of beam's frames applies (beamd's
+ * decoder below, _beam's reader, beamctl's): the 4-byte big-endian header
+ * at p announces a body of 1..max_frame bytes. 0 with *n set, or -1 with
+ * the fault in err ("frame length N is outside 1..MAX"). */
+int beam_frame_header(const char *p, uint32_t max_frame, uint32_t *n, char *err, size_t errlen);
+
 /* The frame decoder: bytes go in (read straight into its free space with
  * beam_decoder_space/commit, or copied in with feed), whole frames come out.
  * Once it fails the error is sticky (beam_decoder_next keeps returning -1).

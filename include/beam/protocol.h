@@ -43,6 +43,7 @@ enum {
     BEAM_OBJ_ACTOR_DIED = 2,
     BEAM_OBJ_LOST = 3,
     BEAM_OBJ_UNSCHEDULABLE = 4, /* the actor can never be placed (ActorUnschedulableError) */
+    BEAM_OBJ_ACTOR_INIT_FAILED = 5, /* its constructor raised (ActorDiedError, actor_init_failed) */
 };
 
 /* A submit with `push` gets its result pushed (`result {obj, status, data}`)

@@ -105,12 +105,6 @@ static void wire_batch_add(wire_batch_t *b, pb_frame_t *f)
     b->tail = f;
 }
 
-static uint32_t wire_header(const char *p)
-{
-    const unsigned char *u = (const unsigned char *)p;
-    return (uint32_t)u[0] << 24 | (uint32_t)u[1] << 16 | (uint32_t)u[2] << 8 | u[3];
-}
-
 /* Takes the frames out of the stage's len bytes: each whole one is copied
  * into a frame of its own; one whose body is still arriving becomes
  * c->partial, holding what came; a partial header stays at the stage's
@@ -119,9 +113,10 @@ static int wire_cut(pb_client_t *c, size_t len, wire_batch_t *out, char *err, si
 {
     size_t pos = 0;
     while (len - pos >= BEAM_FRAME_HEADER) {
-        uint32_t n = wire_header(c->stage + pos);
-        if (n == 0 || n > c->limits.max_frame) {
-            snprintf(err, errlen, "bad frame header from beamd (length %u)", n);
+        uint32_t n;
+        char why[80];
+        if (beam_frame_header(c->stage + pos, c->limits.max_frame, &n, why, sizeof why) < 0) {
+            snprintf(err, errlen, "bad frame header from beamd: %s", why); /* the decoder's rule (decoder.h) */
             return -EPROTO;
         }
         size_t body = len - pos - BEAM_FRAME_HEADER;

@@ -1691,6 +1691,97 @@ static void test_enc_spans(void **state)
     beam_buf_unref(NULL);
 }
 
+/* The peek (a member skips frames by it): the envelope's head in each
+ * width the encoders may write, and anything else left to the parse. */
+static void test_msg_peek(void **state)
+{
+    (void)state;
+    beam_peek_t pk;
+    /* [0, 300, "submit", {}] */
+    static const char req[] = "\x94\x00\xcd\x01\x2c\xa6submit\x80";
+    assert_int_equal(beam_msg_peek(req, sizeof req - 1, &pk), 0);
+    assert_int_equal(pk.type, BEAM_MSG_REQUEST);
+    assert_int_equal(pk.msgid, 300);
+    assert_int_equal(pk.op_len, 6);
+    assert_memory_equal(pk.op, "submit", 6);
+    /* [1, 2^40, nil, nil] */
+    static const char rep[] = "\x94\x01\xcf\x00\x00\x01\x00\x00\x00\x00\x00\xc0\xc0";
+    assert_int_equal(beam_msg_peek(rep, sizeof rep - 1, &pk), 0);
+    assert_int_equal(pk.type, BEAM_MSG_REPLY);
+    assert_true(pk.msgid == (uint64_t)1 << 40);
+    assert_null(pk.op);
+    /* [2, "init"...] with the op as str8, and as str16 */
+    static const char push8[] = "\x93\x02\xd9\x04init\x80";
+    assert_int_equal(beam_msg_peek(push8, sizeof push8 - 1, &pk), 0);
+    assert_int_equal(pk.type, BEAM_MSG_PUSH);
+    assert_memory_equal(pk.op, "init", 4);
+    static const char push16[] = "\x93\x02\xda\x00\x04" "call" "\x80";
+    assert_int_equal(beam_msg_peek(push16, sizeof push16 - 1, &pk), 0);
+    assert_memory_equal(pk.op, "call", 4);
+    /* a signed msgid holding a value >= 0 is read; a negative one is not */
+    static const char sgn[] = "\x94\x00\xd0\x05\xa1x\x80";
+    assert_int_equal(beam_msg_peek(sgn, sizeof sgn - 1, &pk), 0);
+    assert_int_equal(pk.msgid, 5);
+    static const char neg[] = "\x94\x00\xd0\xfb\xa1x\x80";
+    assert_int_equal(beam_msg_peek(neg, sizeof neg - 1, &pk), -1);
+    /* cut at every byte: never read past the end */
+    for (size_t n = 0; n < sizeof req - 2; n++)
+        if (beam_msg_peek(req, n, &pk) == 0)
+            assert_true(pk.op + pk.op_len <= req + n);
+    /* shapes it leaves to the parse: a map, a 3-array request, kind 3, an int op */
+    assert_int_equal(beam_msg_peek("\x80", 1, &pk), -1);
+    assert_int_equal(beam_msg_peek("\x93\x00\x01\xa1x", 5, &pk), -1);
+    assert_int_equal(beam_msg_peek("\x94\x03\x01\xa1x", 5, &pk), -1);
+    assert_int_equal(beam_msg_peek("\x93\x02\x01\x80", 4, &pk), -1);
+    assert_int_equal(beam_msg_peek("\x94\x00\x01\xa9x", 5, &pk), -1); /* op longer than the bytes */
+}
+
+/* An array whose count is written once its elements are packed. */
+static void test_pack_array_open(void **state)
+{
+    (void)state;
+    beam_enc_t enc;
+    beam_limits_t lim;
+    beam_msg_t m;
+    char err[160];
+    size_t n;
+    beam_limits_default(&lim);
+    beam_enc_init(&enc);
+    beam_enc_push(&enc, "local_batch", 1);
+    beam_pack_key(&enc.pk, "msgs");
+    size_t at = beam_pack_array_open(&enc);
+    for (int i = 0; i < 3; i++)
+        msgpack_pack_int(&enc.pk, i);
+    beam_pack_array_close(&enc, at, 3);
+    assert_int_equal(beam_enc_end(&enc, 0), 0);
+    char *f = beam_enc_take(&enc, &n);
+    beam_enc_destroy(&enc);
+    assert_int_equal(beam_msg_parse(f + BEAM_FRAME_HEADER, n - BEAM_FRAME_HEADER, &lim, &m, err, sizeof err), 0);
+    const msgpack_object_array *a;
+    assert_int_equal(beam_field_array(&m.params, "msgs", &a), 0);
+    assert_int_equal(a->size, 3);
+    assert_int_equal(a->ptr[2].via.u64, 2);
+    beam_msg_destroy(&m);
+    free(f);
+}
+
+/* _beam places a frame by the first long bin's offset (the codec's walk). */
+static void test_first_bin(void **state)
+{
+    (void)state;
+    /* [2, "call", {"a": 7, "args": bin8 of 200 bytes}] */
+    char body[300];
+    size_t n = 0;
+    memcpy(body, "\x93\x02\xa4" "call" "\x82\xa1" "a" "\x07\xa4" "args" "\xc4\xc8", 18);
+    n = 18;
+    memset(body + n, 'x', 200);
+    n += 200;
+    assert_int_equal(beam_msgpack_first_bin(body, n, 100), 18);
+    assert_int_equal(beam_msgpack_first_bin(body, n, 201), -1);
+    assert_int_equal(beam_msgpack_first_bin(body, 17, 100), -1); /* its header cut */
+    assert_int_equal(beam_msgpack_first_bin("\xc7\x01\x00\x00", 4, 1), -1); /* ext: none in beam */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1734,6 +1825,9 @@ int main(void)
         cmocka_unit_test(test_enc_end_over_max),
         cmocka_unit_test(test_enc_take_and_reuse),
         cmocka_unit_test(test_enc_spans),
+        cmocka_unit_test(test_msg_peek),
+        cmocka_unit_test(test_pack_array_open),
+        cmocka_unit_test(test_first_bin),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -250,6 +250,46 @@ static void test_trim(void **state)
     beam_decoder_destroy(&dec);
 }
 
+/* The frame rule every reader shares (beamd's decoder, _beam's reader):
+ * one table of headers, each read alone and through the decoder. */
+static void test_frame_header_rule(void **state)
+{
+    (void)state;
+    static const struct {
+        const char hdr[4];
+        uint32_t max;
+        int ok;
+        uint32_t n;
+    } cases[] = {
+        {{0, 0, 0, 0}, 100, 0, 0},          {{0, 0, 0, 1}, 100, 1, 1},   {{0, 0, 0, 100}, 100, 1, 100},
+        {{0, 0, 0, 101}, 100, 0, 0},        {{0x7f, 0, 0, 0}, 100, 0, 0}, {{(char)0xff, (char)0xff, (char)0xff, (char)0xff}, UINT32_MAX, 1, UINT32_MAX},
+        {{0, 1, 0, 0}, 1u << 16, 1, 1u << 16},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint32_t n = 0;
+        char err[80] = "";
+        int rc = beam_frame_header(cases[i].hdr, cases[i].max, &n, err, sizeof err);
+        assert_int_equal(rc, cases[i].ok ? 0 : -1);
+        if (cases[i].ok)
+            assert_int_equal(n, cases[i].n);
+        else
+            assert_non_null(strstr(err, "is outside 1.."));
+        /* the decoder applies the same rule: a bad header fails it */
+        if (cases[i].max == UINT32_MAX || cases[i].n > 1000)
+            continue;
+        beam_limits_t lim;
+        beam_limits_default(&lim);
+        lim.max_frame = cases[i].max;
+        beam_decoder_t dec;
+        beam_decoder_init(&dec, &lim);
+        const char *f;
+        size_t len;
+        assert_int_equal(beam_decoder_feed(&dec, cases[i].hdr, 4), 0);
+        assert_int_equal(beam_decoder_next(&dec, &f, &len), cases[i].ok ? 0 : -1);
+        beam_decoder_destroy(&dec);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -258,6 +298,7 @@ int main(void)
         cmocka_unit_test(test_feed_keeps_order_around_own_frame),
         cmocka_unit_test(test_own_buffer_bounded_by_limits),
         cmocka_unit_test(test_trim),
+        cmocka_unit_test(test_frame_header_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

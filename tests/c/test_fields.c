@@ -316,6 +316,44 @@ static void test_cstr(void **state)
     assert_string_equal(big, "");
 }
 
+/* An array of strs (link messages' env, sys_path, gpus): every element a
+ * str, none with a NUL under BEAM_F_NONUL, its length bounded. */
+static void test_strs(void **state)
+{
+    fixture_t *f = *state;
+    static const beam_field_spec_t strs[] = {
+        BEAM_FIELD("env", BEAM_F_STRS, BEAM_F_REQUIRED | BEAM_F_NONUL, .min = 0, .max = 2, .bound = "is too long"),
+    };
+    beam_field_val_t v[1];
+    params_begin(f, 1);
+    key(f, "env");
+    msgpack_pack_array(&f->pk, 2);
+    beam_pack_str(&f->pk, "A=1");
+    beam_pack_str(&f->pk, "B=2");
+    assert_int_equal(BEAM_REQ_FIELDS(params_end(f), strs, v), 0);
+    assert_int_equal(v[0].a->size, 2);
+    params_begin(f, 1);
+    key(f, "env");
+    msgpack_pack_array(&f->pk, 2);
+    beam_pack_str(&f->pk, "A=1");
+    beam_pack_bin(&f->pk, "B=2", 3);
+    assert_int_equal(BEAM_REQ_FIELDS(params_end(f), strs, v), -EINVAL);
+    assert_true(replied(f, "field 'env' must be an array of strs"));
+    params_begin(f, 1);
+    key(f, "env");
+    msgpack_pack_array(&f->pk, 1);
+    beam_pack_strn(&f->pk, "A\0B", 3);
+    assert_int_equal(BEAM_REQ_FIELDS(params_end(f), strs, v), -EINVAL);
+    assert_true(replied(f, "field 'env' must be an array of strs"));
+    params_begin(f, 1);
+    key(f, "env");
+    msgpack_pack_array(&f->pk, 3);
+    for (int i = 0; i < 3; i++)
+        beam_pack_str(&f->pk, "x");
+    assert_int_equal(BEAM_REQ_FIELDS(params_end(f), strs, v), -EINVAL);
+    assert_true(replied(f, "field 'env' is too long"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -325,6 +363,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bounds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_types_before_bounds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cstr, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_strs, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -87,13 +87,10 @@ static void make_msg(fixture_t *f, const char *op, uint32_t seq, int status, con
 
 static void done(fixture_t *f, uint32_t actor, uint32_t seq, int status, const char *data, size_t len)
 {
-    char a[BEAM_ACTOR_ID_SIZE], *buf;
-    beam_msg_t m;
+    char a[BEAM_ACTOR_ID_SIZE], id[BEAM_OBJECT_ID_SIZE];
     actor_id(a, actor);
-    make_msg(f, "task_done", seq, status, data, len, &buf, &m);
-    beam_kept_done(f->k, a, &m);
-    beam_msg_destroy(&m);
-    free(buf);
+    obj_id(id, seq);
+    beam_kept_done(f->k, a, id, status, data, (uint32_t)len);
 }
 
 static void release(fixture_t *f, uint32_t caller, uint32_t seq)
@@ -101,7 +98,7 @@ static void release(fixture_t *f, uint32_t caller, uint32_t seq)
     char *buf;
     beam_msg_t m;
     make_msg(f, "release", seq, 0, "", 0, &buf, &m);
-    beam_kept_release(f->k, caller, &m);
+    beam_kept_release(f->k, caller, &m.params.via.map.ptr[0].val.via.array);
     beam_msg_destroy(&m);
     free(buf);
 }

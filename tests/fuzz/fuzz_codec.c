@@ -1,7 +1,8 @@
 /* fuzz_codec.c — a libFuzzer target for the codec: arbitrary bytes go through
  * the frame decoder (fed whole and in small pieces, which must agree), every
- * frame body through beam_msg_parse and every field accessor, and each parsed
- * message is re-encoded and must re-encode to the same bytes.
+ * frame body through beam_msg_parse and every field accessor (and the peek,
+ * which must agree with the parse), and each parsed message is re-encoded
+ * and must re-encode to the same bytes.
  *
  * Build (not part of CMake):
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude src/codec.c src/decoder.c src/buf.c \
@@ -128,6 +129,29 @@ static char *reencode(const beam_msg_t *msg, size_t *len)
     return p;
 }
 
+/* The codec's readers that look at a body without parsing it (a member's
+ * peek at a frame's op, _beam's walk to a frame's first long bin): they
+ * stay inside the bytes they are given, and a peek agrees with the parse
+ * of any message that parses. */
+static void peek_agrees(const char *body, size_t len, const beam_msg_t *msg, int parsed)
+{
+    beam_peek_t pk;
+    long at = beam_msgpack_first_bin(body, len, 1);
+    CHECK(at >= -1 && at <= (long)len);
+    if (beam_msg_peek(body, len, &pk) < 0)
+        return;
+    CHECK(pk.type >= BEAM_MSG_REQUEST && pk.type <= BEAM_MSG_PUSH);
+    if (pk.op)
+        CHECK(pk.op >= body && pk.op + pk.op_len <= body + len);
+    if (!parsed)
+        return;
+    CHECK(pk.type == msg->type);
+    if (msg->type != BEAM_MSG_PUSH)
+        CHECK(pk.msgid == msg->msgid);
+    if (msg->type != BEAM_MSG_REPLY)
+        CHECK(pk.op == msg->op && pk.op_len == msg->op_len);
+}
+
 /* One frame body: validate, parse, read every field, and check that encoding
  * what was parsed is stable (encode(parse(encode(m))) == encode(m)). */
 static void exercise(const char *body, size_t len, const beam_limits_t *lim)
@@ -136,6 +160,7 @@ static void exercise(const char *body, size_t len, const beam_limits_t *lim)
     char err[160];
     int checked = beam_msgpack_check(body, len, lim, err, sizeof err);
     int rc = beam_msg_parse(body, len, lim, &msg, err, sizeof err);
+    peek_agrees(body, len, &msg, rc == 0);
     if (checked < 0)
         CHECK(rc < 0);
 #ifdef BEAM_FUZZ_STRICT

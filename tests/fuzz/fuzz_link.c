@@ -55,6 +55,7 @@
 #include <uv.h>
 
 #include "actors.h"
+#include "invariants.h"
 #include "cluster.h"
 #include "deaths.h"
 #include "hooks.h"
@@ -73,13 +74,6 @@
 #define NONCE 32
 #define SS crypto_secretstream_xchacha20poly1305_
 
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                                 \
-        }                                                                            \
-    } while (0)
 
 int __real_uv_spawn(uv_loop_t *loop, uv_process_t *handle, const uv_process_options_t *options);
 int __wrap_uv_spawn(uv_loop_t *loop, uv_process_t *handle, const uv_process_options_t *options)
@@ -542,44 +536,15 @@ static void peer_connect(fuzz_t *f, int i)
 
 /* ---------- the checks at the end ---------- */
 
-static uint32_t inbound(beam_node_t *node, const char *id, int kind)
-{
-    uint32_t n = 0;
-    for (beam_object_t *o = node->objects; o; o = o->hh.next) {
-        uint32_t count = kind ? o->refs.nactors : o->refs.nobjs;
-        size_t size = kind ? BEAM_ACTOR_ID_SIZE : BEAM_OBJECT_ID_SIZE;
-        const char *ids = kind ? o->refs.actors : o->refs.objs;
-        for (uint32_t k = 0; k < count; k++)
-            n += memcmp(ids + (size_t)k * size, id, size) == 0;
-    }
-    return n;
-}
 
-/* After every peer hung up: no member is left alive, no connection open;
- * what is left is held only by reference cycles or detached groups (as in
- * fuzz_dispatch.c), and the head's own resources are all back. */
+/* After every peer hung up: no member is left alive, and the tables are
+ * empty as fuzz_dispatch.c's are (invariants.h). */
 static void check_empty(fuzz_t *f)
 {
     beam_node_t *node = &f->node;
     beam_member_t *alive[BEAM_MAX_MEMBERS];
     CHECK(beam_cluster_alive(node, alive, BEAM_MAX_MEMBERS) == 1 && alive[0]->local);
-    CHECK(node->sessions == NULL);
-    for (beam_object_t *o = node->objects; o; o = o->hh.next) {
-        CHECK(o->holders == 0);
-        CHECK(o->pins > 0 && o->pins == inbound(node, o->id, 0));
-    }
-    for (beam_actor_t *a = node->actors; a; a = a->hh.next) {
-        CHECK(a->state == BEAM_ACTOR_DEAD && !a->running && a->holders == 0);
-        CHECK(a->pins > 0 && a->pins == inbound(node, a->id, 1));
-    }
-    CHECK(node->pending == NULL);
-    CHECK(beam_procs_running(node) == 0);
-    int detached = 0;
-    for (beam_pg_t *pg = node->pgs; pg; pg = pg->hh.next)
-        detached += pg->state != BEAM_PG_REMOVED;
-    if (!detached)
-        for (size_t k = 0; k < node->pool.nres; k++)
-            CHECK(node->pool.res[k].avail == node->pool.res[k].total);
+    fuzz_check_tables_empty(node);
 }
 
 static void on_walk_close(uv_handle_t *h, void *arg)

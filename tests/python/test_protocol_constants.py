@@ -56,6 +56,7 @@ def test_header_parses():
         "BEAM_OBJ_ACTOR_DIED",
         "BEAM_OBJ_LOST",
         "BEAM_OBJ_UNSCHEDULABLE",
+        "BEAM_OBJ_ACTOR_INIT_FAILED",
         "BEAM_RES_UNIT",
         "BEAM_FRAME_HEADER",
         "BEAM_MSG_REQUEST",
@@ -105,6 +106,7 @@ def test_python_statuses_match():
     assert worker.STATUS_ACTOR_DIED == P["BEAM_OBJ_ACTOR_DIED"]
     assert worker.STATUS_LOST == P["BEAM_OBJ_LOST"]
     assert worker.STATUS_UNSCHEDULABLE == P["BEAM_OBJ_UNSCHEDULABLE"]
+    assert worker.STATUS_ACTOR_INIT_FAILED == P["BEAM_OBJ_ACTOR_INIT_FAILED"]
 
 
 def test_python_resource_unit_matches():

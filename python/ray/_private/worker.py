@@ -23,6 +23,7 @@ from ray._private import shm as _shm
 from ray._private.object_ref import ObjectRef
 
 STATUS_OK, STATUS_TASK_ERROR, STATUS_ACTOR_DIED, STATUS_LOST, STATUS_UNSCHEDULABLE = 0, 1, 2, 3, 4
+STATUS_ACTOR_INIT_FAILED = 5  # the actor's constructor raised (docs/PROTOCOL.md, "Object results")
 
 _runtime = None
 _init_lock = threading.RLock()
@@ -403,8 +404,8 @@ def _value(status, data, ref):
             return None, err.as_instanceof_cause()
         return None, err
     message = str(data, "utf-8", "replace")  # bytes, or a memoryview of a long one
-    if status == STATUS_ACTOR_DIED:
-        init_failed = "error raised in its creation task" in message
+    if status in (STATUS_ACTOR_DIED, STATUS_ACTOR_INIT_FAILED):
+        init_failed = status == STATUS_ACTOR_INIT_FAILED
         return None, _exc.ActorDiedError(error_msg=message, actor_init_failed=init_failed)
     if status == STATUS_UNSCHEDULABLE:
         return None, _exc.ActorUnschedulableError(message)
