@@ -120,12 +120,10 @@ def _run_driver(tmp_path, **env):
 
     e = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "BEAM_SOCKET")}
     e.update(env)
-    r = subprocess.run(
-        [sys.executable, "-c", DRIVER], env=e, cwd=tmp_path, capture_output=True, text=True, timeout=300
-    )
+    r = subprocess.run([sys.executable, "-c", DRIVER], env=e, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
     line = [x for x in r.stdout.splitlines() if x.startswith("PLACES ")][-1]
-    return json.loads(line[len("PLACES "):])
+    return json.loads(line[len("PLACES ") :])
 
 
 @pytest.mark.ray_compat
