@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Checks beamd's layers (docs/DESIGN.md, "Layers"): every `#include "x.h"`
 in src/ must go to the same layer's modules allowed by the table below, or
-to a lower layer, and the include graph among modules must have no cycle; and no C file of
-src/ may pass MAX_LINES lines.
+to a lower layer, and the include graph among modules must have no cycle; no table
+(layer 3) may include a transport (layer 1), though a transport is lower; a module
+folder's private header (`internal.h`) may be included only by that folder's files;
+and no C file of src/ may pass MAX_LINES lines.
 Prints every offence and exits 1 if there is one; --report prints the graph.
 
-A module is a .c/.h pair named by its stem; src/pybeam/ (the extension) and
+A module is a .c/.h pair named by its stem, or a folder of src/ named in
+FOLDERS (every file in it, and every header of it, is that module); src/pybeam/ (the extension) and
 beamctl (a program of its own on top of `client`) are not checked here."""
 
 import os
@@ -28,6 +31,7 @@ LAYERS = {
     "protocol": 0,
     "client": 0,
     "fieldspec": 0,
+    "spawn": 0,
     # 1 transports
     "outq": 1,
     "conn": 1,
@@ -39,8 +43,6 @@ LAYERS = {
     # 2 port
     "port": 2,
     # 3 tables (ordered inside the layer: a table may include those after it)
-    "deaths": 3,
-    "sentcalls": 3,
     "actors": 3,
     "spec": 3,
     "calls": 3,
@@ -67,7 +69,7 @@ LAYERS = {
 # Inside one layer, who may include whom (a module may include the ones
 # listed after it); anything not listed may include nothing of its own layer.
 SAME_LAYER_ORDER = [
-    ["deaths", "sentcalls", "actors", "spec", "calls", "fit", "placement", "cluster", "objects"],
+    ["actors", "spec", "calls", "fit", "placement", "cluster", "objects"],
     ["beamd", "hooks", "dispatch", "status", "fields"],
     ["server", "conn", "outq"],
     ["link", "handshake", "heartbeat", "outq"],
@@ -78,6 +80,7 @@ SAME_LAYER_ORDER = [
         "gpu",
         "client",
         "fieldspec",
+        "spawn",
         "codec",
         "decoder",
         "buf",
@@ -90,7 +93,11 @@ SAME_LAYER_ORDER = [
     ["session", "clientmsg"],
     ["relay", "headup", "local", "batch", "kept"],
 ]
-OUTSIDE = {"beamctl"}  # its own program, on top of client
+OUTSIDE = {"beamctl"}
+# Modules that are a folder of src/ (its files share a private header).
+FOLDERS = {"actor": "actors"}
+PRIVATE = "internal"  # a folder's private header: for that folder's files only
+TABLES, TRANSPORTS = 3, 1  # its own program, on top of client
 
 MAX_LINES = 700  # no C file of src/ (the extension's included) longer than this
 
@@ -109,18 +116,29 @@ def allowed(a, b):
     return False
 
 
-def graph(src):
+def graph(src, bad):
+    """The include graph by module; a private header included from outside
+    its folder is put in bad."""
+    folder_of = {}  # a header's stem -> the folder module it belongs to
+    for folder, mod in FOLDERS.items():
+        for f in os.listdir(os.path.join(src, folder)):
+            if f.endswith(".h"):
+                folder_of[f.rsplit(".", 1)[0]] = mod
     edges = {}
     for d, _, files in os.walk(src):
         if os.path.basename(d) == "pybeam":
             continue
+        folder = FOLDERS.get(os.path.relpath(d, src))
         for f in files:
             if not f.endswith((".c", ".h")):
                 continue
-            mod = f.rsplit(".", 1)[0]
+            mod = folder or f.rsplit(".", 1)[0]
             text = open(os.path.join(d, f), encoding="utf-8").read()
             for inc in INC.findall(text):
-                if inc != mod:
+                if inc == PRIVATE and not folder:
+                    bad.append(f"{f}: includes a folder's private {PRIVATE}.h")
+                inc = folder_of.get(inc, inc) if (inc != PRIVATE or folder) else inc
+                if inc != mod and inc != PRIVATE:
                     edges.setdefault(mod, set()).add(inc)
             edges.setdefault(mod, set())
     return edges
@@ -150,10 +168,10 @@ def cycles(edges):
 
 def main():
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-    edges = graph(os.path.join(root, "src"))
+    bad = []
+    edges = graph(os.path.join(root, "src"), bad)
     inc_dir = os.path.join(root, "include", "beam")
     public = {f.rsplit(".", 1)[0] for f in os.listdir(inc_dir)} if os.path.isdir(inc_dir) else set()
-    bad = []
     for a in sorted(edges):
         if a in OUTSIDE:
             continue
@@ -166,6 +184,8 @@ def main():
                     bad.append(f"{a} -> {b}: {b} is in no layer")
             elif not allowed(a, b):
                 bad.append(f"{a} (layer {LAYERS[a]}) -> {b} (layer {LAYERS[b]}): climbs")
+            elif LAYERS[a] == TABLES and LAYERS[b] == TRANSPORTS:
+                bad.append(f"{a} -> {b}: a table never includes a transport (it goes through the node's hooks or ops)")
     for d, _, files in os.walk(os.path.join(root, "src")):
         for f in files:
             if f.endswith(".c"):

@@ -32,13 +32,13 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 
 cflags=(-g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-        -Iinclude -Isrc)
+        -Iinclude -Isrc -Isrc/actor)
 
 # Every daemon module but the programs' mains; notify.c is left out (only
 # beamd's main calls it, and without libsystemd it needs headers the fuzz
 # build does not give it).
 core_sources() {
-  for f in src/*.c; do
+  for f in src/*.c src/actor/*.c; do
     case $f in src/beamd.c | src/beamctl.c | src/notify.c) ;; *) echo "$f" ;; esac
   done
 }

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 py=${BEAM_PYTHON:-/usr/bin/python3}
 py_inc=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 cppcheck --enable=warning,performance,portability --inline-suppr --quiet --std=c11 \
-  -I include -I src -I /usr/include -I "$py_inc" \
+  -I include -I src -I src/actor -I /usr/include -I "$py_inc" \
   --suppress=missingIncludeSystem --suppress='*:/usr/include/*' --suppress=toomanyconfigs \
   --error-exitcode=1 src/
 echo "cppcheck: src/ clean"

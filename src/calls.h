@@ -20,7 +20,7 @@ typedef struct beam_call_s {
     size_t args_len;
     beam_buf_t *args_buf; /* one reference, dropped once the call is sent */
     beam_refs_t refs; /* pinned until the call completes */
-    int local;        /* its member wrote it to the worker there (sentcalls.h) */
+    int local;        /* its member wrote it to the worker there (src/actor/localcalls.c) */
     struct beam_call_s *next;
 } beam_call_t;
 
@@ -51,7 +51,7 @@ void beam_callq_flush(beam_callq_t *q, beam_port_t *worker);
 /* Unlinks the sent call on obj and returns it, or NULL. */
 beam_call_t *beam_callq_take_sent(beam_callq_t *q, const char *obj);
 /* Fails every call, sent ones first, in order; keep_local: but the sent
- * local calls, which stay in the sent list (sentcalls.h). */
+ * local calls, which stay in the sent list (src/actor/localcalls.c). */
 void beam_callq_fail_all(beam_node_t *node, beam_callq_t *q, int status, const char *message, int keep_local);
 /* Appends call to the sent list as it is (a call its member already sent). */
 void beam_callq_push_sent(beam_callq_t *q, beam_call_t *call);

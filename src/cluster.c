@@ -9,20 +9,6 @@
 
 #include "log.h"
 
-static int local_spawn(beam_node_t *node, beam_member_t *m, const beam_spawn_t *s, long *pid)
-{
-    (void)m;
-    return beam_proc_spawn(node, s, pid);
-}
-
-static void local_kill(beam_node_t *node, beam_member_t *m, const char *actor)
-{
-    (void)m;
-    beam_proc_kill(node, actor);
-}
-
-static const beam_member_ops_t local_ops = {local_spawn, local_kill};
-
 static void append(beam_node_t *node, beam_member_t *m)
 {
     beam_member_t **tail = &node->members;
@@ -45,7 +31,7 @@ int beam_cluster_init_self(beam_node_t *node)
     m->alive = 1;
     m->is_head = 1;
     m->local = 1;
-    m->ops = &local_ops;
+    m->ops = node->self_ops;
     m->pool = &node->pool;
     m->joined_ms = uv_now(node->loop);
     node->self = m;
@@ -170,6 +156,14 @@ int beam_cluster_spawn(beam_node_t *node, beam_member_t *m, const beam_spawn_t *
     if (!m->alive || !m->ops)
         return UV_EHOSTUNREACH;
     return m->ops->spawn(node, m, s, pid);
+}
+
+int beam_cluster_rebind(beam_node_t *node, beam_member_t *m, const char *from, const char *to,
+                        const char *class_name)
+{
+    if (!m || !m->alive || !m->ops || !m->ops->rebind)
+        return -ENOTSUP;
+    return m->ops->rebind(node, m, from, to, class_name);
 }
 
 void beam_cluster_kill(beam_node_t *node, beam_member_t *m, const char *actor)

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "node.h"
-#include "procs.h"
+#include "spawn.h"
 #include "resources.h"
 
 #define BEAM_MAX_MEMBERS 256     /* live nodes in one cluster */
@@ -18,12 +18,18 @@
 
 struct beam_member_s;
 
-/* How a member starts and kills workers: procs for this node, a message
- * over the link for another (set by the link's owner). */
+/* How a member starts and kills workers: procs for this node (wired in
+ * hooks.c as node->self_ops), a message over the link for another (set by
+ * the link's owner). */
 typedef struct beam_member_ops_s {
     /* 0 (pid set when known at once, else 0) or a negative error */
     int (*spawn)(beam_node_t *node, struct beam_member_s *m, const beam_spawn_t *s, long *pid);
     void (*kill)(beam_node_t *node, struct beam_member_s *m, const char *actor);
+    /* the worker started for actor `from` now serves actor `to` (a pooled
+     * task worker taken by a new task): 0 or a negative error; NULL where
+     * workers are not reused */
+    int (*rebind)(beam_node_t *node, struct beam_member_s *m, const char *from, const char *to,
+                  const char *class_name);
 } beam_member_ops_t;
 
 typedef struct beam_member_s {
@@ -46,7 +52,8 @@ typedef struct beam_member_s {
     struct beam_member_s *next;
 } beam_member_t;
 
-/* Adds this daemon as member 1 (the head of its own cluster). */
+/* Adds this daemon as member 1 (the head of its own cluster); its workers
+ * are started through node->self_ops (NULL: none can be, until set). */
 int beam_cluster_init_self(beam_node_t *node);
 /* A node joined: a new member with the next index; pool is taken; its
  * workers are started and killed through ops (with link as their context). */
@@ -65,6 +72,11 @@ void beam_cluster_member_lost(beam_node_t *node, beam_member_t *m, const char *w
 /* Starts an actor's worker on member m. Returns 0 (pid set when local, 0
  * when it is started remotely and not yet reported) or a negative error. */
 int beam_cluster_spawn(beam_node_t *node, beam_member_t *m, const beam_spawn_t *s, long *pid);
+/* The worker of actor `from` on member m now serves actor `to`, whose
+ * class is class_name. Returns 0, or -ENOTSUP where m cannot, or its ops'
+ * error. */
+int beam_cluster_rebind(beam_node_t *node, beam_member_t *m, const char *from, const char *to,
+                        const char *class_name);
 /* Kills an actor's worker on member m. */
 void beam_cluster_kill(beam_node_t *node, beam_member_t *m, const char *actor);
 void beam_cluster_destroy(beam_node_t *node);

@@ -17,7 +17,6 @@
 #include "objects.h"
 #include "placement.h"
 #include "procs.h"
-#include "sentcalls.h"
 #include "fields.h"
 #include "status.h"
 
@@ -391,7 +390,7 @@ static void op_kill(req_t *r)
     if (BEAM_REQ_FIELDS(r, kill_fields, v) < 0)
         return;
     beam_actor_t *a = beam_actor_find(r->node, v[K_ACTOR].s);
-    if (a) /* local: a kill from its worker's member cuts its local calls (sentcalls.h) */
+    if (a) /* local: a kill from its worker's member cuts its local calls (actors.h) */
         beam_actor_cut_local(r->node, a, r->conn->member);
     if (a)
         beam_actor_kill(r->node, a, "The actor is dead because it was killed by `ray.kill`.");
@@ -430,9 +429,9 @@ static void op_get_actor(req_t *r)
     beam_enc_reply_ok(&enc, r->msgid);
     msgpack_pack_map(&enc.pk, 2);
     beam_pack_key(&enc.pk, "actor");
-    beam_pack_bin(&enc.pk, a->id, BEAM_ACTOR_ID_SIZE);
+    beam_pack_bin(&enc.pk, beam_actor_id(a), BEAM_ACTOR_ID_SIZE);
     beam_pack_key(&enc.pk, "class_name");
-    beam_pack_str(&enc.pk, a->class_name);
+    beam_pack_str(&enc.pk, beam_actor_class_name(a));
     beam_enc_end(&enc, 0);
     beam_port_send_enc(r->conn, &enc);
 }
@@ -565,11 +564,6 @@ static void op_actor_ready(req_t *r)
     beam_actor_t *a = worker_actor(r);
     if (!a || BEAM_REQ_FIELDS(r, actor_ready_fields, v) < 0)
         return;
-    /* a constructor that raised: its calls fail with a code of their own,
-     * not only a message (docs/PROTOCOL.md, "Object results"). (This belongs
-     * in beam_actor_ready once the actor is opaque.) */
-    if (!v[AR_OK].i && a->state == BEAM_ACTOR_STARTING)
-        a->death_status = BEAM_OBJ_ACTOR_INIT_FAILED;
     beam_actor_ready(r->node, a, (int)v[AR_OK].i, v[AR_ERROR].s, v[AR_ERROR].len);
     beam_port_reply_empty(r->conn, r->msgid);
 }
@@ -607,9 +601,9 @@ static void op_task_done(req_t *r)
     if (!a || BEAM_REQ_FIELDS(r, task_done_fields, v) < 0 || beam_req_refs(r, &rf) < 0 ||
         beam_req_value(r, &v[TD_DATA], &kept, &data, &len) < 0)
         goto cleanup;
-    int dead = a->state == BEAM_ACTOR_DEAD;
+    int dead = beam_actor_is_dead(a);
     if (v[TD_EXITING].i)
-        a->exiting = 1; /* its worker ends after this: never pooled */
+        beam_actor_worker_exiting(a); /* its worker ends after this: never pooled */
     /* the actor takes kept and rf */
     int rc = beam_actor_task_done(r->node, a, v[TD_OBJ].s, (int)v[TD_STATUS].i, kept, data, len,
                                   &rf);

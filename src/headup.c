@@ -9,7 +9,6 @@
 #include "cluster.h"
 #include "local.h"
 #include "objects.h"
-#include "sentcalls.h"
 #include "session.h"
 
 void beam_headup_frame(beam_node_t *node, beam_link_t *l, uint32_t vconn, const char *body, uint32_t len)

@@ -3,7 +3,7 @@
  * table (node->hooks.dispatch) on that client's remote session, and the
  * records of a `local_batch`, the member's local calls (docs/DESIGN.md,
  * "Calls that stay on a member"): a local call's submit, checked and
- * recorded as sent (sentcalls.h) without being sent again, and a local
+ * recorded as sent (src/actor/localcalls.c) without being sent again, and a local
  * call's result, its worker's frame (each record [kind, vconn, frame], the
  * kinds local.h's). Records are handled in the order the member made them,
  * as if each had come alone. */

@@ -3,7 +3,6 @@
 
 #include "actors.h"
 #include "cluster.h"
-#include "deaths.h"
 #include "dispatch.h"
 #include "link.h"
 #include "local.h"
@@ -23,8 +22,31 @@ static void on_member_lost(beam_node_t *node, beam_member_t *m, const char *why)
     beam_actors_schedule(node);
 }
 
+/* This node's own member starts, kills and rebinds its workers here. */
+static int self_spawn(beam_node_t *node, beam_member_t *m, const beam_spawn_t *s, long *pid)
+{
+    (void)m;
+    return beam_proc_spawn(node, s, pid);
+}
+
+static void self_kill(beam_node_t *node, beam_member_t *m, const char *actor)
+{
+    (void)m;
+    beam_proc_kill(node, actor);
+}
+
+static int self_rebind(beam_node_t *node, beam_member_t *m, const char *from, const char *to,
+                       const char *class_name)
+{
+    (void)m;
+    return beam_proc_rebind(node, from, to, class_name);
+}
+
+static const beam_member_ops_t self_ops = {self_spawn, self_kill, self_rebind};
+
 void beam_hooks_wire(beam_node_t *node)
 {
+    node->self_ops = &self_ops;
     node->on_proc_output = beam_actor_worker_output;
     node->on_proc_exit = beam_actor_worker_exited;
     node->hooks.conn_open = beam_session_open_local;

@@ -9,7 +9,7 @@
  * which the head takes no more results of a local call: a local client's
  * `kill` of it, the worker's `worker_exit`, the worker's `client_closed`.
  * The head, for its part, keeps a local call of a dead actor open until one
- * of those arrives (sentcalls.c), so a result the member gave a local caller
+ * of those arrives (src/actor/localcalls.c), so a result the member gave a local caller
  * is the result the head holds, and a call the head failed was never
  * answered here. */
 #include "local.h"

@@ -22,6 +22,7 @@ struct beam_proc_s;
 struct beam_member_s;
 struct beam_link_s;
 struct beam_local_s;
+struct beam_member_ops_s;
 
 /* The head: clients one member may relay at once (client_open), as a
  * daemon's own clients are bounded by its fds (beamd raises its limit to at
@@ -78,6 +79,9 @@ typedef struct beam_node_s {
                            size_t len);
     void (*on_proc_exit)(struct beam_node_s *node, const char *actor, long pid, int64_t status,
                          int term_signal);
+    /* how this node's own member starts, kills and rebinds its workers
+     * (procs, wired in hooks.c; cluster.h) */
+    const struct beam_member_ops_s *self_ops;
     /* a member was welcomed by its head (beamd announces readiness then) */
     void (*on_joined)(struct beam_node_s *node);
     /* Upward calls, wired in beamd.c: a lower layer tells a higher one.

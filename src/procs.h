@@ -14,20 +14,8 @@
 #include <uv.h>
 
 #include "node.h"
+#include "spawn.h"
 
-/* Everything a worker is started with. Strings are borrowed for the call. */
-typedef struct beam_spawn_s {
-    const char *actor;      /* BEAM_ACTOR_ID_SIZE bytes */
-    const char *class_name;
-    const char *python;
-    const char *cwd;
-    char *const *env;       /* runtime_env "K=V", NULL-terminated (may be NULL) */
-    char *const *sys_path;  /* NULL-terminated (may be NULL) */
-    const char *gpus;       /* assigned GPU ids, comma-separated */
-    const char *token;
-    int noset_cuda;
-    uint32_t owner_pid;
-} beam_spawn_t;
 
 typedef struct beam_line_s {
     char *buf;

@@ -17,7 +17,6 @@
 #include "cluster.h"
 #include "headup.h"
 #include "local.h"
-#include "sentcalls.h"
 #include "session.h"
 #include "log.h"
 #include "procs.h"
@@ -188,7 +187,7 @@ static void member_kill_remote(beam_node_t *node, beam_member_t *m, const char *
     beam_link_send_enc(m->link, &enc);
 }
 
-static const beam_member_ops_t remote_member_ops = {member_spawn_remote, member_kill_remote};
+static const beam_member_ops_t remote_member_ops = {member_spawn_remote, member_kill_remote, NULL};
 
 enum { J_NODE_ID, J_NODE_IP, J_HOSTNAME, J_SOCKET, J_MAX_FRAME, J_RESOURCES, J_GPUS };
 static const beam_field_spec_t join_fields[] = {
@@ -247,7 +246,7 @@ cleanup:
 static beam_actor_t *own_actor(beam_node_t *node, beam_link_t *l, const char *id)
 {
     beam_actor_t *a = beam_actor_find(node, id);
-    return a && a->member == beam_link_data(l) ? a : NULL;
+    return a && beam_actor_member(a) == beam_link_data(l) ? a : NULL;
 }
 
 enum { CF_VCONN, CF_FRAME };

@@ -15,7 +15,6 @@
 #include "log.h"
 #include "objects.h"
 #include "placement.h"
-#include "sentcalls.h" /* local */
 
 /* --- the end of a client --- */
 

@@ -49,25 +49,19 @@ static void pack_resources(msgpack_packer *pk, const beam_pool_t *pool, int avai
     }
 }
 
-static uint32_t count_calls(const beam_call_t *c)
+static void pack_actor(msgpack_packer *pk, const beam_actor_t *actor)
 {
-    uint32_t n = 0;
-    for (; c; c = c->next)
-        n++;
-    return n;
-}
-
-static void pack_actor(msgpack_packer *pk, const beam_actor_t *a)
-{
+    beam_actor_info_t info, *a = &info;
+    beam_actor_info(actor, a);
     msgpack_pack_map(pk, 13);
     beam_pack_key(pk, "actor_id");
     beam_pack_str(pk, a->hex);
     beam_pack_key(pk, "class_name");
     beam_pack_str(pk, a->class_name);
     beam_pack_key(pk, "name");
-    beam_pack_str(pk, a->name ? a->name : "");
+    beam_pack_str(pk, a->name);
     beam_pack_key(pk, "namespace");
-    beam_pack_str(pk, a->namespace ? a->namespace : "");
+    beam_pack_str(pk, a->namespace);
     beam_pack_key(pk, "detached");
     if (a->detached)
         msgpack_pack_true(pk);
@@ -76,22 +70,22 @@ static void pack_actor(msgpack_packer *pk, const beam_actor_t *a)
     beam_pack_key(pk, "state");
     beam_pack_str(pk, beam_actor_state_name(a->state));
     beam_pack_key(pk, "pid");
-    msgpack_pack_int64(pk, a->running ? a->pid : 0);
+    msgpack_pack_int64(pk, a->pid);
     beam_pack_key(pk, "node_id");
     beam_pack_str(pk, a->member ? a->member->hex : "");
     beam_pack_key(pk, "gpu_ids");
-    int ngpus = a->has_grant ? a->grant.ngpus : 0;
+    int ngpus = a->grant ? a->grant->ngpus : 0;
     msgpack_pack_array(pk, ngpus);
     for (int i = 0; i < ngpus; i++)
-        beam_pack_str(pk, a->pool->gpu_ids[a->grant.gpu_index[i]]);
+        beam_pack_str(pk, a->pool->gpu_ids[a->grant->gpu_index[i]]);
     beam_pack_key(pk, "placement_group");
     beam_pack_str(pk, a->pg ? a->pg->hex : "");
     beam_pack_key(pk, "queued");
-    msgpack_pack_uint32(pk, count_calls(a->calls.queue));
+    msgpack_pack_uint32(pk, a->queued);
     beam_pack_key(pk, "running");
-    msgpack_pack_uint32(pk, count_calls(a->calls.sent));
+    msgpack_pack_uint32(pk, a->sent);
     beam_pack_key(pk, "death");
-    beam_pack_str(pk, a->death ? a->death : "");
+    beam_pack_str(pk, a->death);
 }
 
 /* [{id, available}] for each GPU device of a pool. */
@@ -151,7 +145,7 @@ void beam_status(beam_req_t *r)
     beam_enc_reply_ok(&enc, r->msgid);
     msgpack_packer *pk = &enc.pk;
     msgpack_pack_map(pk, 20);
-    beam_pack_key(pk, "local_calls"); /* calls members ran the local way (sentcalls.h) */
+    beam_pack_key(pk, "local_calls"); /* calls members ran the local way (actors.h, localcalls.c) */
     msgpack_pack_uint64(pk, node->local_calls);
     beam_pack_key(pk, "gets"); /* get requests answered or held here */
     msgpack_pack_uint64(pk, node->gets);
@@ -182,8 +176,8 @@ void beam_status(beam_req_t *r)
     beam_pack_key(pk, "gpus");
     pack_gpus(pk, &node->pool);
     beam_pack_key(pk, "actors");
-    msgpack_pack_array(pk, HASH_COUNT(node->actors));
-    for (beam_actor_t *a = node->actors; a; a = a->hh.next)
+    msgpack_pack_array(pk, beam_actors_count(node));
+    for (beam_actor_t *a = beam_actors_first(node); a; a = beam_actors_next(a))
         pack_actor(pk, a);
     beam_pack_key(pk, "placement_groups");
     msgpack_pack_array(pk, HASH_COUNT(node->pgs));

@@ -46,7 +46,7 @@ static void test_kill(beam_node_t *node, beam_member_t *m, const char *actor)
     the->killed_on = m;
 }
 
-static const beam_member_ops_t test_ops = {test_spawn, test_kill};
+static const beam_member_ops_t test_ops = {test_spawn, test_kill, NULL};
 
 static void on_lost(beam_node_t *node, beam_member_t *m, const char *why)
 {
@@ -75,6 +75,7 @@ static int setup(void **state)
     beam_pool_init(&f->node.pool);
     f->node.hooks.member_lost = on_lost;
     f->node.hooks.member_in_use = in_use;
+    f->node.self_ops = &test_ops; /* (beamd's are procs, wired in hooks.c) */
     if (beam_cluster_init_self(&f->node) < 0)
         return -1;
     *state = f;
@@ -111,7 +112,7 @@ static void test_self_is_member_one(void **state)
     assert_int_equal(self->index, 1);
     assert_true(self->local && self->alive && self->is_head);
     assert_ptr_equal(self->pool, &f->node.pool);
-    assert_non_null(self->ops); /* procs, here */
+    assert_non_null(self->ops); /* node->self_ops */
     assert_int_equal(beam_cluster_count(&f->node), 1);
     /* the head itself is never lost */
     beam_cluster_member_lost(&f->node, self, "no");

@@ -44,7 +44,6 @@
 #include "actors.h"
 #include "invariants.h"
 #include "cluster.h"
-#include "deaths.h"
 #include "hooks.h"
 #include "session.h"
 #include "link.h"
@@ -248,9 +247,6 @@ static void hello(fuzz_t *f, int i, const char *role)
     client_write(f, i, (const uint8_t *)buf, len);
     free(buf);
 }
-
-/* How many times the values of the objects left name id (kind 0: object
- * ids, 1: actor ids). */
 
 /* After every client hung up: the tables are empty (invariants.h). */
 static void check_empty(fuzz_t *f)

@@ -57,7 +57,6 @@
 #include "actors.h"
 #include "invariants.h"
 #include "cluster.h"
-#include "deaths.h"
 #include "hooks.h"
 #include "session.h"
 #include "dispatch.h"

@@ -52,9 +52,11 @@ static inline void fuzz_check_tables_empty(beam_node_t *node)
         CHECK(o->holders == 0);
         CHECK(o->pins > 0 && o->pins == fuzz_inbound(node, o->id, 0));
     }
-    for (beam_actor_t *a = node->actors; a; a = a->hh.next) {
-        CHECK(a->state == BEAM_ACTOR_DEAD && !a->running && a->holders == 0);
-        CHECK(a->pins > 0 && a->pins == fuzz_inbound(node, a->id, 1));
+    for (beam_actor_t *a = beam_actors_first(node); a; a = beam_actors_next(a)) {
+        beam_actor_info_t i;
+        beam_actor_info(a, &i);
+        CHECK(i.state == BEAM_ACTOR_DEAD && !i.running && i.holders == 0);
+        CHECK(i.pins > 0 && i.pins == fuzz_inbound(node, beam_actor_id(a), 1));
     }
     CHECK(node->pending == NULL);
     CHECK(beam_procs_running(node) == 0);

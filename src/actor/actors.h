@@ -1,26 +1,37 @@
-/* actors.h — the actor table: creating an actor (waiting for resources,
- * spawning its worker, relaying its output), its call queue in submission
- * order, and its death (kill, crash, owner gone, last handle gone). */
+/* actors.h — the actor module (src/actor/), its whole contract: the actor
+ * table, each actor's lifecycle as a state machine (creating it, waiting for
+ * resources, starting its worker through its member's operations, relaying
+ * its output, its calls in submission order, its death), the sweeps of the
+ * table by cause (a group removed, a member lost, a client gone, the daemon
+ * stopping), the head's record of the calls a member ran itself, and the
+ * task worker pool. beam_actor_t is opaque: other modules ask for
+ * transitions and read an actor through beam_actor_info. */
 #ifndef BEAM_ACTORS_H
 #define BEAM_ACTORS_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include <uthash.h>
 #include <uv.h>
 
-#include "calls.h"
 #include "node.h"
 #include "objects.h"
 #include "port.h"
 #include "spec.h"
 
-enum {
+/* An actor's lifecycle (docs/DESIGN.md, "One actor's life"): the states,
+ * and the transitions between them in lifecycle.c's table. */
+typedef enum beam_actor_state_e {
     BEAM_ACTOR_PENDING = 0, /* waiting for resources */
-    BEAM_ACTOR_STARTING,    /* worker spawned, not yet constructed */
-    BEAM_ACTOR_ALIVE,
-    BEAM_ACTOR_DEAD,
-};
+    BEAM_ACTOR_STARTING,    /* resources held, its worker started (or taken from the pool), not constructed */
+    BEAM_ACTOR_ALIVE,       /* constructed: calls go to its worker as they come */
+    BEAM_ACTOR_RESTARTING,  /* reserved for max_restarts: no transition leads here yet */
+    BEAM_ACTOR_DEAD,        /* its calls fail with its death; its worker may still be ending */
+    BEAM_ACTOR_POOLED,      /* a task done: dead to its callers, its worker idle in the task pool */
+    BEAM_ACTOR_NSTATES
+} beam_actor_state_t;
+
+/* The actor record: opaque outside src/actor/. */
+typedef struct beam_actor_s beam_actor_t;
 
 /* The options of create_actor beyond resources and placement group. The
  * strings are owned by whoever holds the struct (beam_actor_create takes
@@ -37,58 +48,6 @@ typedef struct beam_actor_options_s {
     char affinity[BEAM_NODE_ID_SIZE];
     int task; /* a remote function's worker: what it creates outlives it */
 } beam_actor_options_t;
-
-typedef struct beam_actor_s {
-    char id[BEAM_ACTOR_ID_SIZE];
-    char hex[2 * BEAM_ACTOR_ID_SIZE + 1];
-    int state;
-    char *class_name;
-    char *name;
-    char *namespace;     /* of the name; NULL when anonymous */
-    char *job_namespace; /* given to the worker in init */
-    int detached;
-    int max_concurrency;
-    int spread;
-    int has_affinity, affinity_soft;
-    char affinity[BEAM_NODE_ID_SIZE];
-    int death_status; /* what its calls fail with: BEAM_OBJ_ACTOR_DIED or _UNSCHEDULABLE */
-    beam_actor_spec_t spec;
-    beam_demand_t demand;
-    beam_grant_t grant;
-    int has_grant;
-    beam_pool_t *pool;        /* where the grant came from: the node's or a bundle's */
-    struct beam_pg_s *pg;     /* the placement group it must run in, or NULL */
-    int bundle_index;         /* the bundle asked for; -1 any */
-    int bundle;               /* the bundle it got */
-    int capture_child_tasks;
-    char gpus[BEAM_MAX_GPUS * (BEAM_GPU_ID_LEN + 1)]; /* its GPU ids, comma-separated */
-    char token[33];
-
-    struct beam_member_s *member; /* the node it was placed on */
-    int running;      /* its worker was started and has not been reported gone */
-    long pid;
-
-    beam_port_t *owner;
-    beam_port_t *worker;
-    uint32_t owner_pid;
-    beam_callq_t calls; /* queued and sent, in submission order (calls.h) */
-    uint32_t holders, pins;
-    int stop_when_idle;
-    char *death;
-    int init_failed;
-    int doomed; /* marked for killing by a sweep */
-    int task;          /* a remote function's worker (create_actor "task") */
-    char *pool_key;    /* a task's worker shape (python, cwd, env, sys_path); NULL: never pooled */
-    uint32_t job;      /* its owner's job */
-    int pooled;        /* dead, its worker idle in the task worker pool */
-    int retiring;      /* on the stack of pool_retire: not to be freed there */
-    int exiting;       /* its worker said it ends after its last result (task_done "exiting") */
-    uint32_t blocked;  /* its worker waits in ray.get/ray.wait (nested count) */
-    int local_cut;     /* its member takes no more of its results (a kill from there; sentcalls.h) */
-    int64_t blocked_cpu; /* the CPU given back while blocked */
-    struct beam_actor_s *pending_next;
-    UT_hash_handle hh;
-} beam_actor_t;
 
 beam_actor_t *beam_actor_find(beam_node_t *node, const char *id);
 /* Adds an actor (it takes ownership of spec, class_name and the strings of
@@ -155,22 +114,85 @@ void beam_actor_worker_exited(beam_node_t *node, const char *actor, long pid, in
 void beam_actor_worker_output(beam_node_t *node, const char *actor, int stream, const char *text, size_t len);
 /* A member node started a worker and says its pid. */
 void beam_actor_worker_started(beam_node_t *node, const char *actor, long pid);
-/* Kills every actor marked doomed, one at a time (deaths.c marks them): a
- * death can free other records (through the refs its results carried), so
- * the walk restarts after each. */
-void beam_actors_kill_doomed(beam_node_t *node, const char *message);
-/* A dead actor's local calls stay open (sentcalls.h) while its member may
- * still take its worker's results: the worker is attached and running, and
- * no kill came from that member. */
-static inline int beam_actor_local_open(const beam_actor_t *a)
-{
-    return a->worker && a->running && !a->local_cut;
-}
-/* Its worker went with its node (no exit will be reported): its grant goes
- * back and the record may be freed. */
-void beam_actor_worker_lost(beam_node_t *node, beam_actor_t *a);
 /* Frees every record (daemon exit, after the loop has closed all handles). */
 void beam_actors_destroy(beam_node_t *node);
-const char *beam_actor_state_name(int state);
+/* Ray's name of a state (POOLED is DEAD to Ray). */
+const char *beam_actor_state_name(beam_actor_state_t state);
+
+/* --- reading an actor --- */
+
+const char *beam_actor_id(const beam_actor_t *a); /* BEAM_ACTOR_ID_SIZE bytes */
+const char *beam_actor_class_name(const beam_actor_t *a);
+/* Its calls fail (DEAD or POOLED). */
+int beam_actor_is_dead(const beam_actor_t *a);
+/* The member it was placed on, or NULL. */
+struct beam_member_s *beam_actor_member(const beam_actor_t *a);
+
+/* What the views and the tests read of an actor (all borrowed from it,
+ * valid until the table changes). */
+typedef struct beam_actor_info_s {
+    const char *hex;
+    const char *class_name;
+    const char *name;      /* "" when anonymous */
+    const char *namespace; /* "" when anonymous */
+    int detached;
+    beam_actor_state_t state;
+    long pid;              /* 0 unless its worker runs */
+    int running;           /* its worker process runs */
+    int attached;          /* its worker is connected */
+    const struct beam_member_s *member; /* NULL before it is placed */
+    const struct beam_pg_s *pg;
+    const beam_pool_t *pool;   /* with grant: NULL unless it holds resources */
+    const beam_grant_t *grant;
+    uint32_t queued, sent; /* calls not yet sent, and sent not yet done */
+    uint32_t holders, pins;
+    const char *death;     /* "" while alive */
+} beam_actor_info_t;
+void beam_actor_info(const beam_actor_t *a, beam_actor_info_t *out);
+/* The table in no particular order: first, then next until NULL. Changing
+ * the table (a death, a free) ends a walk. */
+beam_actor_t *beam_actors_first(beam_node_t *node);
+beam_actor_t *beam_actors_next(beam_actor_t *a);
+size_t beam_actors_count(const beam_node_t *node);
+
+/* --- the worker's reports --- */
+
+/* Its worker says it ends after this result (task_done "exiting"): it is
+ * never pooled. */
+void beam_actor_worker_exiting(beam_actor_t *a);
+
+/* --- sweeps by cause (sweeps.c; wired as node hooks) --- */
+
+/* Its placement group was removed: kills every actor placed in it. */
+void beam_actors_pg_removed(beam_node_t *node, struct beam_pg_s *pg);
+/* The removed group's record is about to be freed: no actor keeps pointing
+ * at it (any not dead yet dies as in beam_actors_pg_removed). */
+void beam_actors_pg_forget(beam_node_t *node, struct beam_pg_s *pg);
+/* Every actor placed on member m dies with message; their workers went
+ * with it. */
+void beam_actors_member_lost(beam_node_t *node, struct beam_member_s *m, const char *message);
+/* Kills every worker (daemon exit); their handles close in later loop turns. */
+void beam_actors_stop_all(beam_node_t *node);
+
+/* --- the calls a member ran itself (localcalls.c) ---
+ * The head's record of the submit records of a member's `local_batch`
+ * (docs/DESIGN.md, "Calls that stay on a member"): recorded as sent, never
+ * sent again, so a death fails them as any call. A dead actor's local calls
+ * stay open while its member may still take the worker's result, and fail
+ * when it can take no more: the worker's exit, its connection's end, a kill
+ * from that member, or the member lost. So a result a local caller got is
+ * the one the head holds. */
+
+/* A call on obj that a client on member m already had written to a's worker
+ * there: recorded as sent. Takes refs. A call that cannot be the member's
+ * (a's worker is not there, or not ready) fails at once. */
+void beam_actor_submit_sent(beam_node_t *node, beam_actor_t *a, const struct beam_member_s *m, const char *obj,
+                            beam_refs_t *refs);
+/* A client on member m kills a: if a's worker is there, that member takes
+ * none of a's results after this message (call before the kill). */
+void beam_actor_cut_local(beam_node_t *node, beam_actor_t *a, const struct beam_member_s *m);
+/* a's member can take no more of its results (call before the actor table
+ * hears of it): a dead actor's open local calls fail now. */
+void beam_actor_close_local(beam_node_t *node, beam_actor_t *a);
 
 #endif

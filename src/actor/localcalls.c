@@ -1,8 +1,8 @@
-/* sentcalls.c — the head's record of the calls its members ran themselves
- * (sentcalls.h). */
-#include "sentcalls.h"
+/* localcalls.c — the head's record of the calls its members ran themselves
+ * (actors.h, "the calls a member ran itself"): recorded as sent, kept open
+ * after a death while the member may still take the worker's results. */
+#include "internal.h"
 
-#include "calls.h"
 #include "cluster.h"
 
 void beam_actor_submit_sent(beam_node_t *node, beam_actor_t *a, const beam_member_t *m, const char *obj,
@@ -14,9 +14,9 @@ void beam_actor_submit_sent(beam_node_t *node, beam_actor_t *a, const beam_membe
     call->local = 1;
     node->local_calls++;
     int there = m && a->worker && a->worker->member == m;
-    if (there && (a->state == BEAM_ACTOR_ALIVE || (a->state == BEAM_ACTOR_DEAD && beam_actor_local_open(a))))
+    if (there && (a->state == BEAM_ACTOR_ALIVE || (beam__actor_dead(a) && beam__actor_local_open(a))))
         beam_callq_push_sent(&a->calls, call);
-    else if (a->state == BEAM_ACTOR_DEAD)
+    else if (beam__actor_dead(a))
         beam_call_fail(node, call, a->death_status, a->death);
     else
         beam_call_fail(node, call, BEAM_OBJ_LOST,
@@ -33,7 +33,7 @@ void beam_actor_cut_local(beam_node_t *node, beam_actor_t *a, const beam_member_
 
 void beam_actor_close_local(beam_node_t *node, beam_actor_t *a)
 {
-    if (a->state != BEAM_ACTOR_DEAD || !a->calls.sent)
+    if (!beam__actor_dead(a) || !a->calls.sent)
         return;
     /* a failed call's refs may carry the last pin on a: hold one meanwhile */
     a->pins++;

@@ -1,0 +1,134 @@
+/* internal.h — the actor record and the functions the files of the actor
+ * module share (src/actor/: table.c, lifecycle.c, pool.c, sweeps.c,
+ * localcalls.c). Included by those files only (scripts/check_layers.py
+ * enforces it): everyone else sees beam_actor_t as opaque (actors.h). */
+#ifndef BEAM_ACTOR_INTERNAL_H
+#define BEAM_ACTOR_INTERNAL_H
+
+#include <uthash.h>
+
+#include "actors.h"
+#include "calls.h"
+#include "spec.h"
+
+struct beam_actor_s {
+    char id[BEAM_ACTOR_ID_SIZE];
+    char hex[2 * BEAM_ACTOR_ID_SIZE + 1];
+    beam_actor_state_t state; /* changed by beam__actor_move only (lifecycle.c) */
+    char *class_name;
+    char *name;
+    char *namespace;     /* of the name; NULL when anonymous */
+    char *job_namespace; /* given to the worker in init */
+    int detached;
+    int max_concurrency;
+    int spread;
+    int has_affinity, affinity_soft;
+    char affinity[BEAM_NODE_ID_SIZE];
+    int task;       /* a remote function's worker (create_actor "task") */
+    uint32_t job;   /* its owner's job */
+    char *pool_key; /* a task's worker shape (python, cwd, env, sys_path); NULL: never pooled (pool.c) */
+    int death_status; /* what its calls fail with: BEAM_OBJ_ACTOR_DIED, _UNSCHEDULABLE or _INIT_FAILED */
+    char *death;
+    beam_actor_spec_t spec; /* freed once constructed, or at death */
+    beam_callq_t calls;     /* queued and sent, in submission order (calls.h) */
+
+    /* its resources (lifecycle.c): held from placing until its worker is
+     * gone, or until it goes into the pool */
+    beam_demand_t demand;
+    beam_grant_t grant;
+    int has_grant;
+    beam_pool_t *pool;    /* where the grant came from: the node's or a bundle's */
+    struct beam_pg_s *pg; /* the placement group it must run in, or NULL */
+    int bundle_index;     /* the bundle asked for; -1 any */
+    int bundle;           /* the bundle it got */
+    int capture_child_tasks;
+    char gpus[BEAM_MAX_GPUS * (BEAM_GPU_ID_LEN + 1)]; /* its GPU ids, comma-separated */
+    uint32_t blocked;     /* its worker waits in ray.get/ray.wait (nested count) */
+    int64_t blocked_cpu;  /* the CPU given back while blocked */
+    struct beam_member_s *member; /* the node it was placed on */
+
+    /* its worker: the process (running from its start until its exit is
+     * reported) and its connection (from its hello until its end) */
+    char token[33];
+    int running;
+    long pid;
+    beam_port_t *worker;
+
+    /* who keeps it (table.c) */
+    beam_port_t *owner;
+    uint32_t owner_pid;
+    uint32_t holders, pins;
+    int stop_when_idle; /* unreferenced: it ends once its calls are done */
+
+    int local_cut; /* its member takes no more of its results (localcalls.c) */
+    int doomed;    /* marked by a sweep, killed one at a time (sweeps.c) */
+    struct beam_actor_s *pending_next;
+    UT_hash_handle hh;
+};
+
+/* The lifecycle's transitions (the table in lifecycle.c and docs/DESIGN.md). */
+typedef enum beam__actor_transition_e {
+    BEAM_ACTOR_PLACE,  /* PENDING -> STARTING: resources taken, its worker started or taken from the pool */
+    BEAM_ACTOR_READY,  /* STARTING -> ALIVE: the instance is constructed */
+    BEAM_ACTOR_DIE,    /* PENDING, STARTING, ALIVE -> DEAD */
+    BEAM_ACTOR_RETIRE, /* ALIVE -> POOLED: a task done and unreferenced, its worker kept */
+    BEAM_ACTOR_LEAVE,  /* POOLED -> DEAD: its worker taken by another task, or gone */
+    BEAM_ACTOR_NTRANSITIONS
+} beam__actor_transition_t;
+
+/* Moves a along transition t; t must start from a's state (asserted). */
+void beam__actor_move(beam_actor_t *a, beam__actor_transition_t t);
+/* DEAD or POOLED: its calls fail. */
+static inline int beam__actor_dead(const beam_actor_t *a)
+{
+    return a->state == BEAM_ACTOR_DEAD || a->state == BEAM_ACTOR_POOLED;
+}
+/* Nothing is queued or sent. */
+static inline int beam__actor_idle(const beam_actor_t *a)
+{
+    return beam_callq_idle(&a->calls);
+}
+
+/* A dead actor's local calls stay open (localcalls.c) while its member may
+ * still take its worker's results: the worker is attached and running, and
+ * no kill came from that member. */
+static inline int beam__actor_local_open(const beam_actor_t *a)
+{
+    return a->worker && a->running && !a->local_cut;
+}
+
+/* lifecycle.c */
+/* a (new, PENDING) waits for resources, after those already waiting, and
+ * the table is scheduled. */
+void beam__actor_wait(beam_node_t *node, beam_actor_t *a);
+/* The death (transition DIE): every call fails, the worker is killed, the
+ * grant goes back once it is gone; may free a (ends in beam__actor_maybe_free). */
+void beam__actor_die(beam_node_t *node, beam_actor_t *a, const char *message);
+/* Gives the actor's resources back where they came from. */
+void beam__actor_release_grant(beam_node_t *node, beam_actor_t *a);
+/* Its worker went with its node (no exit will be reported): its grant goes
+ * back and the record may be freed. */
+void beam__actor_worker_lost(beam_node_t *node, beam_actor_t *a);
+
+/* table.c */
+/* Frees a if it is dead and nothing keeps it (holder, pin, worker). */
+void beam__actor_maybe_free(beam_node_t *node, beam_actor_t *a);
+/* Who inherits what a task's worker c created (NULL if none). */
+beam_port_t *beam__actor_task_heir(beam_port_t *c);
+/* Every live actor owned by from passes to heir. */
+void beam__actors_hand_down(beam_node_t *node, beam_port_t *from, beam_port_t *heir);
+
+/* pool.c */
+/* a is done and unreferenced: its worker goes into the pool (0) or a must
+ * die (-1). a is not freed here. */
+int beam__actor_pool_retire(beam_node_t *node, beam_actor_t *a);
+/* Starts b on an idle pooled worker of its shape: 0, or -1 if none. */
+int beam__actor_pool_start(beam_node_t *node, beam_actor_t *b);
+/* The job's driver is gone: its idle pooled workers are killed. */
+void beam__actors_pool_drop_job(beam_node_t *node, uint32_t job);
+
+/* sweeps.c */
+/* Kills every actor marked doomed, one at a time. */
+void beam__actors_kill_doomed(beam_node_t *node, const char *message);
+
+#endif

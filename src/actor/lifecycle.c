@@ -1,0 +1,364 @@
+/* lifecycle.c — an actor's life as a state machine: the table of its
+ * transitions, and one function for each: placing it (resources taken, its
+ * worker started through its member's operations), its worker's hello and
+ * `actor_ready`, its death, and what its worker's exit does. Lending a
+ * blocked task's CPU back goes with the resources it holds. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster.h"
+#include "fit.h"
+#include "log.h"
+#include "placement.h"
+
+/* The transitions, each from the states it may start in (docs/DESIGN.md,
+ * "One actor's life"). Restarts (max_restarts) would add two rows: a
+ * worker's death with restarts left, STARTING or ALIVE -> RESTARTING, and
+ * its resources asked for again, RESTARTING -> PENDING. */
+#define FROM(s) (1u << (s))
+static const struct {
+    const char *name;
+    unsigned from;
+    beam_actor_state_t to;
+} transitions[BEAM_ACTOR_NTRANSITIONS] = {
+    [BEAM_ACTOR_PLACE] = {"place", FROM(BEAM_ACTOR_PENDING), BEAM_ACTOR_STARTING},
+    [BEAM_ACTOR_READY] = {"ready", FROM(BEAM_ACTOR_STARTING), BEAM_ACTOR_ALIVE},
+    [BEAM_ACTOR_DIE] = {"die", FROM(BEAM_ACTOR_PENDING) | FROM(BEAM_ACTOR_STARTING) | FROM(BEAM_ACTOR_ALIVE),
+                        BEAM_ACTOR_DEAD},
+    [BEAM_ACTOR_RETIRE] = {"retire", FROM(BEAM_ACTOR_ALIVE), BEAM_ACTOR_POOLED},
+    [BEAM_ACTOR_LEAVE] = {"leave", FROM(BEAM_ACTOR_POOLED), BEAM_ACTOR_DEAD},
+};
+
+void beam__actor_move(beam_actor_t *a, beam__actor_transition_t t)
+{
+    assert(transitions[t].from & FROM(a->state));
+    if (!(transitions[t].from & FROM(a->state))) {
+        beam_log(BEAM_LOG_ERROR, "actor %s: no transition '%s' from %s", a->hex, transitions[t].name,
+                 beam_actor_state_name(a->state));
+        return;
+    }
+    a->state = transitions[t].to;
+}
+
+const char *beam_actor_state_name(beam_actor_state_t state)
+{
+    switch (state) {
+    case BEAM_ACTOR_PENDING: return "PENDING_CREATION";
+    case BEAM_ACTOR_STARTING: return "STARTING";
+    case BEAM_ACTOR_ALIVE: return "ALIVE";
+    case BEAM_ACTOR_RESTARTING: return "RESTARTING";
+    default: return "DEAD";
+    }
+}
+
+/* --- resources --- */
+
+void beam_actor_set_blocked(beam_node_t *node, beam_actor_t *a, int blocked)
+{
+    if (blocked) {
+        if (a->blocked++ > 0 || !a->has_grant)
+            return;
+        a->blocked_cpu = beam_fit_lend_cpu(a->pool, &a->grant);
+        if (a->blocked_cpu)
+            beam_actors_schedule(node);
+        return;
+    }
+    if (a->blocked == 0 || --a->blocked > 0 || a->blocked_cpu == 0)
+        return;
+    if (a->has_grant)
+        beam_fit_retake_cpu(a->pool, &a->grant);
+    a->blocked_cpu = 0;
+}
+
+void beam__actor_release_grant(beam_node_t *node, beam_actor_t *a)
+{
+    if (!a->has_grant)
+        return;
+    if (a->blocked_cpu) /* that part is back already */
+        beam_fit_retake_cpu(a->pool, &a->grant);
+    a->blocked_cpu = 0;
+    a->blocked = 0;
+    beam_pool_give(a->pool, &a->grant);
+    a->has_grant = 0;
+    a->gpus[0] = '\0';
+    if (a->pg)
+        beam_pg_user_gone(node, a->pg);
+}
+
+/* --- PENDING: waiting for resources --- */
+
+void beam__actor_wait(beam_node_t *node, beam_actor_t *a)
+{
+    beam_actor_t **tail = &node->pending;
+    while (*tail)
+        tail = &(*tail)->pending_next;
+    *tail = a;
+    beam_actors_schedule(node);
+}
+
+static void pending_remove(beam_node_t *node, beam_actor_t *a)
+{
+    for (beam_actor_t **p = &node->pending; *p; p = &(*p)->pending_next)
+        if (*p == a) {
+            *p = a->pending_next;
+            a->pending_next = NULL;
+            return;
+        }
+}
+
+/* How many SPREAD actors hold resources on member m. */
+static size_t spread_load(beam_node_t *node, const beam_member_t *m)
+{
+    size_t n = 0;
+    beam_actor_t *x, *tmp;
+    HASH_ITER(hh, node->actors, x, tmp)
+        if (x->spread && x->member == m && x->has_grant)
+            n++;
+    return n;
+}
+
+/* Takes the actor's demand from its pool: the node's, or its placement
+ * group's bundle (fit.h). */
+static int take_resources(beam_node_t *node, beam_actor_t *a)
+{
+    beam_fit_t f = {
+        .demand = &a->demand,
+        .place_cpu = a->spec.place_cpu,
+        .pg = a->pg,
+        .bundle_index = a->bundle_index,
+        .has_affinity = a->has_affinity,
+        .affinity_soft = a->affinity_soft,
+        .affinity = a->affinity,
+        .spread = a->spread,
+        .home = a->owner && a->owner->member ? a->owner->member : node->self,
+        .spread_load = spread_load,
+        .grant = &a->grant,
+        .bundle = -1,
+    };
+    int rc = beam_fit_take(node, &f);
+    if (rc == 0) {
+        a->pool = f.pool;
+        a->member = f.member;
+        if (f.bundle >= 0)
+            a->bundle = f.bundle;
+    }
+    return rc;
+}
+
+/* --- PLACE: PENDING -> STARTING --- */
+
+/* Starts the worker where the actor was placed: an idle pooled one of its
+ * shape, else a new process through its member's operations. */
+static int place(beam_node_t *node, beam_actor_t *a)
+{
+    if (beam__actor_pool_start(node, a) == 0)
+        return 0;
+    beam_spawn_t s = {
+        .actor = a->id,
+        .class_name = a->class_name,
+        .python = a->spec.python,
+        .cwd = a->spec.cwd,
+        .env = a->spec.env,
+        .sys_path = a->spec.sys_path,
+        .gpus = a->gpus,
+        .token = a->token,
+        .noset_cuda = a->spec.noset_cuda,
+        .owner_pid = a->owner_pid,
+    };
+    long pid = 0;
+    int rc = beam_cluster_spawn(node, a->member, &s, &pid);
+    if (rc < 0)
+        return rc;
+    a->running = 1;
+    a->pid = pid;
+    beam__actor_move(a, BEAM_ACTOR_PLACE);
+    return 0;
+}
+
+void beam_actors_schedule(beam_node_t *node)
+{
+    beam_pgs_schedule(node);
+    beam_actor_t **p = &node->pending;
+    while (*p) {
+        beam_actor_t *a = *p;
+        int rc = take_resources(node, a);
+        if (rc == -EAGAIN) {
+            p = &a->pending_next;
+            continue;
+        }
+        *p = a->pending_next;
+        a->pending_next = NULL;
+        if (rc == -ECANCELED) {
+            beam__actor_die(node, a, BEAM_PG_REMOVED_DEATH);
+            p = &node->pending; /* the death may have changed the list */
+            continue;
+        }
+        if (rc == -EHOSTUNREACH) {
+            /* Ray's text, raised as ActorUnschedulableError */
+            a->death_status = BEAM_OBJ_UNSCHEDULABLE;
+            beam__actor_die(node, a, "The node specified via NodeAffinitySchedulingStrategy doesn't exist any "
+                                     "more or is infeasible, and soft=False was specified.");
+            p = &node->pending;
+            continue;
+        }
+        a->has_grant = 1;
+        beam_grant_gpu_list(a->pool, &a->grant, a->gpus, sizeof a->gpus);
+        rc = place(node, a);
+        if (rc < 0) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "The actor died because its worker could not be started: %s",
+                     uv_strerror(rc));
+            beam__actor_release_grant(node, a);
+            beam__actor_die(node, a, msg);
+            p = &node->pending;
+        }
+    }
+}
+
+/* --- STARTING: the worker's hello, its init, its actor_ready --- */
+
+void beam_actor_send_init(beam_node_t *node, beam_actor_t *a)
+{
+    (void)node;
+    beam_init_t in = {
+        .actor = a->id,
+        .class_name = a->class_name,
+        .name = a->name,
+        .pg = a->pg ? a->pg->id : NULL,
+        .bundle = a->bundle,
+        .capture_child_tasks = a->capture_child_tasks,
+        .job_namespace = a->job_namespace,
+        .max_concurrency = a->max_concurrency,
+        .pool = a->pool,
+        .grant = &a->grant,
+    };
+    beam_spec_send_init(a->worker, &a->spec, &in);
+}
+
+int beam_actor_attach_worker(beam_node_t *node, beam_actor_t *a, beam_port_t *c, const char *token)
+{
+    if (a->state != BEAM_ACTOR_STARTING || a->worker || strcmp(a->token, token) != 0)
+        return -EPERM;
+    a->worker = c;
+    c->actor = a;
+    c->job = a->owner ? a->owner->job : 0;
+    return 0;
+}
+
+/* READY (STARTING -> ALIVE), or DIE when the constructor raised. */
+void beam_actor_ready(beam_node_t *node, beam_actor_t *a, int ok, const char *error, size_t error_len)
+{
+    if (a->state != BEAM_ACTOR_STARTING)
+        return;
+    if (ok) {
+        beam__actor_move(a, BEAM_ACTOR_READY);
+        beam_spec_free(node, &a->spec);
+        beam_callq_flush(&a->calls, a->worker);
+        return;
+    }
+    /* its calls fail with a code of their own, not only a message
+     * (docs/PROTOCOL.md, "Object results") */
+    a->death_status = BEAM_OBJ_ACTOR_INIT_FAILED;
+    size_t n = error_len + 200;
+    char *msg = malloc(n);
+    if (msg)
+        snprintf(msg, n, "The actor died because of an error raised in its creation task, %.*s",
+                 (int)error_len, error);
+    beam__actor_die(node, a, msg ? msg : "The actor died because of an error raised in its creation task.");
+    free(msg);
+}
+
+/* --- DIE: PENDING, STARTING, ALIVE -> DEAD --- */
+
+void beam__actor_die(beam_node_t *node, beam_actor_t *a, const char *message)
+{
+    if (beam__actor_dead(a))
+        return;
+    int was_pending = a->state == BEAM_ACTOR_PENDING;
+    beam__actor_move(a, BEAM_ACTOR_DIE);
+    free(a->death);
+    a->death = strdup(message);
+    beam_log(BEAM_LOG_INFO, "actor %s (%s) is dead: %s", a->hex, a->class_name, message);
+    if (was_pending)
+        pending_remove(node, a);
+    /* a failed call's refs may carry the last pin on a itself (a call that
+     * passes its own actor's handle): hold one so that failing the queue
+     * cannot free the record under this walk */
+    a->pins++;
+    /* fail everything it was asked, in order: sent calls first; a member's
+     * local calls stay open while it may still take results (localcalls.c) */
+    beam_callq_fail_all(node, &a->calls, a->death_status, a->death ? a->death : message,
+                        beam__actor_local_open(a));
+    beam_spec_free(node, &a->spec);
+    if (a->running)
+        beam_cluster_kill(node, a->member, a->id);
+    if (!a->running && a->has_grant) {
+        beam__actor_release_grant(node, a);
+        beam_actors_schedule(node);
+    }
+    a->pins--;
+    beam__actor_maybe_free(node, a);
+}
+
+void beam_actor_kill(beam_node_t *node, beam_actor_t *a, const char *message)
+{
+    beam__actor_die(node, a, message);
+}
+
+/* --- its worker's end --- */
+
+void beam_actor_worker_started(beam_node_t *node, const char *actor, long pid)
+{
+    beam_actor_t *a = beam_actor_find(node, actor);
+    if (a && a->running)
+        a->pid = pid;
+}
+
+void beam_actor_worker_exited(beam_node_t *node, const char *actor, long pid, int64_t status, int term_signal)
+{
+    beam_actor_t *a = beam_actor_find(node, actor);
+    if (!a || !a->running)
+        return;
+    a->running = 0;
+    if (!beam__actor_dead(a)) {
+        char msg[512];
+        if (term_signal)
+            snprintf(msg, sizeof msg,
+                     "The actor is dead because its worker process has died. Worker exit type: "
+                     "SYSTEM_ERROR Worker exit detail: the worker (pid %ld) was killed by signal %d.",
+                     pid, term_signal);
+        else
+            snprintf(msg, sizeof msg,
+                     "The actor is dead because its worker process has died. Worker exit type: %s "
+                     "Worker exit detail: the worker (pid %ld) exited with code %lld.",
+                     status == 0 ? "INTENDED_USER_EXIT" : "SYSTEM_ERROR", pid, (long long)status);
+        beam__actor_die(node, a, msg); /* gives the grant back and may free the record */
+    } else {
+        if (a->state == BEAM_ACTOR_POOLED) /* an idle pooled worker exited */
+            beam__actor_move(a, BEAM_ACTOR_LEAVE);
+        beam__actor_release_grant(node, a);
+        beam__actor_maybe_free(node, a);
+    }
+    beam_actors_schedule(node);
+}
+
+void beam__actor_worker_lost(beam_node_t *node, beam_actor_t *a)
+{
+    a->running = 0;
+    if (a->state == BEAM_ACTOR_POOLED)
+        beam__actor_move(a, BEAM_ACTOR_LEAVE);
+    beam__actor_release_grant(node, a);
+    beam__actor_maybe_free(node, a);
+}
+
+void beam_actor_worker_exiting(beam_actor_t *a)
+{
+    free(a->pool_key); /* never pooled */
+    a->pool_key = NULL;
+}
