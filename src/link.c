@@ -38,7 +38,7 @@ struct beam_link_s {
     beam_decoder_t dec;
     beam_outq_t outq; /* what is not yet written, and what it costs (outq.h) */
     void *data;  /* the owner's */
-    uint64_t born_ms, last_rx_ms;
+    uint64_t born_ms, last_rx_ms, tick_ms; /* tick_ms: on_timer's last run */
     char peer[64];
     char peer_ip[48]; /* head: the address alone, for the per-address cap */
     struct beam_link_s *next;
@@ -405,15 +405,16 @@ static void on_timer(uv_timer_t *t)
 {
     beam_link_t *l = t->data;
     links_t *ls = l->node->links;
-    uint64_t now = uv_now(t->loop);
+    uint64_t now = uv_now(t->loop), pace = uv_timer_get_repeat(t), since = now - l->tick_ms;
+    l->tick_ms = now; /* a beat late: this loop stalled, the peer's frames wait unread: no verdict yet */
     if (l->state != S_UP) {
         if (now - l->born_ms >= BEAM_HANDSHAKE_TIMEOUT_MS)
             beam_link_close(l, "the handshake took too long", 0);
         return;
     }
-    if (uv_timer_get_repeat(t) != ls->opts.heartbeat_ms)
+    if (pace != ls->opts.heartbeat_ms)
         uv_timer_set_repeat(t, ls->opts.heartbeat_ms); /* up: from the handshake's pace to the heartbeat's */
-    if (now - l->last_rx_ms > ls->opts.timeout_ms) {
+    if (since <= pace + ls->opts.heartbeat_ms && now - l->last_rx_ms > ls->opts.timeout_ms) {
         beam_link_close(l, "no heartbeat within the timeout", 0);
         return;
     }
@@ -452,7 +453,7 @@ static beam_link_t *link_new(beam_node_t *node, int side)
     uv_timer_init(node->loop, &l->timer);
     l->tcp.data = l->timer.data = l;
     l->handles = 2;
-    l->born_ms = l->last_rx_ms = uv_now(node->loop);
+    l->born_ms = l->last_rx_ms = l->tick_ms = uv_now(node->loop);
     l->next = ls->all;
     ls->all = l;
     return l;
