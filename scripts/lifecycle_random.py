@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Longer runs of the randomized lifecycle test (tests/python/lifecycle.py):
+"""Longer runs of the randomized lifecycle test (tests/python/beamkit/lifecycle.py):
 seed after seed against a fresh beamd each, until one fails or the time or
 the seeds run out. Prints each seed as it starts, so any failure replays
 with --seed; on a failure prints the last steps and beamd's log (with the
@@ -24,7 +24,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "python"))
 
-import lifecycle  # noqa: E402
+from beamkit import lifecycle  # noqa: E402
 
 
 def main():

@@ -13,6 +13,7 @@
 
 typedef struct beam_heartbeat_s {
     uint64_t born_ms, last_rx_ms;
+    uint64_t tick_ms; /* the last tick's time */
     uint64_t every_ms, timeout_ms;
 } beam_heartbeat_t;
 
@@ -31,7 +32,11 @@ void beam_heartbeat_heard(beam_heartbeat_t *hb, uint64_t now_ms);
 /* The timer's period: within a second while the handshake is under way
  * (its timeout is kept to that), every_ms once up. */
 uint64_t beam_heartbeat_period(const beam_heartbeat_t *hb, int up);
-/* The tick at now_ms of a link up or not (still in its handshake). */
-beam_beat_t beam_heartbeat_tick(const beam_heartbeat_t *hb, uint64_t now_ms, int up);
+/* The tick at now_ms of a link up or not (still in its handshake). Silence
+ * is judged by a loop that ran: a tick that comes a whole beat late (this
+ * daemon was itself stopped or starved, and what the peer sent meanwhile
+ * still waits unread, as timers run before a turn's reads) only beats; the
+ * next tick judges. */
+beam_beat_t beam_heartbeat_tick(beam_heartbeat_t *hb, uint64_t now_ms, int up);
 
 #endif

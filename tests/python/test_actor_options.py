@@ -10,17 +10,14 @@ beamd. The others check beam's own side (its refusals, its daemon, a
 cluster of beamds) and are skipped on Ray.
 """
 
-import os
-import subprocess
 import sys
-import textwrap
 import threading
 import time
 
 import pytest
 
 import ray
-from beamkit.daemon import one_ray_for_module
+from beamkit.daemon import one_ray_for_module, run_driver
 from beamkit.procs import wait_until
 
 ON_RAY = getattr(ray, "__commit__", "") != "beam"
@@ -35,16 +32,11 @@ def ray_env():
         yield d
 
 
-def _driver(code, timeout=120):
-    """Runs code as another driver of the same cluster; ADDRESS is defined
-    in it. Returns its stdout; fails the test if it fails."""
+def _other_driver():
+    """run_driver's arguments for another driver of this module's cluster
+    (ADDRESS names it there), which must exit 0."""
     address = ray.get_runtime_context().gcs_address
-    env = dict(os.environ)
-    env.pop("RAY_ADDRESS", None)
-    full = f"ADDRESS = {address!r}\n" + textwrap.dedent(code)
-    out = subprocess.run([sys.executable, "-c", full], capture_output=True, text=True, timeout=timeout, env=env)
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
-    return out.stdout
+    return {"names": {"ADDRESS": address}, "unset": ("RAY_ADDRESS",), "timeout": 120, "check": True}
 
 
 # --- max_concurrency: threaded actors ---
@@ -252,7 +244,8 @@ def test_driver_has_an_anonymous_namespace_of_its_own(ray_env):
     a = Named.options(name="opt-anon").remote("mine")
     h = ray.get_actor("opt-anon")
     assert ray.get(h.get.remote(), timeout=60) == "mine"
-    out = _driver("""
+    out = run_driver(
+        """
         import ray
         ray.init(address=ADDRESS)
         other = ray.get_runtime_context().namespace
@@ -262,7 +255,9 @@ def test_driver_has_an_anonymous_namespace_of_its_own(ray_env):
         except ValueError:
             print("NOT FOUND")
         print("NS", other)
-    """)
+    """,
+        **_other_driver(),
+    ).stdout
     lines = out.split("\n")
     assert "NOT FOUND" in lines
     assert f"NS {ns}" not in lines
@@ -292,14 +287,17 @@ def test_named_actors_are_scoped_per_namespace(ray_env):
 def test_drivers_in_one_namespace_share_named_actors(ray_env):
     a = Named.options(name="opt-shared", namespace="opt-team").remote("team")
     ray.get(a.get.remote(), timeout=60)
-    out = _driver("""
+    out = run_driver(
+        """
         import ray
         ray.init(address=ADDRESS, namespace="opt-team")
         print("NS", ray.get_runtime_context().namespace)
         h = ray.get_actor("opt-shared")
         print("GOT", ray.get(h.get.remote()))
         print("MINE", ray.util.list_named_actors())
-    """)
+    """,
+        **_other_driver(),
+    ).stdout
     assert "NS opt-team" in out and "GOT team" in out and "MINE ['opt-shared']" in out
     ray.kill(a)
 
@@ -345,14 +343,17 @@ def test_namespace_and_name_arguments_are_checked(ray_env):
 
 @pytest.mark.ray_compat
 def test_init_refuses_an_empty_namespace(ray_env):
-    out = _driver("""
+    out = run_driver(
+        """
         import ray
         try:
             ray.init(address=ADDRESS, namespace="")
         except ValueError as e:
             print("REFUSED", e)
         print("INIT", ray.is_initialized())
-    """)
+    """,
+        **_other_driver(),
+    ).stdout
     assert "REFUSED" in out and "not a valid namespace" in out and "INIT False" in out
 
 
@@ -361,7 +362,8 @@ def test_init_refuses_an_empty_namespace(ray_env):
 
 @pytest.mark.ray_compat
 def test_detached_actor_outlives_its_driver_until_killed(ray_env):
-    out = _driver("""
+    out = run_driver(
+        """
         import os, ray
         ray.init(address=ADDRESS, namespace="opt-det")
 
@@ -380,7 +382,9 @@ def test_detached_actor_outlives_its_driver_until_killed(ray_env):
         k = Keeper.options(name="opt-keeper", lifetime="detached").remote()
         print("N", ray.get(k.bump.remote()))
         print("PID", ray.get(k.pid.remote()))
-    """)
+    """,
+        **_other_driver(),
+    ).stdout
     assert "N 1" in out
     # the driver is gone; the actor, its state and its name are not
     k = ray.get_actor("opt-keeper", namespace="opt-det")
@@ -417,7 +421,8 @@ def test_detached_actor_outlives_its_driver_until_killed(ray_env):
 
 @pytest.mark.ray_compat
 def test_non_detached_actor_dies_with_its_driver(ray_env):
-    _driver("""
+    run_driver(
+        """
         import ray
         ray.init(address=ADDRESS, namespace="opt-nondet")
 
@@ -428,7 +433,9 @@ def test_non_detached_actor_dies_with_its_driver(ray_env):
 
         s = Short.options(name="opt-short", lifetime="non_detached").remote()
         print(ray.get(s.ping.remote()))
-    """)
+    """,
+        **_other_driver(),
+    ).stdout
 
     def gone():
         try:
@@ -634,11 +641,8 @@ def test_detached_actor_ends_with_the_daemon():
 
     d = Beamd(num_gpus=0, num_cpus=2)
     try:
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                textwrap.dedent("""
+        out = run_driver(
+            """
             import os, ray
             ray.init()
 
@@ -649,12 +653,9 @@ def test_detached_actor_ends_with_the_daemon():
 
             s = Stays.options(name="opt-stays", lifetime="detached").remote()
             print("PID", ray.get(s.pid.remote()))
-        """),
-            ],
-            capture_output=True,
-            text=True,
+        """,
+            env={"BEAM_SOCKET": d.socket},
             timeout=120,
-            env=dict(os.environ, BEAM_SOCKET=d.socket),
         )
         assert out.returncode == 0, out.stderr
         pid = int(out.stdout.split("PID ")[1].split()[0])

@@ -215,7 +215,7 @@ def test_actor_on_member_reports_that_node(make_cluster):
 
 
 ORDER_DRIVER = textwrap.dedent("""
-    import json, ray
+    import json, sys, ray
     ray.init()
 
     @ray.remote(num_cpus=0)
@@ -233,7 +233,7 @@ ORDER_DRIVER = textwrap.dedent("""
     a = Log.options(resources={"node:%s": 0.001}).remote()
     refs = [a.add.remote(i) for i in range(200)]
     seen = ray.get(a.seen_list.remote(), timeout=20)
-    print("RESULT " + json.dumps([seen, ray.get(refs, timeout=10)]))
+    sys.stdout.write("RESULT " + json.dumps([seen, ray.get(refs, timeout=10)]) + "\\n")
 """)
 
 
@@ -312,7 +312,7 @@ def test_nested_calls_children_and_deaths_on_members(make_cluster):
 # --- a driver on a member node ---
 
 MEMBER_DRIVER = textwrap.dedent("""
-    import json, os, ray
+    import json, os, sys, ray
     from ray.util import get_node_ip_address, placement_group, placement_group_table
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
     ray.init()
@@ -332,7 +332,7 @@ MEMBER_DRIVER = textwrap.dedent("""
     out["where"] = ray.get([a.where.remote() for a in actors], timeout=15)
     local = Where.options(num_gpus=0, resources={"node:" + out["ip"]: 0.001}).remote()
     out["local"] = ray.get(local.where.remote(), timeout=15)
-    print("RESULT " + json.dumps(out))
+    sys.stdout.write("RESULT " + json.dumps(out) + "\\n")
 """)
 
 

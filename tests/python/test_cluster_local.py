@@ -18,13 +18,12 @@ them."""
 import json
 import os
 import subprocess
-import sys
 import textwrap
 
 import cloudpickle
 
 from beamkit.client import Conn, Ids
-from beamkit.daemon import driver_env, run_driver
+from beamkit.daemon import driver_env, run_driver, start_driver
 from beamkit.link import SealedPeer
 from beamkit.procs import beam_processes, read_line, wait_until
 
@@ -67,7 +66,8 @@ PRELUDE = textwrap.dedent("""
             return ray.get(other.add.remote(k)) * 10
 
     def out(**kw):
-        print("RESULT " + json.dumps(kw), flush=True)
+        sys.stdout.write("RESULT " + json.dumps(kw) + "\\n")
+        sys.stdout.flush()
 
     def outcome(ref):  # how ray.get of ref ends: "value", or "died" (ActorDiedError)
         try:
@@ -90,15 +90,7 @@ def local_calls(c):
 
 def start_on_member(c, body):
     """A driver on the member that goes on running (stdin, stdout piped)."""
-    env = dict(os.environ, **driver_env(c.members[0]))
-    return subprocess.Popen(
-        [sys.executable, "-c", PRELUDE + textwrap.dedent(body)],
-        env=env,
-        text=True,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    return start_driver(PRELUDE + textwrap.dedent(body), driver_env(c.members[0]), stdin=subprocess.PIPE)
 
 
 def stop(proc):

@@ -10,13 +10,12 @@ deleted, whatever the test did."""
 import json
 import os
 import subprocess
-import sys
 import textwrap
 import time
 
 import pytest
 
-from beamkit.daemon import Cluster
+from beamkit.daemon import Cluster, driver_env, start_driver
 from beamkit.netns import NetnsPair, needs_netns
 from beamkit.procs import wait_gone, wait_until
 
@@ -48,7 +47,7 @@ def netns_cluster():
 
 
 DRIVER = textwrap.dedent("""
-    import json, os, time, ray
+    import json, os, sys, time, ray
     from ray.util import get_node_ip_address
     ray.init()
 
@@ -66,7 +65,8 @@ DRIVER = textwrap.dedent("""
     a = Where.options(resources={"node:%(member_ip)s": 0.001}).remote()
     out["where"] = ray.get(a.where.remote(), timeout=20)
     out["sums"] = ray.get([a.add.remote(i) for i in range(100)], timeout=20)
-    print("RESULT " + json.dumps(out), flush=True)
+    sys.stdout.write("RESULT " + json.dumps(out) + "\\n")
+    sys.stdout.flush()
     if %(linger)s:
         try:
             while True:
@@ -77,23 +77,11 @@ DRIVER = textwrap.dedent("""
 """)
 
 
-def _driver(pair, c, linger=False):
-    env = dict(os.environ, BEAM_SOCKET=c.head.socket, RAY_ADDRESS=c.head.socket)
-    code = DRIVER % {"member_ip": pair.ip_b, "linger": linger}
-    return subprocess.Popen(
-        pair.wrap(pair.a) + [sys.executable, "-c", code],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
 def test_cross_namespace_call_and_nodes(netns_cluster):
     pair, c = netns_cluster
     ids = c.alive_nodes()
     assert set(ids) == {pair.ip_a, pair.ip_b}
-    p = _driver(pair, c)
+    p = start_driver(DRIVER % {"member_ip": pair.ip_b, "linger": False}, env=driver_env(c.head), wrap=pair.wrap(pair.a))
     out, err = p.communicate(timeout=40)
     assert p.returncode == 0, err + c.logs()
     r = json.loads(out.split("RESULT ", 1)[1])
@@ -119,7 +107,7 @@ def test_partition_kills_the_node_and_it_rejoins(netns_cluster):
     as a new node."""
     pair, c = netns_cluster
     ids = c.alive_nodes()
-    p = _driver(pair, c, linger=True)
+    p = start_driver(DRIVER % {"member_ip": pair.ip_b, "linger": True}, env=driver_env(c.head), wrap=pair.wrap(pair.a))
     try:
         line = ""
         deadline = time.monotonic() + 30
@@ -146,7 +134,7 @@ def test_partition_kills_the_node_and_it_rejoins(netns_cluster):
     pair.link(True)
     assert wait_until(lambda: pair.ip_b in c.alive_nodes(), 8), c.logs()
     assert c.alive_nodes()[pair.ip_b] != ids[pair.ip_b]
-    p = _driver(pair, c)
+    p = start_driver(DRIVER % {"member_ip": pair.ip_b, "linger": False}, env=driver_env(c.head), wrap=pair.wrap(pair.a))
     out, err = p.communicate(timeout=40)
     assert p.returncode == 0, err
     assert json.loads(out.split("RESULT ", 1)[1])["where"]["node_id"] == c.alive_nodes()[pair.ip_b]

@@ -114,13 +114,13 @@ def test_two_gpu_actors(ray_start):
     assert sorted(all_ids) == ["0", "1", "2", "3"]
 
 
-def test_concurrent_drivers(beamd):
+def test_concurrent_drivers(beamd, tmp_path):
     """Several drivers at once, each with its GPU actor: all finish, the
     GPUs are shared out without overlap, and nothing is left behind."""
     import concurrent.futures
 
     code = textwrap.dedent("""
-        import os
+        import os, time
         import ray
         ray.init()
 
@@ -139,11 +139,15 @@ def test_concurrent_drivers(beamd):
         w = W.remote()
         assert ray.get([w.add.remote() for _ in range(50)]) == list(range(1, 51))
         print("GPU", ray.get(w.gpus.remote()), flush=True)
-        import time
-        time.sleep(0.5)  # overlap with the other drivers
+        # all four hold their actor at once (a driver that started late
+        # would otherwise get the GPU of one already gone)
+        open(os.path.join(os.environ["MET"], str(os.getpid())), "w").close()
+        deadline = time.monotonic() + 60
+        while len(os.listdir(os.environ["MET"])) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
     """)
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        outs = list(pool.map(lambda _: run_driver(code), range(4)))
+        outs = list(pool.map(lambda _: run_driver(code, env={"MET": str(tmp_path)}), range(4)))
     gpus = []
     for out in outs:
         assert out.returncode == 0, out.stderr

@@ -13,24 +13,13 @@ from beamkit.procs import alive, beam_processes, processes, wait_until
 
 
 def _no_daemon_env(tmp_path):
-    """An environment in which no beamd answers: BEAM_SOCKET names a path
-    in a fresh folder, RAY_ADDRESS is unset."""
-    env = dict(os.environ)
-    env.pop("RAY_ADDRESS", None)
-    env["BEAM_SOCKET"] = str(tmp_path / "nothing-here" / "beamd.sock")
+    """The variables of an environment in which no beamd answers: BEAM_SOCKET
+    names a path in a fresh folder (the drivers run with RAY_ADDRESS unset)."""
+    env = {"BEAM_SOCKET": str(tmp_path / "nothing-here" / "beamd.sock")}
     # the drivers below may end with os._exit or SIGKILL, which drop what
     # print() left in a pipe's buffer: the lines the tests read must be out
     env["PYTHONUNBUFFERED"] = "1"
     return env
-
-
-def _run(code, env, timeout=60):
-    import subprocess
-    import sys
-
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout, env=env
-    )
 
 
 # -- import and is_initialized ----------------------------------------------------
@@ -38,7 +27,7 @@ def _run(code, env, timeout=60):
 
 def test_import_starts_nothing(tmp_path):
     env = _no_daemon_env(tmp_path)
-    out = _run(
+    out = run_driver(
         """
         import os, threading
         import ray
@@ -65,6 +54,7 @@ def test_import_starts_nothing(tmp_path):
         print("INIT", ray.is_initialized())
     """,
         env,
+        unset=("RAY_ADDRESS",),
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["INIT False", "THREADS 1", "CHILDREN 0", "INIT False"]
@@ -220,7 +210,7 @@ def test_init_without_daemon_starts_private_one(tmp_path, ending):
     code = (
         PRIVATE_DRIVER.replace("@KWARGS@", "{}").replace("@GPUS@", "0").replace("@N@", "2").replace("@ENDING@", ending)
     )
-    out = _run(code, env)
+    out = run_driver(code, env, unset=("RAY_ADDRESS",))
     assert out.returncode == (-9 if "kill" in ending else 0), out.stderr
     sock = re.search(r"^SOCKET (.+)$", out.stdout, re.M).group(1)
     workers = [int(m) for m in re.findall(r"^WORKER (\d+)", out.stdout, re.M)]
@@ -241,7 +231,7 @@ def test_init_num_gpus_sizes_private_daemon(tmp_path):
         .replace("@N@", "2")
         .replace("@ENDING@", "print('CPU', ray.cluster_resources()['CPU'])")
     )
-    out = _run(code, env)
+    out = run_driver(code, env, unset=("RAY_ADDRESS",))
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert "GPU 2.0" in lines
@@ -350,16 +340,15 @@ def test_stale_socket_file(tmp_path, monkeypatch):
     )
     assert out.returncode != 0 and sock in out.stderr
     # a plain init starts its own daemon instead
-    env = dict(os.environ, BEAM_SOCKET=sock)
-    env.pop("RAY_ADDRESS", None)
-    res = _run(
+    res = run_driver(
         """
         import ray
         ctx = ray.init()
         print("SOCKET", ctx["address"])
         print("GPU", ray.cluster_resources().get("GPU", 0) >= 0)
     """,
-        env,
+        {"BEAM_SOCKET": sock},
+        unset=("RAY_ADDRESS",),
     )
     assert res.returncode == 0, res.stderr
     private = re.search(r"^SOCKET (.+)$", res.stdout, re.M).group(1)

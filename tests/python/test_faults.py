@@ -9,7 +9,6 @@ every resource back, no object left once the refs are gone."""
 import gc
 import json
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import pytest
 
 from beamkit.client import Conn
 from beamkit.daemon import Beamd
-from beamkit.procs import alive, beam_processes, fd_count, rss_kib, sanitized, wait_gone, wait_until
+from beamkit.procs import alive, beam_processes, fd_count, next_line, rss_kib, sanitized, wait_gone, wait_until
 
 
 def _flush(ray):
@@ -204,13 +203,10 @@ def _start_driver(code, beamd):
 
 
 def _read_line(proc, timeout=60):
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    if not ready:
+    line = next_line(proc, time.monotonic() + timeout)
+    if line is None:
         proc.kill()
-        raise AssertionError("the driver printed nothing:\n" + proc.communicate()[1][-3000:])
-    line = proc.stdout.readline()
-    if not line:
-        raise AssertionError("the driver ended:\n" + proc.communicate()[1][-3000:])
+        raise AssertionError("the driver printed no line:\n" + proc.communicate()[1][-3000:])
     return line
 
 

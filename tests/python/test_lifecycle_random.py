@@ -2,7 +2,7 @@
 """The randomized lifecycle test: three drivers create, call, release and
 kill actors (with and without GPUs), create and remove placement groups
 (some that cannot fit), put/get/wait, and die, at random, against a real
-beamd; the daemon must stay up and come back to empty (see lifecycle.py for
+beamd; the daemon must stay up and come back to empty (see beamkit/lifecycle.py for
 every invariant). It runs in both passes of scripts/test.sh, the normal
 build and the ASan/UBSan one.
 
@@ -21,8 +21,9 @@ Longer runs: scripts/lifecycle_random.py.
 import os
 import random
 
-import lifecycle
 import pytest
+
+from beamkit import lifecycle
 
 FIXED_SEED = 20261203
 STEPS = int(os.environ.get("BEAM_LIFECYCLE_STEPS", "400"))

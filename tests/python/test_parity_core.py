@@ -15,6 +15,8 @@ import textwrap
 import numpy as np
 import pytest
 
+from beamkit.daemon import run_driver
+
 pytestmark = pytest.mark.ray_compat
 
 
@@ -301,18 +303,12 @@ def test_default_actor_holds_no_cpu_once_placed(ray_env):
     assert ray.available_resources().get("CPU") == 1.0
 
 
-def _driver(code, address_expr):
-    """Runs code in a second driver of this interpreter, with `address` set."""
-    env = dict(os.environ)
-    script = f"import ray\naddress = {address_expr}\n" + textwrap.dedent(code)
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
-
-
 def test_init_sizes_refused_when_connecting(ray_start):
     ray = ray_start
     address = ray.get_runtime_context().gcs_address
-    out = _driver(
+    out = run_driver(
         """
+        import ray
         for kw in ({"num_cpus": 1}, {"num_gpus": 1}, {"resources": {"a": 1}}):
             try:
                 ray.init(address=address, **kw)
@@ -321,7 +317,8 @@ def test_init_sizes_refused_when_connecting(ray_start):
             except ValueError as e:
                 print("ValueError:", e)
     """,
-        repr(address),
+        names={"address": address},
+        timeout=120,
     )
     assert out.stdout.splitlines() == [
         "ValueError: When connecting to an existing cluster, num_cpus and num_gpus must not be provided.",

@@ -560,9 +560,13 @@ def test_logging_records_from_workers_reach_the_drivers_stderr(ray_start):
                 logging.getLogger("beam-t.actor").warning("actor warning")
                 return "done"
 
-        print("task", ray.get(task.remote(), timeout=60), flush=True)
+        # one write a line: print() writes its pieces apart, and the log
+        # thread's lines on stderr (the same pipe here) come between them
+        sys.stdout.write(f"task {ray.get(task.remote(), timeout=60)}\\n")
+        sys.stdout.flush()
         a = Logs.remote()
-        print("actor", ray.get(a.log.remote(), timeout=60), flush=True)
+        sys.stdout.write(f"actor {ray.get(a.log.remote(), timeout=60)}\\n")
+        sys.stdout.flush()
         sys.stdin.readline()  # the test has seen the workers' lines
     """)
     env = dict(os.environ, RAY_ADDRESS=address)

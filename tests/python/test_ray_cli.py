@@ -185,7 +185,8 @@ def test_two_nodes_tokens_status_and_init(nodes):
             def node(self): return ray.get_runtime_context().get_node_id()
         a = A.remote()
         out["actor"] = ray.get(a.node.remote())
-        print("IDS " + json.dumps(out), flush=True)
+        sys.stdout.write("IDS " + json.dumps(out) + "\\n")
+        sys.stdout.flush()
         sys.stdin.readline()
     """
             % port

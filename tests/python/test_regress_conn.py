@@ -16,15 +16,12 @@ even the daemon. None may survive either.
 
 import os
 import signal
-import subprocess
-import sys
-import textwrap
 import time
 
 import pytest
 
 from beamkit.client import Conn, Watcher, request
-from beamkit.daemon import Beamd
+from beamkit.daemon import Beamd, start_driver
 from beamkit.procs import alive, cmdline, hwm_kib, reset_hwm, rss_kib, sanitized, wait_file, wait_gone, wait_until
 
 MAX_OUTQ = 16 << 20  # soft mark (backpressure, log drop): MAX_OUTQ / 16 = 1 MiB
@@ -37,18 +34,6 @@ def small_outq():
     yield d, watcher
     watcher.stop()
     d.check_closed()
-
-
-def _driver(d, code, out_path):
-    env = dict(os.environ, BEAM_SOCKET=d.socket)
-    env.pop("RAY_ADDRESS", None)
-    out = open(out_path, "wb")
-    try:
-        return subprocess.Popen(
-            [sys.executable, "-c", textwrap.dedent(code)], stdout=out, stderr=subprocess.STDOUT, env=env
-        )
-    finally:
-        out.close()
 
 
 def _read(path):
@@ -96,7 +81,7 @@ def test_log_flood_to_a_stopped_driver_is_bounded_and_dropped_with_a_marker(smal
     go = tmp_path / "go"
     out = tmp_path / "driver.out"
     code = FLOOD.replace("N, GO", f"{n}, {str(go)!r}")
-    drv = _driver(d, code, out)
+    drv = start_driver(code, env={"BEAM_SOCKET": d.socket}, unset=("RAY_ADDRESS",), output=out)
     try:
         assert wait_file(str(go) + ".started", 60), _read(out)
         watcher.take()
@@ -256,7 +241,8 @@ def test_an_actors_processes_do_not_outlive_it(tmp_path, how):
     beamd."""
     d = Beamd()
     out = tmp_path / "driver.out"
-    drv = _driver(d, SPAWNER.replace("HOW", repr(how)), out)
+    code = SPAWNER.replace("HOW", repr(how))
+    drv = start_driver(code, env={"BEAM_SOCKET": d.socket}, unset=("RAY_ADDRESS",), output=out)
     pids = []
     try:
         assert wait_until(lambda: "PIDS" in _read(out), 60), _read(out)

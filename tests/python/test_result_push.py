@@ -400,7 +400,7 @@ def test_relayed_driver_on_a_member(cluster):
     pushed by the head over the link; a kill mid-call is answered by the
     head as before."""
     code = textwrap.dedent("""
-        import gc, json, time
+        import gc, json, sys, time
         import ray
         ray.init()
 
@@ -431,8 +431,9 @@ def test_relayed_driver_on_a_member(cluster):
         del pending, r
         gc.collect()
         c.flush()
-        print("RESULT " + json.dumps({"got": got, "pushed": pushed, "died": died,
-                                      "left": c.result_stats()[0]}), flush=True)
+        sys.stdout.write("RESULT " + json.dumps({"got": got, "pushed": pushed, "died": died,
+                                                 "left": c.result_stats()[0]}) + "\\n")
+        sys.stdout.flush()
     """)
     local_before = cluster.head.status()["local_calls"]
     r = run_driver(code, driver_env(cluster.members[0]), timeout=90)

@@ -7,7 +7,8 @@ what they share lives here, and fixtures live in conftest.py.
     procs    /proc: alive(pid), beam_processes, wait_until / wait_gone /
              wait_file, rss_kib, fd_count, free_port
     daemon   Node, Beamd (one daemon), Cluster (a head and members),
-             one_ray_for_module, run_driver, driver_env, pointed_at
+             one_ray_for_module, run_driver / start_driver (a driver process),
+             driver_env, pointed_at
     client   Conn (the raw unix client), Ids, expect_error, Watcher
     link     the cluster link by hand: MACs, SealedStream, RawPeer, SealedPeer
     pg       placement groups through Ray's API: pg_api(), pg_strategy()
@@ -17,6 +18,8 @@ what they share lives here, and fixtures live in conftest.py.
     suite    the suite's own folder and environment (Ray temp folder, HOME,
              default socket, TMPDIR), per test; leftovers at the end
     vllm     the vLLM snapshot and the interpreter the scanner tests use
+    lifecycle  the randomized lifecycle run (test_lifecycle_random.py,
+             scripts/lifecycle_random.py); its drivers run lifecycle_driver
 
 The fuzz corpus scripts (tests/fuzz/make_*_corpus.py) pack with wire, and
 bench/ starts its daemons with daemon and reads /proc with procs.

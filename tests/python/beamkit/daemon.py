@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 
 import pytest
 
@@ -450,11 +451,40 @@ def driver_env(node, **extra):
     return env
 
 
-def run_driver(code, env=None, timeout=60):
-    """Runs code as a separate driver process with this interpreter."""
+def _driver_args(code, env, unset, wrap, names):
     full_env = dict(os.environ)
+    for k in unset:
+        full_env.pop(k, None)
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=full_env)
+    prelude = "".join(f"{k} = {v!r}\n" for k, v in (names or {}).items())
+    return [*wrap, sys.executable, "-c", prelude + textwrap.dedent(code)], full_env
+
+
+def run_driver(code, env=None, timeout=60, unset=(), wrap=(), names=None, check=False):
+    """Runs code (dedented) as a separate driver process with this
+    interpreter, in this process's environment less the variables in unset
+    plus env, under the command prefix wrap (e.g. ``ip netns exec NS``),
+    with each of names ({name: value}) bound to its value's repr first;
+    returns the CompletedProcess (text). check: its exit status must be 0
+    (else AssertionError with the ends of its stdout and stderr)."""
+    args, full_env = _driver_args(code, env, unset, wrap, names)
+    out = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=full_env)
+    if check:
+        assert out.returncode == 0, f"driver exited {out.returncode}:\n{out.stdout[-2000:]}{out.stderr[-4000:]}"
+    return out
+
+
+def start_driver(code, env=None, unset=(), wrap=(), names=None, output=None, stdin=None):
+    """run_driver's driver, started and not waited for: the Popen, with
+    stdout and stderr text pipes, or both into the file output (a path);
+    stdin as Popen takes it (subprocess.PIPE to write to it)."""
+    args, full_env = _driver_args(code, env, unset, wrap, names)
+    if output is None:
+        return subprocess.Popen(
+            args, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env
+        )
+    with open(output, "wb") as f:
+        return subprocess.Popen(args, stdin=stdin, stdout=f, stderr=subprocess.STDOUT, env=full_env)
 
 
 @contextlib.contextmanager

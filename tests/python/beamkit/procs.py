@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Processes and waiting, as the tests see them through /proc: is a pid
 alive, which processes belong to a daemon, wait for a condition, a pid's
-end or a file, or a child's line of output; a process's memory, fds and CPU
-time; a free port."""
+end or a file, or a child's line of output (read off its pipe); a
+process's memory, fds and CPU time; a free port."""
 
 import os
 import resource
-import selectors
+import select
 import signal
 import socket
 import time
@@ -162,41 +162,53 @@ def cpu_ns(pid):
     return total
 
 
+def next_line(proc, deadline):
+    """The next line of proc's stdout (a pipe), without its newline, or None
+    when proc's output ended or time.monotonic() passed deadline first. It
+    reads the pipe itself, keeping what came past the line in proc._beam_buf
+    (as venv.read_until does), never through proc.stdout's buffer: lines
+    that buffer took in are no longer readable on the pipe, and a select()
+    on it would wait them out."""
+    fd = proc.stdout.fileno()
+    buf = getattr(proc, "_beam_buf", b"")
+    while b"\n" not in buf:
+        left = deadline - time.monotonic()
+        chunk = os.read(fd, 65536) if left > 0 and select.select([fd], [], [], left)[0] else None
+        if not chunk:  # the time is up, or the output ended
+            proc._beam_buf = b"" if chunk == b"" else buf
+            return buf.decode(errors="replace") if chunk == b"" and buf else None
+        buf += chunk
+    line, proc._beam_buf = buf.split(b"\n", 1)
+    return line.decode(errors="replace")
+
+
+def _stderr(proc):
+    return proc.stderr.read() if proc.stderr is not None and proc.poll() is not None else ""
+
+
 def read_line(proc, prefix, timeout=30):
-    """The rest of the first line of proc's stdout (a text pipe) that starts
-    with prefix; AssertionError (with proc's stderr once it ended) when none
-    comes within timeout seconds."""
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
+    """The rest of the first line of proc's stdout (a pipe) that starts
+    with prefix (next_line); AssertionError (with proc's stderr once it
+    ended) when none comes within timeout seconds."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if sel.select(max(0, deadline - time.monotonic())):
-            line = proc.stdout.readline()
-            if not line:
-                break
-            if line.startswith(prefix):
-                return line[len(prefix) :].strip()
-    raise AssertionError(f"no {prefix!r} line; stderr: {proc.stderr.read() if proc.poll() is not None else ''}")
+    while (line := next_line(proc, deadline)) is not None:
+        if line.startswith(prefix):
+            return line[len(prefix) :].strip()
+    raise AssertionError(f"no {prefix!r} line; stderr: {_stderr(proc)}")
 
 
 def read_match(proc, pattern, timeout=30):
-    """The re.Match of the first line of proc's stdout (a text pipe), colour
-    codes removed, that matches the regex pattern; AssertionError when none
-    comes within timeout seconds."""
+    """The re.Match of the first line of proc's stdout (a pipe; next_line),
+    colour codes removed, that matches the regex pattern; AssertionError
+    when none comes within timeout seconds."""
     import re
 
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
     deadline = time.monotonic() + timeout
     seen = []
-    while time.monotonic() < deadline:
-        if sel.select(max(0, deadline - time.monotonic())):
-            line = proc.stdout.readline()
-            if not line:
-                break
-            line = re.sub(r"\x1b\[[0-9;]*m", "", line.rstrip("\n"))
-            seen.append(line)
-            m = re.match(pattern, line)
-            if m:
-                return m
+    while (line := next_line(proc, deadline)) is not None:
+        line = re.sub(r"\x1b\[[0-9;]*m", "", line)
+        seen.append(line)
+        m = re.match(pattern, line)
+        if m:
+            return m
     raise AssertionError(f"no line matching {pattern!r}; lines: {seen[-20:]}")

@@ -2,7 +2,7 @@
 """The randomized lifecycle run: several driver processes against one real
 beamd, every step chosen from a seeded random generator.
 
-Each driver (lifecycle_driver.py) runs the public ``ray`` API on commands
+Each driver (beamkit/lifecycle_driver.py) runs the public ``ray`` API on commands
 the run sends it over a pipe: create actors with and without GPUs (in a
 placement group or not, some that can never fit, some whose constructor
 raises), call them (values, raising methods, a method that exits the
@@ -45,11 +45,14 @@ import signal
 import subprocess
 import sys
 
-from beamkit.daemon import Beamd
-from beamkit.procs import beam_processes, kill_all, wait_until
+from .daemon import Beamd
+from .procs import beam_processes, kill_all, wait_until
+from .suite import describe
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-DRIVER = os.path.join(HERE, "lifecycle_driver.py")
+# the driver runs as a module of the kit (python -m): its folder is not put
+# on the path, where the kit's modules (venv, client, ...) would shadow others
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DRIVER = "beamkit.lifecycle_driver"
 SANITIZER_MARKS = (
     "ERROR: AddressSanitizer",
     "runtime error:",
@@ -135,10 +138,10 @@ class Slot:
         self.err_path = os.path.join(self.run.beamd.dir, f"driver{self.index}.{self.generation}.err")
         env = dict(os.environ, BEAM_SOCKET=self.run.beamd.socket, PYTHONUNBUFFERED="1")
         env.pop("RAY_ADDRESS", None)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, env.get("PYTHONPATH")) if p)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (TESTS, env.get("PYTHONPATH")) if p)
         with open(self.err_path, "wb") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, DRIVER],
+                [sys.executable, "-m", DRIVER],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=err,
@@ -836,18 +839,6 @@ class Run:
         if not wait_until(clean, 30, interval=0.1):
             self.fail("not back to empty at quiescence:\n" + "\n".join(last["problems"]))
         self.check_logs()
-
-
-def describe(pids):
-    out = []
-    for pid in sorted(pids):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-            out.append(f"{pid} {cmd[:120]}")
-        except OSError:
-            out.append(str(pid))
-    return out
 
 
 def run(seed, steps, drivers=3, quiesce_every=40, log=None):

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""One driver of the randomized lifecycle test (tests/python/lifecycle.py).
+"""One driver of the randomized lifecycle test (beamkit/lifecycle.py).
 
-Run as ``python lifecycle_driver.py``: it does ``ray.init()`` (BEAM_SOCKET
+Run as ``python -m beamkit.lifecycle_driver``: it does ``ray.init()`` (BEAM_SOCKET
 names the daemon), then reads one JSON command a line on stdin and answers
 one JSON line on stdout, so the test decides every step and the driver only
 carries it out with the public ``ray`` API. Names in commands are the test's:
