@@ -83,7 +83,8 @@ static void touch_map(const msgpack_object *map)
         if (key->type != MSGPACK_OBJECT_STR || key->via.str.size > 255)
             continue;
         char name[256];
-        memcpy(name, key->via.str.ptr, key->via.str.size);
+        if (key->via.str.size) /* an empty str may have no pointer */
+            memcpy(name, key->via.str.ptr, key->via.str.size);
         name[key->via.str.size] = '\0';
         touch_key(map, name);
         CHECK(beam_map_get(map, name) != NULL || strlen(name) != key->via.str.size);
