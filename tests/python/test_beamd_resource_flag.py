@@ -13,7 +13,7 @@ import tempfile
 
 import pytest
 
-from beamkit.daemon import Beamd
+from beamkit.daemon import Beamd, beamd_args
 from beamkit.procs import beam_processes
 
 
@@ -22,19 +22,7 @@ def _start(arg, flag="--resource"):
     sock = os.path.join(d, "beamd.sock")
     try:
         out = subprocess.run(
-            [
-                os.environ["BEAM_BEAMD"],
-                "--socket",
-                sock,
-                "--num-cpus",
-                "1",
-                "--num-gpus",
-                "0",
-                "--node-ip",
-                "127.0.0.1",
-                flag,
-                arg,
-            ],
+            beamd_args(sock, cpus=1, gpus=0, extra=(flag, arg)),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,

@@ -23,7 +23,7 @@ import subprocess
 import tempfile
 
 from beamkit.client import Conn, Ids
-from beamkit.daemon import driver_env, run_driver
+from beamkit.daemon import beamd_args, driver_env, run_driver
 from beamkit.link import (
     H2M,
     M2H,
@@ -171,26 +171,11 @@ def test_malformed_messages_after_the_join_end_the_link(make_cluster):
 
 def _start_pair(sock):
     """Two beamd on one socket, started together; [(proc, ready read end)]."""
-    exe = os.environ["BEAM_BEAMD"]
     out = []
     for _ in range(2):
         r, w = os.pipe()
         p = subprocess.Popen(
-            [
-                exe,
-                "--socket",
-                sock,
-                "--num-cpus",
-                "1",
-                "--num-gpus",
-                "0",
-                "--node-ip",
-                "127.0.0.1",
-                "--log-level",
-                "warn",
-                "--ready-fd",
-                str(w),
-            ],
+            beamd_args(sock, cpus=1, gpus=0, log_level="warn", extra=("--ready-fd", str(w))),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

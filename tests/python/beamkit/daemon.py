@@ -41,6 +41,14 @@ def beamd_exe():
     return exe
 
 
+def beamd_args(socket_path, cpus=4, gpus=2, ip="127.0.0.1", log_level=None, extra=()):
+    """beamd's argv for a daemon on socket_path (--log-level only when given)."""
+    args = [beamd_exe(), "--socket", socket_path, "--num-gpus", str(gpus), "--num-cpus", str(cpus), "--node-ip", ip]
+    if log_level:
+        args += ["--log-level", log_level]
+    return args + list(extra)
+
+
 def beamctl_status(socket_path, wrap=(), timeout=10):
     """`beamctl status --json` of the daemon at socket_path."""
     out = subprocess.run(
@@ -83,21 +91,7 @@ class Node:
         os.makedirs(self.dir, exist_ok=True)
         self.socket = os.path.join(self.dir, "beamd.sock")
         self.log_path = os.path.join(self.dir, "beamd.log")
-        self.args = [
-            beamd_exe(),
-            "--socket",
-            self.socket,
-            "--num-gpus",
-            str(gpus),
-            "--num-cpus",
-            str(cpus),
-            "--node-ip",
-            ip,
-            "--log-level",
-            log_level,
-            *cluster_args,
-            *extra,
-        ]
+        self.args = beamd_args(self.socket, cpus, gpus, ip, log_level, (*cluster_args, *extra))
         self.wrap = list(wrap)  # e.g. ["ip", "netns", "exec", NS]
         if inherit_env:
             self.env = None
