@@ -14,7 +14,7 @@ import time
 import pytest
 
 from beamkit.pg import pg_api
-from beamkit.procs import wait_until
+from beamkit.procs import state, wait_until
 from beamkit.wire import FrameSocket, message
 
 
@@ -57,7 +57,17 @@ def test_status_shows_placement_groups(ray_start, beamd):
             return 1
 
     a = InGroup.options(scheduling_strategy=PlacementGroupSchedulingStrategy(placed, 1)).remote()
-    ray.get(a.ping.remote(), timeout=10)
+    try:
+        ray.get(a.ping.remote(), timeout=10)
+    except ray.exceptions.GetTimeoutError:
+        # seen once in five stressed suite runs (issue 21), not reproduced
+        # since (60 runs under stress-ng: 0.18 s at most): what beamd and the
+        # workers were doing, for the next time
+        st = beamd.status()
+        procs = {x["pid"]: state(x["pid"]) for x in st["actors"] if x.get("pid")}
+        raise AssertionError(
+            f"first ping timed out; actors {st['actors']}; worker states {procs}\n{beamd.read_log()[-6000:]}"
+        ) from None
 
     out = _beamctl("--socket", beamd.socket, "status")
     assert out.returncode == 0, out.stderr

@@ -331,6 +331,65 @@ def read_session(temp_dir=None):
     return sess
 
 
+def session_paths(temp_root):
+    """(beam_node.json, ray_current_cluster) in temp_root."""
+    return os.path.join(temp_root, SESSION_FILE), os.path.join(temp_root, "ray_current_cluster")
+
+
+def write_atomic(path, text, mode=0o644):
+    tmp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def write_session(temp_root, sess):
+    """Leaves sess (a dict as load_session returns) for ray.init and `ray
+    stop`: beam_node.json, and Ray's ray_current_cluster with its cluster."""
+    import json
+
+    info, current = session_paths(temp_root)
+    write_atomic(info, json.dumps(sess, indent=1) + "\n")
+    write_atomic(current, sess["cluster"])
+
+
+def remove_session(temp_root, pid):
+    """Removes the session files when they still describe beamd pid."""
+    info, current = session_paths(temp_root)
+    try:
+        sess = load_session(temp_root)
+    except SessionRefused:
+        return
+    if sess is None or sess["pid"] != pid:
+        return
+    paths = [info, current]
+    if sess.get("temp_dir") and sess["temp_dir"] != temp_root:
+        paths.append(session_paths(sess["temp_dir"])[1])
+    for p in paths:
+        try:
+            os.unlink(p)
+        except OSError:
+            pass
+
+
+def daemon_hello(sock, status=True):
+    """(hello, status) from the daemon at sock: hello describes that node,
+    status the whole cluster as its daemon sees it."""
+    import _beam
+
+    client = _beam.Client(sock)
+    try:
+        hello = client.request("hello", {"role": "ctl", "pid": os.getpid()})
+        return hello, (client.request("status", {}) if status else None)
+    finally:
+        client.close()
+
+
+def daemon_status(sock):
+    return daemon_hello(sock)[1]
+
+
 def _addresses_of(host):
     import socket as _s
 

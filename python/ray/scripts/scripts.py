@@ -201,57 +201,6 @@ def beamd_token(token):
     return hashlib.sha256(t.encode()).hexdigest()
 
 
-# --- the session ----------------------------------------------------------
-
-
-def session_paths(temp_root):
-    return os.path.join(temp_root, _node.SESSION_FILE), os.path.join(temp_root, "ray_current_cluster")
-
-
-def write_atomic(path, text, mode=0o644):
-    tmp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
-def remove_session(temp_root, pid):
-    """Removes the session files when they still describe beamd pid."""
-    info, current = session_paths(temp_root)
-    try:
-        sess = _node.load_session(temp_root)
-    except _node.SessionRefused:
-        return
-    if sess is None or sess["pid"] != pid:
-        return
-    paths = [info, current]
-    if sess.get("temp_dir") and sess["temp_dir"] != temp_root:
-        paths.append(session_paths(sess["temp_dir"])[1])
-    for p in paths:
-        try:
-            os.unlink(p)
-        except OSError:
-            pass
-
-
-def daemon_hello(sock, status=True):
-    """(hello, status) from the daemon at sock: hello describes that node,
-    status the whole cluster as its daemon sees it."""
-    import _beam
-
-    client = _beam.Client(sock)
-    try:
-        hello = client.request("hello", {"role": "ctl", "pid": os.getpid()})
-        return hello, (client.request("status", {}) if status else None)
-    finally:
-        client.close()
-
-
-def daemon_status(sock):
-    return daemon_hello(sock)[1]
-
-
 # --- ray start ------------------------------------------------------------
 
 
@@ -347,7 +296,7 @@ def cmd_start(argv):
         token = create_token(source)
         made_token = True
     token_path = os.path.join(session_dir, "cluster.token")
-    write_atomic(token_path, beamd_token(token) + "\n", 0o600)
+    _node.write_atomic(token_path, beamd_token(token) + "\n", 0o600)
 
     exe = _node.program_path("beamd")
     if not exe:
@@ -399,7 +348,7 @@ def cmd_start(argv):
             signal.signal(sig, handler)
     ready_s = time.monotonic() - t0
 
-    hello, _ = daemon_hello(sock, status=False)
+    hello, _ = _node.daemon_hello(sock, status=False)
     node_ip = hello.get("node_ip") or ip or "127.0.0.1"
     cluster = f"{node_ip}:{port}" if a.head else a.address
     sess = {
@@ -416,11 +365,9 @@ def cmd_start(argv):
         "temp_dir": temp_root,
         "ready_s": round(ready_s, 3),
     }
-    info, current = session_paths(info_root)
-    write_atomic(info, json.dumps(sess, indent=1) + "\n")
-    write_atomic(current, cluster)
+    _node.write_session(info_root, sess)
     if temp_root != info_root:
-        write_atomic(session_paths(temp_root)[1], cluster)
+        _node.write_atomic(_node.session_paths(temp_root)[1], cluster)
 
     say(f"Local node IP: {node_ip}")
     say()
@@ -502,7 +449,7 @@ def block(proc, temp_root):
             break
         except InterruptedError:
             continue
-    remove_session(temp_root, proc.pid)
+    _node.remove_session(temp_root, proc.pid)
     if rc in (0, -signal.SIGTERM, 128 + signal.SIGTERM):
         return 0
     say()
@@ -563,7 +510,7 @@ def cmd_stop(argv):
     pid = sess["pid"] if sess else None
     if not pid or not _node.pid_alive(pid) or not is_our_beamd(pid, sess["socket"]):
         if sess:
-            remove_session(temp_root, pid)
+            _node.remove_session(temp_root, pid)
         say("Did not find any active Ray processes.")
         return 0
     me = os.getuid()
@@ -588,7 +535,7 @@ def cmd_stop(argv):
             os.kill(q, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):  # gone, or its pid taken by another user's
             pass
-    remove_session(temp_root, pid)
+    _node.remove_session(temp_root, pid)
     if left:
         warn(f"beam: {len(left)} process(es) did not stop within 16 s and were killed: " + ", ".join(map(str, left)))
     workers = len(procs) - 1 - (1 if blocker in procs else 0)
@@ -667,7 +614,7 @@ def cmd_status(argv):
     p.add_argument("--address")
     p.add_argument("-v", "--verbose", action="store_true")
     a = parse(p, argv)
-    say(format_status(daemon_status(find_socket(a.address))))
+    say(format_status(_node.daemon_status(find_socket(a.address))))
     return 0
 
 
@@ -683,7 +630,7 @@ def cmd_list(argv):
             f"beam's `ray list` lists nodes only (got {a.resource!r}); `beamctl status` shows actors, "
             "placement groups and objects."
         )
-    st = daemon_status(find_socket(a.address))
+    st = _node.daemon_status(find_socket(a.address))
     rows = []
     for n in status_nodes(st):
         alive = n.get("alive", True)

@@ -11,6 +11,11 @@ import signal
 import socket
 import time
 
+# A bound for a worker's start (an interpreter, ray's import, the class or
+# task loaded): a hang guard, not a figure a test relies on (a start over 5 s
+# was seen under ASan with stress-ng on 2 cores).
+WORKER_START_S = 120.0
+
 
 def wait_until(pred, timeout=10.0, interval=0.02):
     """True as soon as pred() is; pred()'s last answer after timeout."""
