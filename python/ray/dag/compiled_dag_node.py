@@ -28,6 +28,7 @@ import ray
 from ray import exceptions as _exc
 from ray.dag import _runtime
 from ray.dag import _transport as T
+from ray.dag import dag_node as _nodes
 from ray.dag._transport import Err
 from ray.dag.context import DAGContext
 from ray.dag.dag_node import ClassMethodNode, DAGNode, InputAttributeNode, InputNode, MultiOutputNode, unsupported
@@ -562,3 +563,6 @@ def build_compiled_dag_from_ray_dag(
         _max_buffered_results=max_buffered_results,
         _overlap_gpu_communication=overlap_gpu_communication,
     )
+
+
+_nodes.set_compiler(CompiledDAG)

@@ -3,7 +3,9 @@
 ClassMethodNode (``actor.method.bind(...)``), MultiOutputNode.
 
 Nodes only record what was bound; ``experimental_compile()`` on the output
-node hands them to ``compiled_dag_node.CompiledDAG``. Remote-function nodes,
+node hands them to the compiler, ``compiled_dag_node.CompiledDAG``, which
+installs itself here (``set_compiler``) when ``ray.dag`` is imported: this
+module never imports it, so the nodes and their compiler make no circle. Remote-function nodes,
 actor-creation nodes, collectives and uncompiled ``DAGNode.execute()`` are not
 implemented: they raise ``CompiledGraphsNotSupportedError``.
 """
@@ -13,6 +15,14 @@ import threading
 
 _bind_counter = itertools.count()
 _bind_lock = threading.Lock()
+_compiler = None  # compiled_dag_node.CompiledDAG, once ray.dag is imported
+
+
+def set_compiler(compiler):
+    """Called by compiled_dag_node: what experimental_compile() builds."""
+    global _compiler
+    _compiler = compiler
+
 
 _ADVICE = (
     "beam implements Ray Compiled Graphs for actor-method graphs "
@@ -87,9 +97,9 @@ class DAGNode:
     ):
         """Compile the graph that ends at this node: a standing plan in each
         actor and direct sockets between them. Returns a CompiledDAG."""
-        from ray.dag.compiled_dag_node import CompiledDAG
-
-        return CompiledDAG(
+        # ray.dag (imported before any of its modules) imports the compiler
+        assert _compiler is not None, "ray.dag.compiled_dag_node was not imported"
+        return _compiler(
             self,
             submit_timeout=_submit_timeout,
             enable_asyncio=enable_asyncio,
