@@ -218,14 +218,11 @@ class Cluster:
 
     def _start_head(self, args):
         try:
-            running = _node.read_session(self._temp_root)
+            running = _node.running_here(self._temp_root)
         except _node.SessionRefused as e:
             raise RuntimeError(str(e)) from None
         if running:
-            raise RuntimeError(
-                f"Ray is already running on this node (beamd pid {running['pid']}, cluster "
-                f"{running['cluster']}): a Cluster's head takes this node's session. Run `ray stop` first."
-            )
+            raise RuntimeError(f"{running} (a Cluster's head takes this node's session)")
         os.makedirs(self._temp_root, mode=0o700, exist_ok=True)
         _node.trusted_path(self._temp_root, "Ray's temp folder", kind="folder")
         self._dir = tempfile.mkdtemp(prefix="cluster_", dir=self._temp_root)

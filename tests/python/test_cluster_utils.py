@@ -11,8 +11,6 @@ import ray
 from beamkit.procs import wait_until
 from ray.cluster_utils import Cluster
 
-pytestmark = pytest.mark.ray_compat
-
 
 @pytest.fixture
 def cluster():
@@ -27,6 +25,7 @@ def _has_cpus():
     return ray.cluster_resources().get("CPU", 0) > 0
 
 
+@pytest.mark.ray_compat
 def test_ray_address_environment_variable(cluster, monkeypatch):
     """Ray's test_ray_address_environment_variable, on the fixture it uses: a
     head with no CPUs tells a connection to it from a new local cluster."""
@@ -67,6 +66,7 @@ def _alive_nodes():
     return {n["NodeID"] for n in ray.nodes() if n["Alive"]}
 
 
+@pytest.mark.ray_compat
 def test_nodes_run_tasks_where_their_resources_are(cluster):
     head = cluster.add_node(num_cpus=1)
     member = cluster.add_node(num_cpus=1, resources={"member": 1})
@@ -100,6 +100,21 @@ def test_nodes_run_tasks_where_their_resources_are(cluster):
     assert cluster.list_all_nodes() == [head, kept]
 
 
+@pytest.mark.ray_compat
 def test_connecting_an_uninitialized_cluster_is_refused():
     with pytest.raises(RuntimeError, match="uninitialized"):
         Cluster(connect=True)
+
+
+def test_a_second_head_on_this_node_is_refused(cluster):
+    """beam's own rule (Ray would write over the first's address): a head
+    takes this node's session, so a second one, or a head beside a `ray
+    start` node, is refused, and the first goes on serving."""
+    cluster.add_node(num_cpus=1)
+    other = Cluster()
+    with pytest.raises(RuntimeError, match="already running on this node"):
+        other.add_node(num_cpus=1)
+    other.shutdown()
+    assert cluster.remaining_processes_alive()
+    cluster.connect()
+    assert ray.cluster_resources()["CPU"] == 1

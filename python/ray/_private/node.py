@@ -331,6 +331,19 @@ def read_session(temp_dir=None):
     return sess
 
 
+def running_here(temp_root):
+    """Why no new node may take this node's session: Ray's "already
+    running" text when this user's `ray start` node (or a Cluster's head)
+    runs here, else None; SessionRefused for a session not to be trusted."""
+    running = read_session(temp_root)
+    if running is None:
+        return None
+    return (
+        f"Ray is already running on this node: beamd (pid {running['pid']}) of the cluster at "
+        f"{running['cluster']}, serving {running['socket']}. Run `ray stop` first."
+    )
+
+
 def session_paths(temp_root):
     """(beam_node.json, ray_current_cluster) in temp_root."""
     return os.path.join(temp_root, SESSION_FILE), os.path.join(temp_root, "ray_current_cluster")

@@ -263,14 +263,11 @@ def cmd_start(argv):
     own_folder(info_root)
     own_folder(temp_root)
     try:
-        running = _node.read_session(info_root)
+        running = _node.running_here(info_root)
     except _node.SessionRefused as e:
         raise Failure(str(e)) from None
     if running:
-        raise Failure(
-            f"Ray is already running on this node: beamd (pid {running['pid']}) of the cluster at "
-            f"{running['cluster']}, serving {running['socket']}. Run `ray stop` first."
-        )
+        raise Failure(running)
     stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S_%f")
     session_dir = os.path.join(temp_root, f"session_{stamp}_{os.getpid()}")
     os.makedirs(session_dir, mode=0o700)
