@@ -5,20 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void strv_free(char **v)
-{
-    for (char **p = v; p && *p; p++)
-        free(*p);
-    free(v);
-}
-
 void beam_spec_free(beam_node_t *node, beam_actor_spec_t *spec)
 {
     free(spec->class_data);
     free(spec->args);
     beam_refs_unpin(node, &spec->refs);
-    strv_free(spec->env);
-    strv_free(spec->sys_path);
+    beam_strv_free(spec->env);
+    beam_strv_free(spec->sys_path);
     free(spec->python);
     free(spec->cwd);
     memset(spec, 0, sizeof *spec);

@@ -12,6 +12,7 @@
 #include "objects.h"
 #include "port.h"
 #include "resources.h"
+#include "spawn.h"
 
 /* What create_actor asked for; freed once the worker is constructed. */
 typedef struct beam_actor_spec_s {
