@@ -49,66 +49,31 @@ static const char *type_error(const beam_field_spec_t *f, char *buf, size_t cap)
 }
 
 /* Reads value o (NULL or nil: absent) by f's type into v, by the codec's
- * rules for a field (codec.h: beam_field_*): 0, -ENOENT when absent, or
- * -EINVAL for another type. */
+ * one set of type rules (beam_value_*): 0, -ENOENT when absent, or -EINVAL
+ * for another type. */
 static int read_value(const msgpack_object *o, const beam_field_spec_t *f, beam_field_val_t *v)
 {
-    if (!o || o->type == MSGPACK_OBJECT_NIL)
-        return -ENOENT;
+    int b = 0;
+    int rc;
     switch (f->type) {
     case BEAM_F_ID:
-        if (o->type != MSGPACK_OBJECT_BIN || o->via.bin.size != f->size)
-            return -EINVAL;
-        v->s = o->via.bin.ptr;
-        v->len = o->via.bin.size;
-        return 0;
+        rc = beam_value_id(o, f->size, &v->s);
+        if (rc == 0)
+            v->len = (uint32_t)f->size;
+        return rc;
     case BEAM_F_IDS:
     case BEAM_F_STRS:
-    case BEAM_F_ARRAY:
-        if (o->type != MSGPACK_OBJECT_ARRAY)
-            return -EINVAL;
-        v->a = &o->via.array;
-        return 0;
-    case BEAM_F_BIN:
-        if (o->type != MSGPACK_OBJECT_BIN)
-            return -EINVAL;
-        v->s = o->via.bin.ptr;
-        v->len = o->via.bin.size;
-        return 0;
-    case BEAM_F_STR:
-        if (o->type != MSGPACK_OBJECT_STR)
-            return -EINVAL;
-        v->s = o->via.str.ptr;
-        v->len = o->via.str.size;
-        return 0;
-    case BEAM_F_INT:
-        if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= INT64_MAX)
-            v->i = (int64_t)o->via.u64;
-        else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
-            v->i = o->via.i64;
-        else
-            return -EINVAL;
-        return 0;
+    case BEAM_F_ARRAY: return beam_value_array(o, &v->a);
+    case BEAM_F_BIN: return beam_value_bin(o, &v->s, &v->len);
+    case BEAM_F_STR: return beam_value_str(o, &v->s, &v->len);
+    case BEAM_F_INT: return beam_value_int(o, &v->i);
     case BEAM_F_BOOL:
-        if (o->type != MSGPACK_OBJECT_BOOLEAN)
-            return -EINVAL;
-        v->i = o->via.boolean;
-        return 0;
-    case BEAM_F_NUMBER:
-        if (o->type == MSGPACK_OBJECT_FLOAT32 || o->type == MSGPACK_OBJECT_FLOAT64)
-            v->d = o->via.f64;
-        else if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
-            v->d = (double)o->via.u64;
-        else if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
-            v->d = (double)o->via.i64;
-        else
-            return -EINVAL;
-        return 0;
-    case BEAM_F_MAP:
-        if (o->type != MSGPACK_OBJECT_MAP)
-            return -EINVAL;
-        v->m = &o->via.map;
-        return 0;
+        rc = beam_value_bool(o, &b);
+        if (rc == 0)
+            v->i = b;
+        return rc;
+    case BEAM_F_NUMBER: return beam_value_float(o, &v->d);
+    case BEAM_F_MAP: return beam_value_map(o, &v->m);
     }
     return -EINVAL;
 }
