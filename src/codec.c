@@ -335,16 +335,14 @@ const msgpack_object *beam_map_get(const msgpack_object *map, const char *key)
     return NULL;
 }
 
-static const msgpack_object *field(const msgpack_object *map, const char *key)
+static int absent(const msgpack_object *o)
 {
-    const msgpack_object *o = beam_map_get(map, key);
-    return (o && o->type != MSGPACK_OBJECT_NIL) ? o : NULL;
+    return !o || o->type == MSGPACK_OBJECT_NIL;
 }
 
-int beam_field_str(const msgpack_object *map, const char *key, const char **s, uint32_t *len)
+int beam_value_str(const msgpack_object *o, const char **s, uint32_t *len)
 {
-    const msgpack_object *o = field(map, key);
-    if (!o)
+    if (absent(o))
         return -ENOENT;
     if (o->type != MSGPACK_OBJECT_STR)
         return -EINVAL;
@@ -353,10 +351,9 @@ int beam_field_str(const msgpack_object *map, const char *key, const char **s, u
     return 0;
 }
 
-int beam_field_bin(const msgpack_object *map, const char *key, const char **s, uint32_t *len)
+int beam_value_bin(const msgpack_object *o, const char **s, uint32_t *len)
 {
-    const msgpack_object *o = field(map, key);
-    if (!o)
+    if (absent(o))
         return -ENOENT;
     if (o->type != MSGPACK_OBJECT_BIN)
         return -EINVAL;
@@ -365,19 +362,18 @@ int beam_field_bin(const msgpack_object *map, const char *key, const char **s, u
     return 0;
 }
 
-int beam_field_id(const msgpack_object *map, const char *key, size_t n, const char **id)
+int beam_value_id(const msgpack_object *o, size_t n, const char **id)
 {
     uint32_t len;
-    int rc = beam_field_bin(map, key, id, &len);
+    int rc = beam_value_bin(o, id, &len);
     if (rc == 0 && len != n)
         return -EINVAL;
     return rc;
 }
 
-int beam_field_int(const msgpack_object *map, const char *key, int64_t *v)
+int beam_value_int(const msgpack_object *o, int64_t *v)
 {
-    const msgpack_object *o = field(map, key);
-    if (!o)
+    if (absent(o))
         return -ENOENT;
     if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER && o->via.u64 <= INT64_MAX)
         *v = (int64_t)o->via.u64;
@@ -388,10 +384,9 @@ int beam_field_int(const msgpack_object *map, const char *key, int64_t *v)
     return 0;
 }
 
-int beam_field_float(const msgpack_object *map, const char *key, double *v)
+int beam_value_float(const msgpack_object *o, double *v)
 {
-    const msgpack_object *o = field(map, key);
-    if (!o)
+    if (absent(o))
         return -ENOENT;
     switch (o->type) {
     case MSGPACK_OBJECT_FLOAT32:
@@ -402,10 +397,9 @@ int beam_field_float(const msgpack_object *map, const char *key, double *v)
     }
 }
 
-int beam_field_bool(const msgpack_object *map, const char *key, int *v)
+int beam_value_bool(const msgpack_object *o, int *v)
 {
-    const msgpack_object *o = field(map, key);
-    if (!o)
+    if (absent(o))
         return -ENOENT;
     if (o->type != MSGPACK_OBJECT_BOOLEAN)
         return -EINVAL;
@@ -413,10 +407,9 @@ int beam_field_bool(const msgpack_object *map, const char *key, int *v)
     return 0;
 }
 
-int beam_field_array(const msgpack_object *map, const char *key, const msgpack_object_array **a)
+int beam_value_array(const msgpack_object *o, const msgpack_object_array **a)
 {
-    const msgpack_object *o = field(map, key);
-    if (!o)
+    if (absent(o))
         return -ENOENT;
     if (o->type != MSGPACK_OBJECT_ARRAY)
         return -EINVAL;
@@ -424,10 +417,9 @@ int beam_field_array(const msgpack_object *map, const char *key, const msgpack_o
     return 0;
 }
 
-int beam_field_map(const msgpack_object *map, const char *key, const msgpack_object_map **m)
+int beam_value_map(const msgpack_object *o, const msgpack_object_map **m)
 {
-    const msgpack_object *o = field(map, key);
-    if (!o)
+    if (absent(o))
         return -ENOENT;
     if (o->type != MSGPACK_OBJECT_MAP)
         return -EINVAL;

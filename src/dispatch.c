@@ -16,7 +16,7 @@
 #include "log.h"
 #include "objects.h"
 #include "placement.h"
-#include "procs.h"
+#include "spawn.h"
 #include "fields.h"
 #include "status.h"
 

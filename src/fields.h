@@ -16,7 +16,7 @@
 #include "session.h"
 #include "objects.h"
 #include "placement.h"
-#include "procs.h"
+#include "spawn.h"
 #include "resources.h"
 
 /* One request being handled: who sent it, the node, its id and its params

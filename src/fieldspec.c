@@ -48,28 +48,50 @@ static const char *type_error(const beam_field_spec_t *f, char *buf, size_t cap)
     return "has the wrong type";
 }
 
-/* Reads one field by its type into v: a beam_field_* code. */
-static int read_field(const msgpack_object *params, const beam_field_spec_t *f, beam_field_val_t *v)
+/* Reads value o (NULL or nil: absent) by f's type into v, by the codec's
+ * one set of type rules (beam_value_*): 0, -ENOENT when absent, or -EINVAL
+ * for another type. */
+static int read_value(const msgpack_object *o, const beam_field_spec_t *f, beam_field_val_t *v)
 {
     int b = 0;
     int rc;
     switch (f->type) {
-    case BEAM_F_ID: return beam_field_id(params, f->name, f->size, &v->s);
+    case BEAM_F_ID:
+        rc = beam_value_id(o, f->size, &v->s);
+        if (rc == 0)
+            v->len = (uint32_t)f->size;
+        return rc;
     case BEAM_F_IDS:
     case BEAM_F_STRS:
-    case BEAM_F_ARRAY: return beam_field_array(params, f->name, &v->a);
-    case BEAM_F_BIN: return beam_field_bin(params, f->name, &v->s, &v->len);
-    case BEAM_F_STR: return beam_field_str(params, f->name, &v->s, &v->len);
-    case BEAM_F_INT: return beam_field_int(params, f->name, &v->i);
+    case BEAM_F_ARRAY: return beam_value_array(o, &v->a);
+    case BEAM_F_BIN: return beam_value_bin(o, &v->s, &v->len);
+    case BEAM_F_STR: return beam_value_str(o, &v->s, &v->len);
+    case BEAM_F_INT: return beam_value_int(o, &v->i);
     case BEAM_F_BOOL:
-        rc = beam_field_bool(params, f->name, &b);
+        rc = beam_value_bool(o, &b);
         if (rc == 0)
             v->i = b;
         return rc;
-    case BEAM_F_NUMBER: return beam_field_float(params, f->name, &v->d);
-    case BEAM_F_MAP: return beam_field_map(params, f->name, &v->m);
+    case BEAM_F_NUMBER: return beam_value_float(o, &v->d);
+    case BEAM_F_MAP: return beam_value_map(o, &v->m);
     }
     return -EINVAL;
+}
+
+/* Where a row's value lies in what is checked: a map's value under the
+ * row's name, or a tuple's (an array's) i-th element. */
+typedef const msgpack_object *(*value_at_fn)(const msgpack_object *in, const beam_field_spec_t *f, size_t i);
+
+static const msgpack_object *by_name(const msgpack_object *map, const beam_field_spec_t *f, size_t i)
+{
+    (void)i;
+    return beam_map_get(map, f->name);
+}
+
+static const msgpack_object *by_position(const msgpack_object *tuple, const beam_field_spec_t *f, size_t i)
+{
+    (void)f;
+    return &tuple->via.array.ptr[i];
 }
 
 /* 1 when a present value lies outside its spec's bounds. */
@@ -93,8 +115,10 @@ static int out_of_bounds(const beam_field_spec_t *f, const beam_field_val_t *v)
     return x < f->min || x > f->max;
 }
 
-int beam_fields_check(const msgpack_object *params, const beam_field_spec_t *spec, size_t n,
-                      beam_field_val_t *out, const char **field, const char **what, char *buf, size_t cap)
+/* beam_fields_check's and beam_fields_check_tuple's one checker: each row's
+ * value found in `in` by value_at. */
+static int check(const msgpack_object *in, value_at_fn value_at, const beam_field_spec_t *spec, size_t n,
+                 beam_field_val_t *out, const char **field, const char **what, char *buf, size_t cap)
 {
     for (size_t i = 0; i < n; i++) {
         const beam_field_spec_t *f = &spec[i];
@@ -102,7 +126,7 @@ int beam_fields_check(const msgpack_object *params, const beam_field_spec_t *spe
         memset(v, 0, sizeof *v);
         v->s = "";
         v->i = f->def;
-        int rc = read_field(params, f, v);
+        int rc = read_value(value_at(in, f, i), f, v);
         if (rc != 0 && (rc != -ENOENT || (f->flags & BEAM_F_REQUIRED))) {
             *field = f->name;
             *what = rc == -ENOENT ? "is required" : type_error(f, buf, cap);
@@ -150,3 +174,20 @@ int beam_fields_check(const msgpack_object *params, const beam_field_spec_t *spe
     return 0;
 }
 
+int beam_fields_check(const msgpack_object *params, const beam_field_spec_t *spec, size_t n,
+                      beam_field_val_t *out, const char **field, const char **what, char *buf, size_t cap)
+{
+    return check(params, by_name, spec, n, out, field, what, buf, cap);
+}
+
+int beam_fields_check_tuple(const msgpack_object *tuple, const beam_field_spec_t *spec, size_t n,
+                            beam_field_val_t *out, const char **field, const char **what, char *buf, size_t cap)
+{
+    if (tuple->type != MSGPACK_OBJECT_ARRAY || tuple->via.array.size != n) {
+        snprintf(buf, cap, "must be an array of %zu elements", n);
+        *field = NULL;
+        *what = buf;
+        return -EINVAL;
+    }
+    return check(tuple, by_position, spec, n, out, field, what, buf, cap);
+}

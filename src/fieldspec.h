@@ -1,6 +1,8 @@
 /* fieldspec.h — the field tables of requests, with no I/O: an op names its
  * fields once (name, type, required, bounds) as an array of
- * beam_field_spec_t, and beam_fields_check reads a msgpack map against it.
+ * beam_field_spec_t, and beam_fields_check reads a msgpack map against it
+ * (beam_fields_check_tuple an array whose elements are the fields in
+ * order, as a local_batch record).
  * dispatch's handlers (fields.c: beam_req_fields, which replies) and a
  * member's local calls (local.c) check with the same tables, so a call the
  * member runs is one the head would take. Functions return 0 or a negative
@@ -73,6 +75,12 @@ typedef struct beam_field_val_s {
  * buf, of cap bytes). */
 int beam_fields_check(const msgpack_object *params, const beam_field_spec_t *spec, size_t n,
                       beam_field_val_t *out, const char **field, const char **what, char *buf, size_t cap);
+/* The same for a tuple: an array of exactly n elements, element i read by
+ * spec[i] (its name names it in the fault; nil is absent). 0, or -EINVAL
+ * with *field and *what naming the fault; *field NULL when tuple is not an
+ * array of n elements. */
+int beam_fields_check_tuple(const msgpack_object *tuple, const beam_field_spec_t *spec, size_t n,
+                            beam_field_val_t *out, const char **field, const char **what, char *buf, size_t cap);
 /* A STR value as a C string in out (cap bytes with its NUL; cut to fit). */
 void beam_field_cstr(const beam_field_val_t *v, char *out, size_t cap);
 /* 1 if s[0..n) holds a NUL byte. */

@@ -4,31 +4,49 @@
 #include <errno.h>
 #include <string.h>
 
+/* The CPU f's demand holds. */
+static int64_t held_cpu(const beam_fit_t *f)
+{
+    for (size_t i = 0; i < f->demand->n; i++)
+        if (strcmp(f->demand->name[i], "CPU") == 0)
+            return f->demand->amount[i];
+    return 0;
+}
+
 /* Takes the demand from pool, if the CPU the actor needs only to be placed
  * is free there too. */
 static int take_placed(beam_pool_t *pool, beam_fit_t *f)
 {
     if (f->place_cpu > 0) {
         const beam_res_entry_t *cpu = beam_pool_find(pool, "CPU");
-        int64_t held = 0;
-        for (size_t i = 0; i < f->demand->n; i++)
-            if (strcmp(f->demand->name[i], "CPU") == 0)
-                held = f->demand->amount[i];
-        if (!cpu || cpu->avail < held + f->place_cpu)
+        if (!cpu || cpu->avail < held_cpu(f) + f->place_cpu)
             return -EAGAIN;
     }
     return beam_pool_take(pool, f->demand, f->grant);
 }
 
+/* 1 when pool could ever place f: its demand by the pool's totals, and the
+ * CPU it needs only to be placed on top of the CPU it holds. */
+static int could_place(const beam_pool_t *pool, const beam_fit_t *f)
+{
+    if (beam_pool_feasible(pool, f->demand) != 0)
+        return 0;
+    if (f->place_cpu <= 0)
+        return 1;
+    const beam_res_entry_t *cpu = beam_pool_find(pool, "CPU");
+    return cpu && cpu->total >= held_cpu(f) + f->place_cpu;
+}
+
 /* NodeAffinitySchedulingStrategy, as Ray's NodeAffinitySchedulingPolicy:
- * the target node when it is alive and could ever fit the demand (waiting
- * for room there, soft or not); otherwise anywhere if soft, or never.
+ * the target node when it is alive and could ever place the actor (its
+ * demand and its placement CPU: waiting for room there, soft or not);
+ * otherwise anywhere if soft, or never.
  * Returns 0 (placed), -EAGAIN, -ENOENT (not the target: place it anywhere)
  * or -EHOSTUNREACH (hard, and the node is gone or too small). */
 static int take_affinity(beam_node_t *node, beam_fit_t *f)
 {
     beam_member_t *m = beam_cluster_find_id(node, f->affinity);
-    if (m && m->alive && beam_pool_feasible(m->pool, f->demand) == 0) {
+    if (m && m->alive && could_place(m->pool, f)) {
         if (take_placed(m->pool, f) < 0)
             return -EAGAIN;
         f->pool = m->pool;

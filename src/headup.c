@@ -7,6 +7,7 @@
 
 #include "actors.h"
 #include "cluster.h"
+#include "fieldspec.h"
 #include "local.h"
 #include "objects.h"
 #include "session.h"
@@ -28,25 +29,35 @@ void beam_headup_frame(beam_node_t *node, beam_link_t *l, uint32_t vconn, const 
 }
 
 /* A submit (body) of remote client c that its member already wrote to the
- * actor's worker there: checked, and recorded as sent (the head never needs
- * its args, which the member leaves out). */
+ * actor's worker there: checked by submit's own field table (the one the
+ * head's op_submit and the member's local calls read it by), and recorded
+ * as sent (the head never needs its args, which the member leaves out). */
 static void local_submit(beam_node_t *node, beam_session_t *c, const char *body, uint32_t len)
 {
     beam_msg_t msg;
-    char err[200] = "a local call must be a submit after hello";
-    const char *actor, *obj;
+    char err[200];
+    beam_field_val_t v[BEAM_SUBMIT_NFIELDS];
+    const char *field, *what;
     beam_refs_t refs = {0};
     if (beam_msg_parse(body, len, &node->limits, &msg, err, sizeof err) < 0) {
         beam_port_reply_error(&c->port, 0, "bad_request", "protocol error: %s", err);
         return;
     }
     if (msg.type != BEAM_MSG_REQUEST || !beam_str_eq(msg.op, msg.op_len, "submit") ||
-        c->port.role == BEAM_ROLE_NONE || beam_field_id(&msg.params, "actor", BEAM_ACTOR_ID_SIZE, &actor) != 0 ||
-        beam_field_id(&msg.params, "obj", BEAM_OBJECT_ID_SIZE, &obj) != 0 ||
-        beam_refs_parse(&msg.params, &refs, err, sizeof err) < 0) {
+        c->port.role == BEAM_ROLE_NONE) {
+        beam_port_reply_error(&c->port, msg.msgid, "bad_request", "a local call must be a submit after hello");
+        goto cleanup;
+    }
+    if (beam_fields_check(&msg.params, beam_submit_fields, BEAM_SUBMIT_NFIELDS, v, &field, &what, err,
+                          sizeof err) < 0) {
+        beam_port_reply_error(&c->port, msg.msgid, "bad_request", "field '%s' %s", field, what);
+        goto cleanup;
+    }
+    if (beam_refs_parse(&msg.params, &refs, err, sizeof err) < 0) {
         beam_port_reply_error(&c->port, msg.msgid, "bad_request", "%s", err);
         goto cleanup;
     }
+    const char *actor = v[BEAM_SUBMIT_ACTOR].s, *obj = v[BEAM_SUBMIT_OBJ].s;
     if (!beam_id_made_by(obj, c->port.member->index, c->port.id)) { /* (its member checked it too) */
         beam_port_reply_error(&c->port, msg.msgid, "bad_request",
                               "field 'obj' must be an object id this client made (" BEAM_ID_NOT_OWN ")");
@@ -72,27 +83,38 @@ cleanup:
     beam_msg_destroy(&msg);
 }
 
+/* A record of local_batch: [kind, vconn, frame] (batch.h writes them). */
+enum { REC_KIND, REC_VCONN, REC_FRAME, REC_NFIELDS };
+static const beam_field_spec_t record_fields[REC_NFIELDS] = {
+    [REC_KIND] = BEAM_FIELD("kind", BEAM_F_INT, BEAM_F_REQUIRED, .min = BEAM_LOCAL_REC_FRAME,
+                            .max = BEAM_LOCAL_REC_SUBMIT, .bound = "must be 0 (a frame) or 1 (a submit)"),
+    [REC_VCONN] = BEAM_FIELD("vconn", BEAM_F_INT, BEAM_F_REQUIRED, .min = 1, .max = UINT32_MAX,
+                             .bound = "is out of range (1..4294967295)"),
+    [REC_FRAME] = BEAM_FIELD("frame", BEAM_F_BIN, BEAM_F_REQUIRED),
+};
+
 int beam_headup_batch(beam_node_t *node, beam_link_t *l, const msgpack_object_array *msgs, char *err,
                       size_t errlen)
 {
+    beam_field_val_t v[REC_NFIELDS];
+    const char *field, *what;
+    char buf[64];
     for (uint32_t i = 0; i < msgs->size; i++) {
-        const msgpack_object *e = &msgs->ptr[i];
-        const msgpack_object *f = e->type == MSGPACK_OBJECT_ARRAY && e->via.array.size == 3 ? e->via.array.ptr : NULL;
-        if (!f || f[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER || f[0].via.u64 > BEAM_LOCAL_REC_SUBMIT ||
-            f[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER || f[1].via.u64 == 0 || f[1].via.u64 > UINT32_MAX ||
-            f[2].type != MSGPACK_OBJECT_BIN) {
-            snprintf(err, errlen, "a local_batch with a bad 'msgs' (it must be an array of [kind 0 or 1, vconn, "
-                                  "frame bin])");
+        if (beam_fields_check_tuple(&msgs->ptr[i], record_fields, REC_NFIELDS, v, &field, &what, buf,
+                                    sizeof buf) < 0) {
+            if (field)
+                snprintf(err, errlen, "a local_batch with a bad 'msgs' (record %u's '%s' %s)", i, field, what);
+            else
+                snprintf(err, errlen, "a local_batch with a bad 'msgs' (record %u %s: [kind, vconn, frame])", i,
+                         what);
             return -EINVAL;
         }
-        uint32_t vconn = (uint32_t)f[1].via.u64;
-        const char *body = f[2].via.bin.ptr;
-        uint32_t len = f[2].via.bin.size;
+        uint32_t vconn = (uint32_t)v[REC_VCONN].i;
         beam_session_t *c;
-        if (f[0].via.u64 == BEAM_LOCAL_REC_FRAME)
-            beam_headup_frame(node, l, vconn, body, len);
+        if (v[REC_KIND].i == BEAM_LOCAL_REC_FRAME)
+            beam_headup_frame(node, l, vconn, v[REC_FRAME].s, v[REC_FRAME].len);
         else if ((c = beam_session_find_remote(node, l, vconn)) && !beam_port_closing(&c->port))
-            local_submit(node, c, body, len);
+            local_submit(node, c, v[REC_FRAME].s, v[REC_FRAME].len);
     }
     return 0;
 }

@@ -22,9 +22,11 @@
  * closes that client). */
 void beam_headup_frame(beam_node_t *node, beam_link_t *l, uint32_t vconn, const char *body, uint32_t len);
 
-/* local_batch's msgs from member link l, each record in order: 0, or
- * -EINVAL with what is wrong in err (the records before it were handled;
- * the caller closes the link). */
+/* local_batch's msgs from member link l, each record in order, each read
+ * by its field table ([kind, vconn, frame]: an int 0 or 1, an int
+ * 1..UINT32_MAX, a bin) before it is handled: 0, or -EINVAL with what is
+ * wrong in err, naming the record and its field (the records before it
+ * were handled, none after it; the caller closes the link). */
 int beam_headup_batch(beam_node_t *node, beam_link_t *l, const msgpack_object_array *msgs, char *err,
                       size_t errlen);
 

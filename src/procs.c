@@ -220,15 +220,6 @@ static void on_exit_cb(uv_process_t *proc, int64_t status, int term_signal)
         node->on_proc_exit(node, actor, pid, status, term_signal);
 }
 
-void beam_strv_free(char **v)
-{
-    if (!v)
-        return;
-    for (char **p = v; *p; p++)
-        free(*p);
-    free(v);
-}
-
 /* Variables beam sets for every worker; a runtime_env may not replace them
  * (CUDA_VISIBLE_DEVICES is the GPU assignment itself, as in Ray). */
 static const char *const beam_vars[] = {

@@ -37,9 +37,6 @@ typedef struct beam_proc_s {
     UT_hash_handle hh;
 } beam_proc_t;
 
-/* Frees a NULL-terminated array of malloc'd strings and the array. */
-void beam_strv_free(char **v);
-
 /* Starts a worker. Returns 0 and its pid, or a negative uv error. */
 int beam_proc_spawn(beam_node_t *node, const beam_spawn_t *s, long *pid);
 /* The worker run for actor `from` now runs for actor `to` (a pooled task

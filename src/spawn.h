@@ -1,6 +1,8 @@
 /* spawn.h — what a worker process is started with: the one record that
  * the actor table fills, the cluster's member operations carry (to procs on
- * this node, or over a link to a member) and procs reads. Data only. */
+ * this node, or over a link to a member) and procs reads, and the one
+ * freeing of the NULL-terminated string arrays (env, sys_path) it and an
+ * actor's spec carry. No I/O. */
 #ifndef BEAM_SPAWN_H
 #define BEAM_SPAWN_H
 
@@ -19,5 +21,9 @@ typedef struct beam_spawn_s {
     int noset_cuda;
     uint32_t owner_pid;
 } beam_spawn_t;
+
+/* Frees a NULL-terminated array of malloc'd strings and the array (NULL is
+ * ignored). */
+void beam_strv_free(char **v);
 
 #endif

@@ -5,41 +5,51 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void strv_free(char **v)
-{
-    for (char **p = v; p && *p; p++)
-        free(*p);
-    free(v);
-}
-
 void beam_spec_free(beam_node_t *node, beam_actor_spec_t *spec)
 {
     free(spec->class_data);
     free(spec->args);
     beam_refs_unpin(node, &spec->refs);
-    strv_free(spec->env);
-    strv_free(spec->sys_path);
+    beam_strv_free(spec->env);
+    beam_strv_free(spec->sys_path);
     free(spec->python);
     free(spec->cwd);
     memset(spec, 0, sizeof *spec);
 }
 
+/* The bytes key_part writes for s: its tag, its length's digits, ':'. */
+static size_t part_len(const char *s)
+{
+    return 1 + 20 + 1 + strlen(s);
+}
+
+/* Appends s to the key as tag, its length, ':' and its bytes ("p7:python3"):
+ * with the lengths no two shapes make one key, whatever bytes the strings
+ * hold (an env value may hold any byte but NUL). */
+static void key_part(char *key, size_t cap, size_t *at, char tag, const char *s)
+{
+    *at += (size_t)snprintf(key + *at, cap - *at, "%c%zu:%s", tag, strlen(s), s);
+}
+
 char *beam_spec_pool_key(const beam_actor_spec_t *spec)
 {
-    size_t n = strlen(spec->python) + strlen(spec->cwd ? spec->cwd : "") + 8;
+    const char *cwd = spec->cwd ? spec->cwd : "";
+    size_t n = part_len(spec->python) + part_len(cwd) + 3; /* "n0" or "n1", and the NUL */
     for (char **p = spec->env; p && *p; p++)
-        n += strlen(*p) + 1;
+        n += part_len(*p);
     for (char **p = spec->sys_path; p && *p; p++)
-        n += strlen(*p) + 1;
+        n += part_len(*p);
     char *key = malloc(n);
     if (!key)
         return NULL;
-    size_t at = (size_t)snprintf(key, n, "%s\x1f%s\x1f%d", spec->python, spec->cwd ? spec->cwd : "",
-                                 spec->noset_cuda);
+    size_t at = 0;
+    key_part(key, n, &at, 'p', spec->python);
+    key_part(key, n, &at, 'c', cwd);
+    at += (size_t)snprintf(key + at, n - at, "n%d", spec->noset_cuda != 0);
     for (char **p = spec->env; p && *p; p++)
-        at += (size_t)snprintf(key + at, n - at, "\x1e%s", *p);
+        key_part(key, n, &at, 'e', *p);
     for (char **p = spec->sys_path; p && *p; p++)
-        at += (size_t)snprintf(key + at, n - at, "\x1d%s", *p);
+        key_part(key, n, &at, 's', *p);
     return key;
 }
 

@@ -12,6 +12,7 @@
 #include "objects.h"
 #include "port.h"
 #include "resources.h"
+#include "spawn.h"
 
 /* What create_actor asked for; freed once the worker is constructed. */
 typedef struct beam_actor_spec_s {
@@ -46,9 +47,11 @@ typedef struct beam_init_s {
 
 /* Frees what spec holds (unpinning its refs) and clears it. */
 void beam_spec_free(beam_node_t *node, beam_actor_spec_t *spec);
-/* The shape a task's worker is started with (python, cwd, env, sys_path):
- * workers of one shape (and one job) are interchangeable. malloc'd; NULL
- * when out of memory. */
+/* The shape a task's worker is started with (python, cwd, noset_cuda, env,
+ * sys_path) as a C string: workers of one shape (and one job) are
+ * interchangeable, and two shapes that differ in any part (whatever bytes
+ * their strings hold) never share a key. malloc'd; NULL when out of
+ * memory. */
 char *beam_spec_pool_key(const beam_actor_spec_t *spec);
 /* Sends the worker its `init` push. */
 void beam_spec_send_init(beam_port_t *worker, const beam_actor_spec_t *spec, const beam_init_t *init);

@@ -58,18 +58,55 @@ typedef struct beam_peek_s {
  * message, in another encoding: parse it to know). */
 int beam_msg_peek(const char *body, size_t n, beam_peek_t *out);
 
-/* Field access on a map with str keys. Each returns 0 when found with the
- * right type, -ENOENT when absent (or nil), -EINVAL on a wrong type. */
+/* One value read by its type: beam_value_X(o, ...) returns 0 with the value
+ * out, -ENOENT when o is NULL or nil (absent), -EINVAL on another type. The
+ * one set of type rules: beam_field_X below and fieldspec's tables use it. */
+int beam_value_str(const msgpack_object *o, const char **s, uint32_t *len);
+int beam_value_bin(const msgpack_object *o, const char **s, uint32_t *len);
+int beam_value_id(const msgpack_object *o, size_t n, const char **id); /* a bin of exactly n bytes */
+int beam_value_int(const msgpack_object *o, int64_t *v);
+int beam_value_float(const msgpack_object *o, double *v); /* ints accepted */
+int beam_value_bool(const msgpack_object *o, int *v);
+int beam_value_array(const msgpack_object *o, const msgpack_object_array **a);
+int beam_value_map(const msgpack_object *o, const msgpack_object_map **m);
+
+/* Field access on a map with str keys: beam_value_X of the value under key.
+ * Each returns 0 when found with the right type, -ENOENT when absent (or
+ * nil), -EINVAL on a wrong type. */
 const msgpack_object *beam_map_get(const msgpack_object *map, const char *key);
-int beam_field_str(const msgpack_object *map, const char *key, const char **s, uint32_t *len);
-int beam_field_bin(const msgpack_object *map, const char *key, const char **s, uint32_t *len);
-int beam_field_int(const msgpack_object *map, const char *key, int64_t *v);
-int beam_field_float(const msgpack_object *map, const char *key, double *v); /* ints accepted */
-int beam_field_bool(const msgpack_object *map, const char *key, int *v);
-int beam_field_array(const msgpack_object *map, const char *key, const msgpack_object_array **a);
-int beam_field_map(const msgpack_object *map, const char *key, const msgpack_object_map **m);
+static inline int beam_field_str(const msgpack_object *map, const char *key, const char **s, uint32_t *len)
+{
+    return beam_value_str(beam_map_get(map, key), s, len);
+}
+static inline int beam_field_bin(const msgpack_object *map, const char *key, const char **s, uint32_t *len)
+{
+    return beam_value_bin(beam_map_get(map, key), s, len);
+}
+static inline int beam_field_int(const msgpack_object *map, const char *key, int64_t *v)
+{
+    return beam_value_int(beam_map_get(map, key), v);
+}
+static inline int beam_field_float(const msgpack_object *map, const char *key, double *v)
+{
+    return beam_value_float(beam_map_get(map, key), v);
+}
+static inline int beam_field_bool(const msgpack_object *map, const char *key, int *v)
+{
+    return beam_value_bool(beam_map_get(map, key), v);
+}
+static inline int beam_field_array(const msgpack_object *map, const char *key, const msgpack_object_array **a)
+{
+    return beam_value_array(beam_map_get(map, key), a);
+}
+static inline int beam_field_map(const msgpack_object *map, const char *key, const msgpack_object_map **m)
+{
+    return beam_value_map(beam_map_get(map, key), m);
+}
 /* A bin field of exactly n bytes. */
-int beam_field_id(const msgpack_object *map, const char *key, size_t n, const char **id);
+static inline int beam_field_id(const msgpack_object *map, const char *key, size_t n, const char **id)
+{
+    return beam_value_id(beam_map_get(map, key), n, id);
+}
 
 /* The encoder: a growable buffer with a msgpack packer writing into it. A
  * failed write (out of memory) is remembered and reported by beam_enc_end, so

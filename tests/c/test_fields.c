@@ -2,8 +2,9 @@
  * and defaults of every type, "is required" for absent and nil, each type's
  * own error (ids' sizes with their article), the spec's own error text,
  * bounds on ints, lengths and NUL bytes, ids inside an id array, types
- * checked before bounds, and beam_field_cstr cutting to fit. Replies go to
- * a port with no socket that keeps the last frame's bytes. */
+ * checked before bounds, and beam_field_cstr cutting to fit; a tuple read
+ * by a table (beam_fields_check_tuple) by position. Replies go to a port
+ * with no socket that keeps the last frame's bytes. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -354,6 +355,100 @@ static void test_strs(void **state)
     assert_true(replied(f, "field 'env' is too long"));
 }
 
+/* A tuple (fieldspec.h, beam_fields_check_tuple: a local_batch record): an
+ * array of exactly as many elements as rows, element i read by row i with
+ * the same types, defaults and bounds as a map's fields; nil is absent. */
+static void test_tuple(void **state)
+{
+    fixture_t *f = *state;
+    static const beam_field_spec_t rec[] = {
+        BEAM_FIELD("kind", BEAM_F_INT, BEAM_F_REQUIRED, .min = 0, .max = 1, .bound = "must be 0 or 1"),
+        BEAM_FIELD("id", BEAM_F_ID, BEAM_F_REQUIRED, .size = BEAM_OBJECT_ID_SIZE),
+        BEAM_FIELD("frame", BEAM_F_BIN, 0),
+        BEAM_FIELD("push", BEAM_F_BOOL, 0, .def = 1),
+    };
+    beam_field_val_t v[4];
+    const char *field, *what;
+    char buf[64];
+    size_t off;
+    for (int round = 0; round < 9; round++) {
+        msgpack_sbuffer_clear(&f->sb);
+        uint32_t n = round == 5 ? 3 : round == 6 ? 5 : 4;
+        if (round == 7)
+            msgpack_pack_map(&f->pk, 0); /* not an array */
+        else
+            msgpack_pack_array(&f->pk, n);
+        if (round != 7) {
+            if (round == 1)
+                msgpack_pack_int8(&f->pk, -1);
+            else if (round == 8)
+                msgpack_pack_nil(&f->pk);
+            else
+                msgpack_pack_uint8(&f->pk, 1);
+            if (round == 2)
+                beam_pack_bin(&f->pk, ID28, 27);
+            else
+                beam_pack_bin(&f->pk, ID28, 28);
+            if (round == 3)
+                beam_pack_str(&f->pk, "frame");
+            else if (round == 4 || n == 3)
+                msgpack_pack_nil(&f->pk);
+            else
+                beam_pack_bin(&f->pk, "frame", 5);
+            if (n >= 4)
+                msgpack_pack_nil(&f->pk); /* push: its default */
+            if (n == 5)
+                msgpack_pack_true(&f->pk);
+        }
+        off = 0;
+        assert_int_equal(msgpack_unpack_next(&f->un, f->sb.data, f->sb.size, &off), MSGPACK_UNPACK_SUCCESS);
+        int rc = beam_fields_check_tuple(&f->un.data, rec, 4, v, &field, &what, buf, sizeof buf);
+        switch (round) {
+        case 0: /* well formed, push left to its default */
+        case 4: /* an optional field nil: absent */
+            assert_int_equal(rc, 0);
+            assert_int_equal(v[0].i, 1);
+            assert_memory_equal(v[1].s, ID28, 28);
+            assert_int_equal(v[3].present, 0);
+            assert_int_equal(v[3].i, 1);
+            if (round == 0) {
+                assert_true(v[2].present);
+                assert_int_equal(v[2].len, 5);
+                assert_memory_equal(v[2].s, "frame", 5);
+            } else {
+                assert_false(v[2].present);
+                assert_int_equal(v[2].len, 0);
+            }
+            break;
+        case 1:
+            assert_int_equal(rc, -EINVAL);
+            assert_string_equal(field, "kind");
+            assert_string_equal(what, "must be 0 or 1");
+            break;
+        case 2:
+            assert_int_equal(rc, -EINVAL);
+            assert_string_equal(field, "id");
+            assert_string_equal(what, "must be a 28-byte bin");
+            break;
+        case 3:
+            assert_int_equal(rc, -EINVAL);
+            assert_string_equal(field, "frame");
+            assert_string_equal(what, "must be a bin");
+            break;
+        case 8: /* a required field nil */
+            assert_int_equal(rc, -EINVAL);
+            assert_string_equal(field, "kind");
+            assert_string_equal(what, "is required");
+            break;
+        default: /* three or five elements, or a map */
+            assert_int_equal(rc, -EINVAL);
+            assert_null(field);
+            assert_string_equal(what, "must be an array of 4 elements");
+            break;
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -364,6 +459,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_types_before_bounds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cstr, setup, teardown),
         cmocka_unit_test_setup_teardown(test_strs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tuple, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

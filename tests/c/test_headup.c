@@ -3,8 +3,10 @@
  * to, the op table replaced by a recorder. Records are handled in order (a
  * submit's object exists before the frame after it is dispatched), a record
  * for a client that is gone changes nothing, and a malformed record is
- * refused after the ones before it were handled; a submit record whose
- * object id its client did not make is refused. End to end (a member's
+ * refused after the ones before it were handled (and none after it), with
+ * an error naming its record and field; a submit record is checked by
+ * submit's field table, and one whose object id its client did not make is
+ * refused. End to end (a member's
  * real batches): tests/python/test_cluster_local.py. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -297,12 +299,148 @@ static void test_another_clients_id_refused(void **st)
     f->client->port.ops = ops;
 }
 
+/* Each record is read by its field table: a malformed one is refused with
+ * an error naming the record, its field and what is wrong; the records
+ * before it were handled, none after it. */
+static void test_malformed_record_is_named(void **st)
+{
+    fixture_t *f = *st;
+    static const struct {
+        const char *err;
+    } cases[] = {
+        {"(record 1's 'kind' must be 0 (a frame) or 1 (a submit))"},
+        {"(record 1's 'kind' must be 0 (a frame) or 1 (a submit))"},
+        {"(record 1's 'kind' must be an int)"},
+        {"(record 1's 'vconn' is out of range (1..4294967295))"},
+        {"(record 1's 'vconn' is out of range (1..4294967295))"},
+        {"(record 1's 'vconn' must be an int)"},
+        {"(record 1's 'frame' must be a bin)"},
+        {"(record 1's 'frame' is required)"},
+        {"(record 1 must be an array of 3 elements: [kind, vconn, frame])"},
+        {"(record 1 must be an array of 3 elements: [kind, vconn, frame])"},
+        {"(record 1 must be an array of 3 elements: [kind, vconn, frame])"},
+    };
+    for (size_t bad = 0; bad < sizeof cases / sizeof cases[0]; bad++) {
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        char err[200] = "";
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        msgpack_pack_array(&pk, 3);
+        pack_record(&pk, BEAM_LOCAL_REC_FRAME, 5, "one", 3);
+        switch (bad) {
+        case 0: pack_record(&pk, 2, 5, "x", 1); break;
+        case 1:
+            msgpack_pack_array(&pk, 3);
+            msgpack_pack_int8(&pk, -1);
+            msgpack_pack_uint8(&pk, 5);
+            beam_pack_bin(&pk, "x", 1);
+            break;
+        case 2: /* a kind that is a str */
+            msgpack_pack_array(&pk, 3);
+            beam_pack_str(&pk, "0");
+            msgpack_pack_uint8(&pk, 5);
+            beam_pack_bin(&pk, "x", 1);
+            break;
+        case 3: pack_record(&pk, BEAM_LOCAL_REC_FRAME, 0, "x", 1); break;
+        case 4: pack_record(&pk, BEAM_LOCAL_REC_FRAME, (uint64_t)UINT32_MAX + 1, "x", 1); break;
+        case 5: /* a vconn that is a float */
+            msgpack_pack_array(&pk, 3);
+            msgpack_pack_uint8(&pk, 0);
+            msgpack_pack_double(&pk, 5.0);
+            beam_pack_bin(&pk, "x", 1);
+            break;
+        case 6:
+            msgpack_pack_array(&pk, 3);
+            msgpack_pack_uint8(&pk, 0);
+            msgpack_pack_uint8(&pk, 5);
+            beam_pack_str(&pk, "x");
+            break;
+        case 7: /* a nil frame */
+            msgpack_pack_array(&pk, 3);
+            msgpack_pack_uint8(&pk, 0);
+            msgpack_pack_uint8(&pk, 5);
+            msgpack_pack_nil(&pk);
+            break;
+        case 8: /* not an array */
+            beam_pack_bin(&pk, "x", 1);
+            break;
+        case 9: /* four fields */
+            msgpack_pack_array(&pk, 4);
+            msgpack_pack_uint8(&pk, 0);
+            msgpack_pack_uint8(&pk, 5);
+            beam_pack_bin(&pk, "x", 1);
+            msgpack_pack_uint8(&pk, 0);
+            break;
+        default: /* an empty record */
+            msgpack_pack_array(&pk, 0);
+            break;
+        }
+        pack_record(&pk, BEAM_LOCAL_REC_FRAME, 5, "three", 5);
+        f->dispatched = 0;
+        assert_int_equal(batch(f, &sb, err, sizeof err), -EINVAL);
+        if (!strstr(err, cases[bad].err))
+            fail_msg("case %zu: the error is \"%s\"", bad, err);
+        assert_non_null(strstr(err, "a local_batch with a bad 'msgs'"));
+        /* the record before it was handled, the one after it was not */
+        assert_int_equal(f->dispatched, 1);
+        assert_string_equal(f->frame, "one");
+        msgpack_sbuffer_destroy(&sb);
+    }
+}
+
+/* A submit record whose submit misses a field its table requires: the
+ * client is answered bad_request naming the field, nothing is made, and
+ * the batch goes on (the member's link is not at fault for its client's
+ * frame). */
+static void test_submit_checked_by_its_table(void **st)
+{
+    fixture_t *f = *st;
+    const beam_port_ops_t *ops = f->client->port.ops;
+    f->client->port.ops = &rec_ops;
+    sent = 0;
+    beam_enc_t e;
+    size_t n;
+    beam_enc_init(&e);
+    beam_enc_request(&e, 4, "submit", 3); /* no method */
+    beam_pack_key(&e.pk, "actor");
+    beam_pack_bin(&e.pk, actor, BEAM_ACTOR_ID_SIZE);
+    beam_pack_key(&e.pk, "obj");
+    beam_pack_bin(&e.pk, obj1, BEAM_OBJECT_ID_SIZE);
+    beam_pack_key(&e.pk, "args");
+    beam_pack_bin(&e.pk, "", 0);
+    assert_int_equal(beam_enc_end(&e, 0), 0);
+    char *frame = beam_enc_take(&e, &n);
+    beam_enc_destroy(&e);
+    assert_non_null(frame);
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    char err[200] = "";
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 2);
+    pack_record(&pk, BEAM_LOCAL_REC_SUBMIT, 5, frame + BEAM_FRAME_HEADER, (uint32_t)(n - BEAM_FRAME_HEADER));
+    pack_record(&pk, BEAM_LOCAL_REC_FRAME, 5, "after", 5);
+    assert_int_equal(batch(f, &sb, err, sizeof err), 0);
+    assert_int_equal(sent, 1);
+    assert_non_null(strstr(sent_text, "bad_request"));
+    assert_non_null(strstr(sent_text, "field 'method' is required"));
+    assert_null(beam_object_find(&f->node, obj1));
+    assert_int_equal(f->dispatched, 1);
+    assert_string_equal(f->frame, "after");
+    msgpack_sbuffer_destroy(&sb);
+    free(frame);
+    f->client->port.ops = ops;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_records_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_records, setup, teardown),
         cmocka_unit_test_setup_teardown(test_another_clients_id_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_malformed_record_is_named, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_submit_checked_by_its_table, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
