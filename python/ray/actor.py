@@ -17,6 +17,7 @@ from ray._private import options as _opts
 from ray._private import ray_option_utils
 from ray._private import refcount as _refcount
 from ray._private import serialization as _ser
+from ray._private import utils as _utils
 from ray._private import worker as _worker
 from ray._private.object_ref import ObjectRef
 
@@ -417,7 +418,7 @@ def get_actor(name, namespace=None):
     if not name:
         raise ValueError("Please supply a non-empty value to get_actor")
     if namespace is not None:
-        _opts.validate_namespace(namespace)
+        _utils.validate_namespace(namespace)
     rt = _worker.runtime()
     try:
         reply = rt.client.request("get_actor", {"name": name, "namespace": namespace or rt.namespace})

@@ -152,7 +152,7 @@ class RuntimeContext:
 def get_runtime_context():
     """The current process's RuntimeContext. Like Ray, it connects as
     ray.init() would unless auto-connect is off; then it connects nothing."""
-    from ray._private import auto_init_hook
+    from ray._private import worker
 
-    auto_init_hook.auto_init_ray()
+    worker.auto_init_ray()
     return RuntimeContext()

@@ -8,6 +8,8 @@ changes nothing on beam (the reason is written beside it), or refused with
 in docs/API.md is this module in prose; keep the two in step.
 """
 
+from ray._private import utils as _utils
+
 # Ray 2.43's names (ray/_private/ray_option_utils.py): common, actor-only, task-only.
 COMMON_OPTIONS = (
     "accelerator_type",
@@ -71,14 +73,6 @@ def _counting(key, value, infinite):
         )
     if not infinite and value < 0:
         raise ValueError(f"The keyword '{key}' only accepts None, 0 or a positive integer.")
-
-
-def validate_namespace(namespace):
-    """Ray's ray._private.utils.validate_namespace."""
-    if not isinstance(namespace, str):
-        raise TypeError("namespace must be None or a string.")
-    if namespace == "":
-        raise ValueError('"" is not a valid namespace. Pass None to not specify a namespace.')
 
 
 def _check_strategy(what, strategy):
@@ -174,7 +168,7 @@ def check_actor_options(options, in_options=False):
     if lifetime not in (None, "detached", "non_detached"):
         raise ValueError("actor `lifetime` argument must be one of 'detached', 'non_detached' and 'None'.")
     if options.get("namespace") is not None:
-        validate_namespace(options["namespace"])
+        _utils.validate_namespace(options["namespace"])
     name = options.get("name")
     if name is not None and not isinstance(name, str):
         raise TypeError(f"name must be None or a string, got: '{type(name)}'.")

@@ -18,6 +18,16 @@ import struct
 # the default route's interface address, the one beamd advertises.
 DEFAULT_ADDRESS = "8.8.8.8:53"
 _SIOCGIFADDR = 0x8915
+# The IP of the node this process's runtime joined (its beamd's), while it
+# is joined: ray._private.worker says so at ray.init / a worker's start and
+# at shutdown (this module imports nothing of ray).
+_runtime_ip = None
+
+
+def runtime_joined(node_ip):
+    """This process joined a node whose beamd uses node_ip (None: it left)."""
+    global _runtime_ip
+    _runtime_ip = node_ip
 
 
 def get_node_ip_address(address=DEFAULT_ADDRESS):
@@ -25,11 +35,8 @@ def get_node_ip_address(address=DEFAULT_ADDRESS):
     ``node:<ip>`` and ``NodeManagerAddress``); before, ``BEAM_NODE_IP`` when
     set, else the address this machine reaches ``address`` ("host:port")
     from (for the default, the default route's), as Ray's does."""
-    # ray._private.worker imports ray.exceptions, which imports this module
-    from ray._private import worker as _worker
-
-    if _worker.is_initialized():
-        return _worker.runtime().node_ip
+    if _runtime_ip is not None:
+        return _runtime_ip
     env = os.environ.get("BEAM_NODE_IP")
     if env:
         return env

@@ -16,10 +16,13 @@ import time
 import uuid
 
 from ray import exceptions as _exc
+from ray._private import auto_init_hook as _auto_init_hook
 from ray._private import ids as _ids
 from ray._private import refcount as _refcount
 from ray._private import serialization as _ser
+from ray._private import services as _services
 from ray._private import shm as _shm
+from ray._private import utils as _utils
 from ray._private.object_ref import ObjectRef
 
 STATUS_OK, STATUS_TASK_ERROR, STATUS_ACTOR_DIED, STATUS_LOST, STATUS_UNSCHEDULABLE = 0, 1, 2, 3, 4
@@ -105,15 +108,20 @@ def is_initialized():
     return _runtime is not None
 
 
+def auto_init_ray():
+    """ray.init() with defaults if auto-connect is on and none ran yet
+    (Ray's ray._private.auto_init_hook.auto_init_ray)."""
+    if _auto_init_hook.enable_auto_connect and not is_initialized():
+        init()
+
+
 def runtime():
     """The runtime, initialising a driver's with defaults as Ray does on first
     use (unless auto-connect is off: then Ray's RaySystemError)."""
     rt = _runtime
     if rt is None:
-        from ray._private import auto_init_hook
-
         with _init_lock:
-            auto_init_hook.auto_init_ray()
+            auto_init_ray()
         rt = _runtime
         if rt is None:
             raise _exc.RaySystemError("Ray has not been started yet. You can start Ray with 'ray.init()'.")
@@ -193,9 +201,7 @@ def init(
         raise RuntimeError(f"Unknown keyword argument(s): {', '.join(unknown)}")
     namespace = kwargs.get("namespace")
     if namespace is not None:
-        from ray._private.options import validate_namespace
-
-        validate_namespace(namespace)
+        _utils.validate_namespace(namespace)
     with _init_lock:
         if _runtime is not None:
             if ignore_reinit_error:
@@ -242,6 +248,7 @@ def init(
         _runtime = Runtime(
             client, hello, "driver", private=private, runtime_env=env, namespace=namespace or str(uuid.uuid4())
         )
+        _services.runtime_joined(_runtime.node_ip)
         if logs:
             from ray._private import worker_logs as _worker_logs
 
@@ -280,6 +287,7 @@ def connect_worker(path, actor_id, token):
     client, hello = _connect(path, "worker", {"actor": actor_id, "token": token})
     _runtime = Runtime(client, hello, "worker")
     _runtime.actor_id = actor_id
+    _services.runtime_joined(_runtime.node_ip)
     return _runtime
 
 
@@ -292,6 +300,7 @@ def shutdown(_exiting_interpreter=False):
         if rt is None:
             return
         _runtime = None
+        _services.runtime_joined(None)
         _refcount.detach()
         _shm.drop_pool()  # the memfds kept to write again go with the connection
         try:

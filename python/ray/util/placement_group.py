@@ -212,9 +212,7 @@ def get_placement_group(placement_group_name):
 
 def get_current_placement_group():
     """The group the current actor was placed in; None in a driver."""
-    from ray._private import auto_init_hook
-
-    auto_init_hook.auto_init_ray()  # as Ray's: it starts Ray unless auto-connect is off
+    _worker.auto_init_ray()  # as Ray's: it starts Ray unless auto-connect is off
     if not _worker.is_initialized():
         return None
     pg = _worker.runtime().placement_group_id
