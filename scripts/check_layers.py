@@ -55,14 +55,14 @@ LAYERS = {
     "clientmsg": 4,
     # 5 relay
     "relay": 5,
-    "headup": 5,
-    "local": 5,
-    "kept": 5,
-    "batch": 5,
+    "intake": 5,
+    "shortcut": 5,
+    "localresults": 5,
+    "localbatch": 5,
     # 6 top
     "dispatch": 6,
     "status": 6,
-    "fields": 6,
+    "request": 6,
     "beamd": 6,
     "hooks": 6,
 }
@@ -70,7 +70,7 @@ LAYERS = {
 # listed after it); anything not listed may include nothing of its own layer.
 SAME_LAYER_ORDER = [
     ["actors", "spec", "calls", "fit", "placement", "cluster", "objects"],
-    ["beamd", "hooks", "dispatch", "status", "fields"],
+    ["beamd", "hooks", "dispatch", "status", "request"],
     ["server", "conn", "outq"],
     ["link", "handshake", "heartbeat", "outq"],
     [
@@ -91,7 +91,7 @@ SAME_LAYER_ORDER = [
         "notify",
     ],
     ["session", "clientmsg"],
-    ["relay", "headup", "local", "batch", "kept"],
+    ["relay", "intake", "shortcut", "localbatch", "localresults"],
 ]
 OUTSIDE = {"beamctl"}
 # Modules that are a folder of src/ (its files share a private header).

@@ -2,7 +2,7 @@
  * "The cluster link"): client_open, client_frame and client_closed from a
  * member, client_frame and close_client from the head. They are relay's
  * vocabulary, encoded here once for the sessions that send them (session.c:
- * a member's relayed clients, the head's remote ones), relay.c and kept.c;
+ * a member's relayed clients, the head's remote ones), relay.c and localresults.c;
  * the link (link.h) carries them as it carries any message, knowing none.
  * A message for a link that is gone, or not up, is dropped. */
 #ifndef BEAM_CLIENTMSG_H

@@ -17,7 +17,7 @@
 #include "objects.h"
 #include "placement.h"
 #include "spawn.h"
-#include "fields.h"
+#include "request.h"
 #include "status.h"
 
 typedef beam_req_t req_t;

@@ -3,8 +3,8 @@
  * beam_field_spec_t, and beam_fields_check reads a msgpack map against it
  * (beam_fields_check_tuple an array whose elements are the fields in
  * order, as a local_batch record).
- * dispatch's handlers (fields.c: beam_req_fields, which replies) and a
- * member's local calls (local.c) check with the same tables, so a call the
+ * dispatch's handlers (request.c: beam_req_fields, which replies) and a
+ * member's local calls (shortcut.c) check with the same tables, so a call the
  * member runs is one the head would take. Functions return 0 or a negative
  * errno. */
 #ifndef BEAM_FIELDSPEC_H

@@ -5,7 +5,7 @@
 #include "cluster.h"
 #include "dispatch.h"
 #include "link.h"
-#include "local.h"
+#include "shortcut.h"
 #include "objects.h"
 #include "placement.h"
 #include "procs.h"
@@ -57,7 +57,7 @@ void beam_hooks_wire(beam_node_t *node)
     node->hooks.schedule = beam_actors_schedule;
     node->hooks.member_lost = on_member_lost;
     node->hooks.member_in_use = beam_actors_member_in_use;
-    node->hooks.relay_up = beam_local_up;
+    node->hooks.relay_up = beam_shortcut_up;
 }
 
 void beam_node_stop(beam_node_t *node, const char *why)
@@ -67,7 +67,7 @@ void beam_node_stop(beam_node_t *node, const char *why)
     beam_procs_kill_all(node);
     beam_sessions_close_all(node, why);
     beam_links_stop(node);
-    beam_local_reset(node); /* (closes its timer and prepare handle, even with no link left to close) */
+    beam_shortcut_reset(node); /* (closes its timer and prepare handle, even with no link left to close) */
     uv_close((uv_handle_t *)&node->reaper, NULL);
 }
 
@@ -79,6 +79,6 @@ void beam_node_free(beam_node_t *node)
     beam_pgs_destroy(node);
     beam_cluster_destroy(node);
     beam_links_destroy(node);
-    beam_local_destroy(node);
+    beam_shortcut_destroy(node);
     beam_pool_destroy(&node->pool);
 }

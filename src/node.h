@@ -21,7 +21,7 @@ struct beam_pg_s;
 struct beam_proc_s;
 struct beam_member_s;
 struct beam_link_s;
-struct beam_local_s;
+struct beam_shortcut_s;
 struct beam_member_ops_s;
 
 /* The head: clients one member may relay at once (client_open), as a
@@ -66,9 +66,9 @@ typedef struct beam_node_s {
     struct beam_link_s *head_link; /* a member node: its link to the head */
     struct links_s *links;         /* the cluster side: listener, links, options (link.c) */
     int is_member;                 /* joined a head (--address): relays its clients */
-    struct beam_local_s *local;    /* a member: the calls that stay on it (local.c) */
+    struct beam_shortcut_s *local;    /* a member: the calls that stay on it (shortcut.c) */
     uint64_t local_calls;          /* the head: calls members ran the local way (their submit records in local_batch) */
-    uint64_t gets;                 /* get requests this node answered or parked (dispatch.c, kept.c) */
+    uint64_t gets;                 /* get requests this node answered or parked (dispatch.c, localresults.c) */
     uint64_t results_pushed;       /* `result` pushes sent to submitting clients (beam_result_push in objects.c: the head's objects and a member's kept results) */
     struct beam_session_s *closing_sessions; /* remote clients to end next turn (session.c) */
     uv_timer_t reaper;
@@ -106,7 +106,7 @@ typedef struct beam_node_s {
         int (*member_in_use)(struct beam_node_s *node, const struct beam_member_s *m);
         /* a member's relayed client: a frame on its way to the head, or its
          * end (frame NULL), before the head hears of it; 1 when the member
-         * took the frame itself (local.c: calls that stay on the member) */
+         * took the frame itself (shortcut.c: calls that stay on the member) */
         int (*relay_up)(struct beam_node_s *node, uint32_t vconn, const char *frame, size_t len);
     } hooks;
     int ready_fd;

@@ -15,8 +15,8 @@
 #include "clientmsg.h"
 #include "fieldspec.h"
 #include "cluster.h"
-#include "headup.h"
-#include "local.h"
+#include "intake.h"
+#include "shortcut.h"
 #include "session.h"
 #include "log.h"
 #include "procs.h"
@@ -257,7 +257,7 @@ static const beam_field_spec_t client_frame_fields[] = {
 
 static int head_client_frame(relay_msg_t *x, const beam_field_val_t *v)
 {
-    beam_headup_frame(x->node, x->link, (uint32_t)v[CF_VCONN].i, v[CF_FRAME].s, v[CF_FRAME].len);
+    beam_intake_frame(x->node, x->link, (uint32_t)v[CF_VCONN].i, v[CF_FRAME].s, v[CF_FRAME].len);
     return 0;
 }
 
@@ -266,7 +266,7 @@ static const beam_field_spec_t local_batch_fields[] = {BEAM_FIELD("msgs", BEAM_F
 /* local: the member's held records, in order */
 static int head_local_batch(relay_msg_t *x, const beam_field_val_t *v)
 {
-    return beam_headup_batch(x->node, x->link, v[0].a, x->err, sizeof x->err);
+    return beam_intake_batch(x->node, x->link, v[0].a, x->err, sizeof x->err);
 }
 
 enum { CO_VCONN, CO_PID, CO_UID };
@@ -544,7 +544,7 @@ static int member_client_frame(relay_msg_t *x, const beam_field_val_t *v)
 {
     uint32_t vconn = (uint32_t)v[CF_VCONN].i;
     if (beam_session_find_local(x->node, vconn))
-        beam_local_down(x->node, vconn, v[CF_FRAME].s, v[CF_FRAME].len); /* local: learns workers and counts calls */
+        beam_shortcut_down(x->node, vconn, v[CF_FRAME].s, v[CF_FRAME].len); /* local: learns workers and counts calls */
     member_to_client(x->node, vconn, v[CF_FRAME].s, v[CF_FRAME].len);
     return 0;
 }
@@ -598,7 +598,7 @@ static void member_on_close(beam_node_t *node, beam_link_t *l, const char *why)
 {
     (void)l;
     (void)why;
-    beam_local_reset(node); /* local */
+    beam_shortcut_reset(node); /* local */
     for (beam_session_t *s = node->sessions; s; s = s->next) {
         s->remote_closed = 1;
         beam_session_close(s, "this node lost the head");
@@ -612,7 +612,7 @@ static void member_proc_output(beam_node_t *node, const char *actor, int stream,
     beam_link_t *l = beam_link_up(node);
     if (!l)
         return;
-    beam_local_flush(node); /* local: what is held goes first */
+    beam_shortcut_flush(node); /* local: what is held goes first */
     beam_enc_t enc;
     beam_enc_init(&enc);
     beam_enc_push(&enc, "worker_log", 3);
@@ -628,8 +628,8 @@ static void member_proc_output(beam_node_t *node, const char *actor, int stream,
 
 static void member_proc_exit(beam_node_t *node, const char *actor, long pid, int64_t status, int sig)
 {
-    beam_local_worker_gone(node, actor); /* local: before the head hears of it */
-    beam_local_flush(node);
+    beam_shortcut_worker_gone(node, actor); /* local: before the head hears of it */
+    beam_shortcut_flush(node);
     beam_link_t *l = beam_link_up(node);
     if (l)
         send_worker_event(l, "worker_exit", actor, pid, status, sig);
@@ -669,6 +669,6 @@ int beam_relay_join(beam_node_t *node, const beam_cluster_opts_t *opts)
     co.hooks = (beam_link_hooks_t){.on_up = member_hello, .on_frame = member_on_frame, .on_close = member_on_close};
     node->on_proc_output = member_proc_output;
     node->on_proc_exit = member_proc_exit;
-    int rc = node->local ? 0 : beam_local_init(node);
+    int rc = node->local ? 0 : beam_shortcut_init(node);
     return rc < 0 ? rc : beam_link_join(node, &co);
 }

@@ -4,7 +4,7 @@
 #ifndef BEAM_STATUS_H
 #define BEAM_STATUS_H
 
-#include "fields.h"
+#include "request.h"
 
 /* Replies to a `status` request. */
 void beam_status(beam_req_t *r);

@@ -1,4 +1,4 @@
-/* testmsg.h — messages for the op-table tests (test_relay.c, test_local.c):
+/* testmsg.h — messages for the op-table tests (test_relay.c, test_shortcut.c):
  * an op's fields described once (name, kind, required), packed whole, with
  * one field left out, or with one field of the wrong type; the result is a
  * frame body the caller parses or hands on. */

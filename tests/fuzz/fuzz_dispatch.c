@@ -47,7 +47,7 @@
 #include "hooks.h"
 #include "session.h"
 #include "link.h"
-#include "local.h"
+#include "shortcut.h"
 #include "log.h"
 #include "node.h"
 #include "objects.h"
@@ -275,7 +275,7 @@ static void node_teardown(fuzz_t *f)
 }
 
 /* What a client writes is a frame (its header, then its body) more often
- * than not: the member's op tables (local.h) read the body both ways, as a
+ * than not: the member's op tables (shortcut.h) read the body both ways, as a
  * client's request and as the head's push, without state; they take it,
  * pass it or refuse it naming a field, and never read past it. */
 static void local_tables(const beam_node_t *node, const uint8_t *p, size_t n)
@@ -284,7 +284,7 @@ static void local_tables(const beam_node_t *node, const uint8_t *p, size_t n)
     if (n <= BEAM_FRAME_HEADER)
         return;
     for (int up = 0; up < 2; up++) {
-        int rc = beam_local_check((const char *)p + BEAM_FRAME_HEADER, n - BEAM_FRAME_HEADER, up, &node->limits, err,
+        int rc = beam_shortcut_check((const char *)p + BEAM_FRAME_HEADER, n - BEAM_FRAME_HEADER, up, &node->limits, err,
                                   sizeof err);
         CHECK(rc == 1 || rc == 0 || rc == -EINVAL || rc == -EPROTO);
         if (rc < 0)

@@ -1,4 +1,4 @@
-/* test_headup.c — the head's reading of a member's local_batch (src/headup.h)
+/* test_intake.c — the head's reading of a member's local_batch (src/intake.h)
  * with no socket: a remote session on a stand-in link that is never written
  * to, the op table replaced by a recorder. Records are handled in order (a
  * submit's object exists before the frame after it is dispatched), a record
@@ -19,9 +19,9 @@
 #include <string.h>
 
 #include "cluster.h"
-#include "headup.h"
-#include "kept.h"
-#include "local.h"
+#include "intake.h"
+#include "localresults.h"
+#include "shortcut.h"
 #include "objects.h"
 #include "session.h"
 
@@ -110,8 +110,8 @@ static const char *submit_body(const char *obj, char **buf, uint32_t *len)
     beam_pack_str(&e.pk, "add");
     beam_pack_key(&e.pk, "args");
     beam_pack_bin(&e.pk, "", 0);
-    beam_kept_pack_ids(&e.pk, "objects", NULL, 0, BEAM_OBJECT_ID_SIZE);
-    beam_kept_pack_ids(&e.pk, "actors", NULL, 0, BEAM_ACTOR_ID_SIZE);
+    beam_localresults_pack_ids(&e.pk, "objects", NULL, 0, BEAM_OBJECT_ID_SIZE);
+    beam_localresults_pack_ids(&e.pk, "actors", NULL, 0, BEAM_ACTOR_ID_SIZE);
     assert_int_equal(beam_enc_end(&e, 0), 0);
     *buf = beam_enc_take(&e, &n);
     beam_enc_destroy(&e);
@@ -120,7 +120,7 @@ static const char *submit_body(const char *obj, char **buf, uint32_t *len)
     return *buf + BEAM_FRAME_HEADER;
 }
 
-/* A record as local.c writes one: [kind, vconn, frame]. */
+/* A record as shortcut.c writes one: [kind, vconn, frame]. */
 static void pack_record(msgpack_packer *pk, int kind, uint64_t vconn, const char *body, uint32_t len)
 {
     msgpack_pack_array(pk, 3);
@@ -142,7 +142,7 @@ static const msgpack_object_array *parsed(msgpack_sbuffer *sb, msgpack_unpacked 
 static int batch(fixture_t *f, msgpack_sbuffer *sb, char *err, size_t errlen)
 {
     msgpack_unpacked u;
-    int rc = beam_headup_batch(&f->node, link_of(f), parsed(sb, &u), err, errlen);
+    int rc = beam_intake_batch(&f->node, link_of(f), parsed(sb, &u), err, errlen);
     msgpack_unpacked_destroy(&u);
     return rc;
 }

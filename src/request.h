@@ -1,12 +1,12 @@
-/* fields.h — a request's fields as dispatch's handlers read them: each op's
+/* request.h — a request's fields as dispatch's handlers read them: each op's
  * field table (name, type, required, bound) and its one checker, the error
  * reply for a bad field, copies of what a handler keeps, and the options of
  * create_actor and pg_create (env, sys_path, resource amounts checked by
  * Ray's rules). A function that takes a request and fails has already
  * replied (bad_request or internal), so the request gets its one reply; the
  * caller just returns. Functions return 0 or a negative errno. */
-#ifndef BEAM_FIELDS_H
-#define BEAM_FIELDS_H
+#ifndef BEAM_REQUEST_H
+#define BEAM_REQUEST_H
 
 #include <stdint.h>
 

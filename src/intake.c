@@ -1,6 +1,6 @@
-/* headup.c — on the head, a member's client frames and the records of its
- * local calls (headup.h). */
-#include "headup.h"
+/* intake.c — on the head, a member's client frames and the records of its
+ * local calls (intake.h). */
+#include "intake.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -8,11 +8,11 @@
 #include "actors.h"
 #include "cluster.h"
 #include "fieldspec.h"
-#include "local.h"
+#include "shortcut.h"
 #include "objects.h"
 #include "session.h"
 
-void beam_headup_frame(beam_node_t *node, beam_link_t *l, uint32_t vconn, const char *body, uint32_t len)
+void beam_intake_frame(beam_node_t *node, beam_link_t *l, uint32_t vconn, const char *body, uint32_t len)
 {
     beam_session_t *c = beam_session_find_remote(node, l, vconn);
     if (!c)
@@ -83,7 +83,7 @@ cleanup:
     beam_msg_destroy(&msg);
 }
 
-/* A record of local_batch: [kind, vconn, frame] (batch.h writes them). */
+/* A record of local_batch: [kind, vconn, frame] (localbatch.h writes them). */
 enum { REC_KIND, REC_VCONN, REC_FRAME, REC_NFIELDS };
 static const beam_field_spec_t record_fields[REC_NFIELDS] = {
     [REC_KIND] = BEAM_FIELD("kind", BEAM_F_INT, BEAM_F_REQUIRED, .min = BEAM_LOCAL_REC_FRAME,
@@ -93,7 +93,7 @@ static const beam_field_spec_t record_fields[REC_NFIELDS] = {
     [REC_FRAME] = BEAM_FIELD("frame", BEAM_F_BIN, BEAM_F_REQUIRED),
 };
 
-int beam_headup_batch(beam_node_t *node, beam_link_t *l, const msgpack_object_array *msgs, char *err,
+int beam_intake_batch(beam_node_t *node, beam_link_t *l, const msgpack_object_array *msgs, char *err,
                       size_t errlen)
 {
     beam_field_val_t v[REC_NFIELDS];
@@ -112,7 +112,7 @@ int beam_headup_batch(beam_node_t *node, beam_link_t *l, const msgpack_object_ar
         uint32_t vconn = (uint32_t)v[REC_VCONN].i;
         beam_session_t *c;
         if (v[REC_KIND].i == BEAM_LOCAL_REC_FRAME)
-            beam_headup_frame(node, l, vconn, v[REC_FRAME].s, v[REC_FRAME].len);
+            beam_intake_frame(node, l, vconn, v[REC_FRAME].s, v[REC_FRAME].len);
         else if ((c = beam_session_find_remote(node, l, vconn)) && !beam_port_closing(&c->port))
             local_submit(node, c, v[REC_FRAME].s, v[REC_FRAME].len);
     }

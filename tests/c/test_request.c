@@ -1,4 +1,4 @@
-/* test_fields.c — the field table (src/fields.h, beam_req_fields): values
+/* test_request.c — the field table (src/request.h, beam_req_fields): values
  * and defaults of every type, "is required" for absent and nil, each type's
  * own error (ids' sizes with their article), the spec's own error text,
  * bounds on ints, lengths and NUL bytes, ids inside an id array, types
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fields.h"
+#include "request.h"
 
 /* --- a port that keeps the last frame, and requests built by hand --- */
 

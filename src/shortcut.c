@@ -1,5 +1,5 @@
-/* local.c — a member's shortcut for the calls between its own clients and
- * the actors whose workers run on it (local.h; docs/DESIGN.md, "Calls that
+/* shortcut.c — a member's shortcut for the calls between its own clients and
+ * the actors whose workers run on it (shortcut.h; docs/DESIGN.md, "Calls that
  * stay on a member").
  *
  * Why it agrees with the head. The member's frames reach the head in the
@@ -12,7 +12,7 @@
  * of those arrives (src/actor/localcalls.c), so a result the member gave a local caller
  * is the result the head holds, and a call the head failed was never
  * answered here. */
-#include "local.h"
+#include "shortcut.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -22,9 +22,9 @@
 #include <uthash.h>
 #include <utlist.h>
 
-#include "batch.h"
+#include "localbatch.h"
 #include "fieldspec.h"
-#include "kept.h"
+#include "localresults.h"
 #include "link.h"
 #include "log.h"
 #include "session.h"
@@ -71,20 +71,20 @@ typedef struct lpair_s {
     UT_hash_handle hh;
 } lpair_t;
 
-typedef struct beam_local_s {
+typedef struct beam_shortcut_s {
     beam_node_t *node;
     lworker_t *workers;
     lclient_t *clients;
     lpair_t *pairs;
     size_t npairs;
     int unordered; /* the pairs' cap was hit: no more local calls */
-    beam_kept_t *kept; /* the local calls' results (kept.c) */
-    beam_batch_t batch; /* the records held for the head (beam_local_flush) */
-} beam_local_t;
+    beam_localresults_t *kept; /* the local calls' results (localresults.c) */
+    beam_localbatch_t batch; /* the records held for the head (beam_shortcut_flush) */
+} beam_shortcut_t;
 
 /* The table; NULL on a head. (A send never ends the link under its caller,
  * link.h, so no hook runs into a reset of this table.) */
-static beam_local_t *table(const beam_node_t *node)
+static beam_shortcut_t *table(const beam_node_t *node)
 {
     return node->is_member ? node->local : NULL;
 }
@@ -99,7 +99,7 @@ static void pair_key(char *key, const char *obj, const char *actor)
 
 /* find_worker, find_pair: a record by its key, or NULL. */
 #define FINDER(name, type, table, size)                                                                               \
-    static type *name(beam_local_t *lo, const char *key)                                                              \
+    static type *name(beam_shortcut_t *lo, const char *key)                                                              \
     {                                                                                                                  \
         type *e = NULL;                                                                                                \
         HASH_FIND(hh, lo->table, key, size, e);                                                                        \
@@ -110,7 +110,7 @@ FINDER(find_pair, lpair_t, pairs, PAIR_KEY)
 
 /* The record of local client vconn; create: made if missing (NULL when
  * out of memory). */
-static lclient_t *find_client(beam_local_t *lo, uint32_t vconn, int create)
+static lclient_t *find_client(beam_shortcut_t *lo, uint32_t vconn, int create)
 {
     lclient_t *c = NULL;
     HASH_FIND(hh, lo->clients, &vconn, sizeof vconn, c);
@@ -125,16 +125,16 @@ static lclient_t *find_client(beam_local_t *lo, uint32_t vconn, int create)
 
 /* From here on the actor's results are not taken here (see the top): its
  * pending local calls are the head's to answer, and so are gets of them. */
-static void cut_worker(beam_local_t *lo, lworker_t *w)
+static void cut_worker(beam_shortcut_t *lo, lworker_t *w)
 {
     if (w->cut)
         return;
     w->cut = 1;
     w->ready = 0;
-    beam_kept_cut(lo->kept, w->actor);
+    beam_localresults_cut(lo->kept, w->actor);
 }
 
-static void worker_forget(beam_local_t *lo, lworker_t *w)
+static void worker_forget(beam_shortcut_t *lo, lworker_t *w)
 {
     cut_worker(lo, w);
     HASH_DEL(lo->workers, w);
@@ -143,17 +143,17 @@ static void worker_forget(beam_local_t *lo, lworker_t *w)
 
 /* ---------- a local call ---------- */
 
-void beam_local_flush(beam_node_t *node)
+void beam_shortcut_flush(beam_node_t *node)
 {
-    beam_local_t *lo = table(node);
+    beam_shortcut_t *lo = table(node);
     if (lo && lo->batch.n)
-        beam_batch_flush(&lo->batch);
+        beam_localbatch_flush(&lo->batch);
 }
 
 /* Holds the submit to go up (the client's own request, its args left out:
  * the head records the call as sent and never needs them), then writes the
  * call to the worker: 0, or -1 (nothing done: out of memory). */
-static int run_local(beam_local_t *lo, uint32_t vconn, beam_session_t *wc, uint64_t msgid, const beam_submit_req_t *s)
+static int run_local(beam_shortcut_t *lo, uint32_t vconn, beam_session_t *wc, uint64_t msgid, const beam_submit_req_t *s)
 {
     beam_enc_t enc;
     beam_enc_init(&enc);
@@ -166,16 +166,16 @@ static int run_local(beam_local_t *lo, uint32_t vconn, beam_session_t *wc, uint6
     beam_pack_strn(&enc.pk, s->method, s->method_len);
     beam_pack_key(&enc.pk, "args");
     beam_pack_bin(&enc.pk, "", 0);
-    beam_kept_pack_ids(&enc.pk, "objects", s->refs.objs, s->refs.nobjs, BEAM_OBJECT_ID_SIZE);
-    beam_kept_pack_ids(&enc.pk, "actors", s->refs.actors, s->refs.nactors, BEAM_ACTOR_ID_SIZE);
+    beam_localresults_pack_ids(&enc.pk, "objects", s->refs.objs, s->refs.nobjs, BEAM_OBJECT_ID_SIZE);
+    beam_localresults_pack_ids(&enc.pk, "actors", s->refs.actors, s->refs.nactors, BEAM_ACTOR_ID_SIZE);
     size_t len = 0;
-    char *frame = beam_kept_frame(&enc, &len);
+    char *frame = beam_localresults_frame(&enc, &len);
     if (!frame)
         return -1;
-    beam_pack_bin(beam_batch_start(&lo->batch, BEAM_LOCAL_REC_SUBMIT, vconn), frame + BEAM_FRAME_HEADER,
+    beam_pack_bin(beam_localbatch_start(&lo->batch, BEAM_LOCAL_REC_SUBMIT, vconn), frame + BEAM_FRAME_HEADER,
                   len - BEAM_FRAME_HEADER);
     free(frame);
-    beam_batch_done(&lo->batch);
+    beam_localbatch_done(&lo->batch);
     beam_enc_init(&enc);
     beam_enc_push(&enc, "call", 3);
     beam_pack_key(&enc.pk, "obj");
@@ -215,7 +215,7 @@ static int note_obj(lclient_t *cl, const char *obj)
 }
 
 /* A checked submit from a local client: 1 when it went the local way. */
-static int submit_way(beam_local_t *lo, uint32_t vconn, uint64_t msgid, const beam_submit_req_t *sp)
+static int submit_way(beam_shortcut_t *lo, uint32_t vconn, uint64_t msgid, const beam_submit_req_t *sp)
 {
     const beam_submit_req_t s = *sp;
     char key[PAIR_KEY];
@@ -232,10 +232,10 @@ static int submit_way(beam_local_t *lo, uint32_t vconn, uint64_t msgid, const be
         cut_worker(lo, w);
         wc = NULL;
     }
-    if (wc && beam_kept_add(lo->kept, s.obj, s.actor, vconn, s.push) == 0) {
+    if (wc && beam_localresults_add(lo->kept, s.obj, s.actor, vconn, s.push) == 0) {
         if (run_local(lo, vconn, wc, msgid, &s) == 0)
             return 1;
-        beam_kept_drop(lo->kept, s.obj);
+        beam_localresults_drop(lo->kept, s.obj);
     }
     /* through the head: counted until its call passes down here (an id
      * the head refuses as in use stays counted: that pair's calls then
@@ -268,7 +268,7 @@ static int submit_way(beam_local_t *lo, uint32_t vconn, uint64_t msgid, const be
 
 /* One message read, on its way up (or down): who it is for, and it. */
 typedef struct local_msg_s {
-    beam_local_t *lo;
+    beam_shortcut_t *lo;
     uint32_t vconn;
     lclient_t *cl;     /* the client's record, or NULL */
     const beam_msg_t *m;
@@ -334,7 +334,7 @@ static const beam_field_spec_t get_fields[] = {
 
 static int up_get(local_msg_t *x, const beam_field_val_t *v)
 {
-    return beam_kept_get(x->lo->kept, x->vconn, x->m->msgid, v[GET_OBJS].a, v[GET_TIMEOUT].i);
+    return beam_localresults_get(x->lo->kept, x->vconn, x->m->msgid, v[GET_OBJS].a, v[GET_TIMEOUT].i);
 }
 
 enum { TD_OBJ, TD_STATUS, TD_DATA };
@@ -349,12 +349,12 @@ static const beam_field_spec_t task_done_fields[] = {
  * what follows (the head learns of it before anything else). */
 static int up_task_done(local_msg_t *x, const beam_field_val_t *v)
 {
-    beam_local_t *lo = x->lo;
+    beam_shortcut_t *lo = x->lo;
     lworker_t *w = find_worker(lo, x->cl->actor);
     if (!w || w->cut ||
-        !beam_kept_done(lo->kept, x->cl->actor, v[TD_OBJ].s, (int)v[TD_STATUS].i, v[TD_DATA].s, v[TD_DATA].len))
+        !beam_localresults_done(lo->kept, x->cl->actor, v[TD_OBJ].s, (int)v[TD_STATUS].i, v[TD_DATA].s, v[TD_DATA].len))
         return 0;
-    return beam_batch_hold_frame(&lo->batch, x->vconn, x->body, x->len) == 0;
+    return beam_localbatch_hold_frame(&lo->batch, x->vconn, x->body, x->len) == 0;
 }
 
 static const beam_field_spec_t release_fields[] = {
@@ -362,7 +362,7 @@ static const beam_field_spec_t release_fields[] = {
 
 static int up_release(local_msg_t *x, const beam_field_val_t *v)
 {
-    beam_kept_release(x->lo->kept, x->vconn, v[0].a);
+    beam_localresults_release(x->lo->kept, x->vconn, v[0].a);
     return 0;
 }
 
@@ -415,7 +415,7 @@ static const local_op_t *find_op(const local_op_t *ops, size_t n, const local_ms
     switch (row ? row->when : LOCAL_ALWAYS) {
     case LOCAL_FROM_WORKER: return x->cl && x->cl->is_worker ? row : NULL;
     case LOCAL_IDS_KNOWN: return ids_known(x->cl) ? row : NULL;
-    case LOCAL_ANY_KEPT: return beam_kept_any(x->lo->kept) ? row : NULL;
+    case LOCAL_ANY_KEPT: return beam_localresults_any(x->lo->kept) ? row : NULL;
     case LOCAL_TO_WORKER: return x->cl && x->cl->is_worker && x->lo->pairs ? row : NULL;
     default: return row;
     }
@@ -437,7 +437,7 @@ static int run_op(const local_op_t *op, local_msg_t *x)
 /* A frame up: 1 when taken here. Its op is peeked first, and only a frame
  * this table reads is parsed (every submit is, however it is encoded: its
  * order counts). */
-static int up_frame(beam_local_t *lo, uint32_t vconn, const char *body, size_t len)
+static int up_frame(beam_shortcut_t *lo, uint32_t vconn, const char *body, size_t len)
 {
     local_msg_t x = {.lo = lo, .vconn = vconn, .cl = find_client(lo, vconn, 0), .body = body, .len = len};
     const size_t nops = sizeof up_ops / sizeof up_ops[0];
@@ -459,25 +459,25 @@ static int up_frame(beam_local_t *lo, uint32_t vconn, const char *body, size_t l
     return taken;
 }
 
-int beam_local_up(beam_node_t *node, uint32_t vconn, const char *body, size_t len)
+int beam_shortcut_up(beam_node_t *node, uint32_t vconn, const char *body, size_t len)
 {
-    beam_local_t *lo = table(node);
+    beam_shortcut_t *lo = table(node);
     if (!lo || !beam_link_up(node))
         return 0;
     int taken = 0;
     if (body)
         taken = up_frame(lo, vconn, body, len);
     else
-        beam_local_client_closed(node, vconn); /* its end */
+        beam_shortcut_client_closed(node, vconn); /* its end */
     if (!taken)
-        beam_local_flush(node); /* what is held goes up before what follows */
+        beam_shortcut_flush(node); /* what is held goes up before what follows */
     return taken;
 }
 
 /* init {actor, ...} to a local client: it is that actor's worker. */
 static int down_init(local_msg_t *x, const beam_field_val_t *v)
 {
-    beam_local_t *lo = x->lo;
+    beam_shortcut_t *lo = x->lo;
     const char *actor = v[0].s;
     lclient_t *cl = x->cl;
     if (cl && cl->is_worker) {
@@ -535,7 +535,7 @@ static const beam_field_spec_t hello_reply_fields[] = {
 
 /* The reply to cl's hello: its node index and connection number make the
  * creator part of its ids. */
-static void saw_hello_reply(beam_local_t *lo, lclient_t *cl, const char *body, size_t len)
+static void saw_hello_reply(beam_shortcut_t *lo, lclient_t *cl, const char *body, size_t len)
 {
     beam_msg_t m;
     beam_field_val_t v[2];
@@ -557,9 +557,9 @@ static void saw_hello_reply(beam_local_t *lo, lclient_t *cl, const char *body, s
     beam_msg_destroy(&m);
 }
 
-void beam_local_down(beam_node_t *node, uint32_t vconn, const char *body, size_t len)
+void beam_shortcut_down(beam_node_t *node, uint32_t vconn, const char *body, size_t len)
 {
-    beam_local_t *lo = table(node);
+    beam_shortcut_t *lo = table(node);
     if (!lo)
         return;
     local_msg_t x = {.lo = lo, .vconn = vconn, .cl = find_client(lo, vconn, 0), .body = body, .len = len};
@@ -582,7 +582,7 @@ void beam_local_down(beam_node_t *node, uint32_t vconn, const char *body, size_t
     beam_msg_destroy(&m);
 }
 
-int beam_local_check(const char *body, size_t len, int up, const beam_limits_t *lim, char *err, size_t errlen)
+int beam_shortcut_check(const char *body, size_t len, int up, const beam_limits_t *lim, char *err, size_t errlen)
 {
     beam_msg_t m;
     beam_field_val_t v[BEAM_SUBMIT_NFIELDS > 4 ? BEAM_SUBMIT_NFIELDS : 4];
@@ -604,9 +604,9 @@ int beam_local_check(const char *body, size_t len, int up, const beam_limits_t *
     return rc;
 }
 
-void beam_local_client_closed(beam_node_t *node, uint32_t vconn)
+void beam_shortcut_client_closed(beam_node_t *node, uint32_t vconn)
 {
-    beam_local_t *lo = table(node);
+    beam_shortcut_t *lo = table(node);
     lclient_t *cl = lo ? find_client(lo, vconn, 0) : NULL;
     if (cl) {
         lworker_t *w = cl->is_worker ? find_worker(lo, cl->actor) : NULL;
@@ -623,12 +623,12 @@ void beam_local_client_closed(beam_node_t *node, uint32_t vconn)
         free(cl);
     }
     if (lo)
-        beam_kept_client_gone(lo->kept, vconn);
+        beam_localresults_client_gone(lo->kept, vconn);
 }
 
-void beam_local_worker_gone(beam_node_t *node, const char *actor)
+void beam_shortcut_worker_gone(beam_node_t *node, const char *actor)
 {
-    beam_local_t *lo = table(node);
+    beam_shortcut_t *lo = table(node);
     lworker_t *w = lo ? find_worker(lo, actor) : NULL;
     if (w)
         cut_worker(lo, w);
@@ -643,13 +643,13 @@ void beam_local_worker_gone(beam_node_t *node, const char *actor)
         }                                                                                                              \
     } while (0)
 
-void beam_local_reset(beam_node_t *node)
+void beam_shortcut_reset(beam_node_t *node)
 {
-    beam_local_t *lo = node->local;
+    beam_shortcut_t *lo = node->local;
     if (!lo)
         return;
-    beam_kept_clear(lo->kept);
-    beam_batch_reset(&lo->batch); /* (lo is freed after the loop) */
+    beam_localresults_clear(lo->kept);
+    beam_localbatch_reset(&lo->batch); /* (lo is freed after the loop) */
     FREE_ALL(lo->workers, lworker_t);
     FREE_ALL(lo->clients, lclient_t);
     FREE_ALL(lo->pairs, lpair_t);
@@ -657,26 +657,26 @@ void beam_local_reset(beam_node_t *node)
     lo->unordered = 0;
 }
 
-int beam_local_init(beam_node_t *node)
+int beam_shortcut_init(beam_node_t *node)
 {
-    beam_local_t *lo = calloc(1, sizeof *lo);
-    if (lo && !(lo->kept = beam_kept_new(node, beam_local_flush))) {
+    beam_shortcut_t *lo = calloc(1, sizeof *lo);
+    if (lo && !(lo->kept = beam_localresults_new(node, beam_shortcut_flush))) {
         free(lo);
         lo = NULL;
     }
     if (!lo)
         return -ENOMEM;
     lo->node = node;
-    beam_batch_init(&lo->batch, node);
+    beam_localbatch_init(&lo->batch, node);
     node->local = lo;
     return 0;
 }
 
-void beam_local_destroy(beam_node_t *node)
+void beam_shortcut_destroy(beam_node_t *node)
 {
-    beam_local_reset(node);
+    beam_shortcut_reset(node);
     if (node->local)
-        beam_kept_free(node->local->kept);
+        beam_localresults_free(node->local->kept);
     free(node->local);
     node->local = NULL;
 }

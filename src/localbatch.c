@@ -1,11 +1,11 @@
-/* batch.c — the local_batch a member builds for its head (batch.h). */
-#include "batch.h"
+/* localbatch.c — the local_batch a member builds for its head (localbatch.h). */
+#include "localbatch.h"
 
 #include <errno.h>
 
 #include "link.h"
 
-void beam_batch_flush(beam_batch_t *b)
+void beam_localbatch_flush(beam_localbatch_t *b)
 {
     size_t n = b->n;
     beam_link_t *l = beam_link_up(b->node);
@@ -28,18 +28,18 @@ void beam_batch_flush(beam_batch_t *b)
 
 static void on_quiet(uv_timer_t *t)
 {
-    beam_batch_flush(t->data);
+    beam_localbatch_flush(t->data);
 }
 
-/* The loop is about to wait: what has been held BEAM_LOCAL_HOLD_MS goes. */
+/* The loop is about to wait: what has been held BEAM_SHORTCUT_HOLD_MS goes. */
 static void on_age(uv_prepare_t *p)
 {
-    beam_batch_t *b = p->data;
-    if (uv_now(b->node->loop) - b->since >= BEAM_LOCAL_HOLD_MS)
-        beam_batch_flush(b);
+    beam_localbatch_t *b = p->data;
+    if (uv_now(b->node->loop) - b->since >= BEAM_SHORTCUT_HOLD_MS)
+        beam_localbatch_flush(b);
 }
 
-msgpack_packer *beam_batch_start(beam_batch_t *b, int kind, uint32_t vconn)
+msgpack_packer *beam_localbatch_start(beam_localbatch_t *b, int kind, uint32_t vconn)
 {
     if (b->n == 0) {
         beam_enc_init(&b->enc);
@@ -53,10 +53,10 @@ msgpack_packer *beam_batch_start(beam_batch_t *b, int kind, uint32_t vconn)
     return &b->enc.pk;
 }
 
-void beam_batch_done(beam_batch_t *b)
+void beam_localbatch_done(beam_localbatch_t *b)
 {
-    if (++b->n >= BEAM_LOCAL_HOLD_MAX || b->enc.sbuf.size >= BEAM_LOCAL_HOLD_BYTES || b->enc.failed) {
-        beam_batch_flush(b);
+    if (++b->n >= BEAM_SHORTCUT_HOLD_MAX || b->enc.sbuf.size >= BEAM_SHORTCUT_HOLD_BYTES || b->enc.failed) {
+        beam_localbatch_flush(b);
     } else if (b->n == 1) {
         b->since = uv_now(b->node->loop);
         uv_prepare_start(&b->age, on_age);
@@ -64,16 +64,16 @@ void beam_batch_done(beam_batch_t *b)
     }
 }
 
-int beam_batch_hold_frame(beam_batch_t *b, uint32_t vconn, const char *body, size_t len)
+int beam_localbatch_hold_frame(beam_localbatch_t *b, uint32_t vconn, const char *body, size_t len)
 {
-    if (len > BEAM_LOCAL_HOLD_BYTES / 4)
+    if (len > BEAM_SHORTCUT_HOLD_BYTES / 4)
         return -EMSGSIZE;
-    beam_pack_bin(beam_batch_start(b, BEAM_LOCAL_REC_FRAME, vconn), body, len);
-    beam_batch_done(b);
+    beam_pack_bin(beam_localbatch_start(b, BEAM_LOCAL_REC_FRAME, vconn), body, len);
+    beam_localbatch_done(b);
     return 0;
 }
 
-void beam_batch_reset(beam_batch_t *b)
+void beam_localbatch_reset(beam_localbatch_t *b)
 {
     if (b->n)
         beam_enc_destroy(&b->enc);
@@ -86,7 +86,7 @@ void beam_batch_reset(beam_batch_t *b)
     }
 }
 
-void beam_batch_init(beam_batch_t *b, beam_node_t *node)
+void beam_localbatch_init(beam_localbatch_t *b, beam_node_t *node)
 {
     b->node = node;
     b->n = 0;

@@ -1,4 +1,4 @@
-/* test_kept.c — the results a member keeps for its local calls (src/kept.h),
+/* test_localresults.c — the results a member keeps for its local calls (src/localresults.h),
  * as a table: pending and done, the actor and caller each belongs to,
  * release, cut and a caller's end, and the bounds (bytes, count, one large
  * result). No connection: the gets answered from it are tested end to end
@@ -13,12 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kept.h"
+#include "localresults.h"
 
 typedef struct fixture_s {
     uv_loop_t loop;
     beam_node_t node;
-    beam_kept_t *k;
+    beam_localresults_t *k;
 } fixture_t;
 
 static int setup(void **state)
@@ -29,7 +29,7 @@ static int setup(void **state)
     f->node.loop = &f->loop;
     beam_limits_default(&f->node.limits);
     f->node.is_member = 1;
-    f->k = beam_kept_new(&f->node, NULL);
+    f->k = beam_localresults_new(&f->node, NULL);
     *state = f;
     return f->k ? 0 : -1;
 }
@@ -37,7 +37,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture_t *f = *state;
-    beam_kept_free(f->k);
+    beam_localresults_free(f->k);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&f->loop), 0);
     free(f);
@@ -68,7 +68,7 @@ static void make_msg(fixture_t *f, const char *op, uint32_t seq, int status, con
     beam_enc_init(&enc);
     beam_enc_push(&enc, op, 3);
     if (strcmp(op, "release") == 0) {
-        beam_kept_pack_ids(&enc.pk, "objects", id, 1, BEAM_OBJECT_ID_SIZE);
+        beam_localresults_pack_ids(&enc.pk, "objects", id, 1, BEAM_OBJECT_ID_SIZE);
     } else {
         beam_pack_key(&enc.pk, "obj");
         beam_pack_bin(&enc.pk, id, BEAM_OBJECT_ID_SIZE);
@@ -90,7 +90,7 @@ static void done(fixture_t *f, uint32_t actor, uint32_t seq, int status, const c
     char a[BEAM_ACTOR_ID_SIZE], id[BEAM_OBJECT_ID_SIZE];
     actor_id(a, actor);
     obj_id(id, seq);
-    beam_kept_done(f->k, a, id, status, data, (uint32_t)len);
+    beam_localresults_done(f->k, a, id, status, data, (uint32_t)len);
 }
 
 static void release(fixture_t *f, uint32_t caller, uint32_t seq)
@@ -98,7 +98,7 @@ static void release(fixture_t *f, uint32_t caller, uint32_t seq)
     char *buf;
     beam_msg_t m;
     make_msg(f, "release", seq, 0, "", 0, &buf, &m);
-    beam_kept_release(f->k, caller, &m.params.via.map.ptr[0].val.via.array);
+    beam_localresults_release(f->k, caller, &m.params.via.map.ptr[0].val.via.array);
     beam_msg_destroy(&m);
     free(buf);
 }
@@ -108,24 +108,24 @@ static int add(fixture_t *f, uint32_t seq, uint32_t actor, uint32_t caller)
     char o[BEAM_OBJECT_ID_SIZE], a[BEAM_ACTOR_ID_SIZE];
     obj_id(o, seq);
     actor_id(a, actor);
-    return beam_kept_add(f->k, o, a, caller, 0);
+    return beam_localresults_add(f->k, o, a, caller, 0);
 }
 
 static int state(fixture_t *f, uint32_t seq)
 {
     char o[BEAM_OBJECT_ID_SIZE];
     obj_id(o, seq);
-    return beam_kept_state(f->k, o, NULL, NULL, NULL);
+    return beam_localresults_state(f->k, o, NULL, NULL, NULL);
 }
 
 static void test_pending_then_done(void **st)
 {
     fixture_t *f = *st;
     char o[BEAM_OBJECT_ID_SIZE];
-    assert_int_equal(beam_kept_any(f->k), 0);
+    assert_int_equal(beam_localresults_any(f->k), 0);
     assert_int_equal(add(f, 1, 7, 3), 0);
     assert_int_equal(add(f, 1, 7, 3), -EEXIST);
-    assert_int_equal(beam_kept_any(f->k), 1);
+    assert_int_equal(beam_localresults_any(f->k), 1);
     assert_int_equal(state(f, 1), 0);
     done(f, 8, 1, 0, "x", 1); /* another actor's worker: not its call */
     assert_int_equal(state(f, 1), 0);
@@ -134,18 +134,18 @@ static void test_pending_then_done(void **st)
     const char *data;
     size_t len;
     obj_id(o, 1);
-    assert_int_equal(beam_kept_state(f->k, o, &status, &data, &len), 1);
+    assert_int_equal(beam_localresults_state(f->k, o, &status, &data, &len), 1);
     assert_int_equal(status, 1);
     assert_int_equal(len, 4);
     assert_memory_equal(data, "boom", 4);
     done(f, 7, 1, 0, "again", 5); /* a second result changes nothing */
-    assert_int_equal(beam_kept_state(f->k, o, &status, &data, &len), 1);
+    assert_int_equal(beam_localresults_state(f->k, o, &status, &data, &len), 1);
     assert_int_equal(status, 1);
     done(f, 7, 2, 0, "x", 1); /* not a local call: nothing kept */
     assert_int_equal(state(f, 2), -1);
-    beam_kept_drop(f->k, o);
+    beam_localresults_drop(f->k, o);
     assert_int_equal(state(f, 1), -1);
-    assert_int_equal(beam_kept_any(f->k), 0);
+    assert_int_equal(beam_localresults_any(f->k), 0);
 }
 
 static void test_release_cut_and_caller_end(void **st)
@@ -165,15 +165,15 @@ static void test_release_cut_and_caller_end(void **st)
     assert_int_equal(state(f, 3), -1);
     char a[BEAM_ACTOR_ID_SIZE];
     actor_id(a, 7);
-    beam_kept_cut(f->k, a); /* actor 7's pending calls are the head's now */
+    beam_localresults_cut(f->k, a); /* actor 7's pending calls are the head's now */
     assert_int_equal(state(f, 2), -1);
     assert_int_equal(state(f, 4), 1);
-    beam_kept_client_gone(f->k, 4); /* 4 (done) and 6 (pending) were caller 4's */
+    beam_localresults_client_gone(f->k, 4); /* 4 (done) and 6 (pending) were caller 4's */
     assert_int_equal(state(f, 4), -1);
     assert_int_equal(state(f, 6), -1);
     assert_int_equal(state(f, 5), 0);
-    beam_kept_clear(f->k);
-    assert_int_equal(beam_kept_any(f->k), 0);
+    beam_localresults_clear(f->k);
+    assert_int_equal(beam_localresults_any(f->k), 0);
 }
 
 static void test_bounds(void **st)
@@ -195,7 +195,7 @@ static void test_bounds(void **st)
     for (uint32_t i = 3; i <= 6; i++)
         assert_int_equal(state(f, i), 1);
     free(big);
-    beam_kept_clear(f->k);
+    beam_localresults_clear(f->k);
     /* the count: pending calls fill it; a done one makes room when it goes */
     for (uint32_t i = 1; i <= BEAM_KEPT_MAX; i++)
         assert_int_equal(add(f, i, 7, 3), 0);

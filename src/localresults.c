@@ -1,6 +1,6 @@
-/* kept.c — the results of a member's local calls kept for local gets, and
- * the gets held for them (kept.h). */
-#include "kept.h"
+/* localresults.c — the results of a member's local calls kept for local gets, and
+ * the gets held for them (localresults.h). */
+#include "localresults.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -19,7 +19,7 @@ typedef struct lresult_s {
     char obj[BEAM_OBJECT_ID_SIZE];
     char actor[BEAM_ACTOR_ID_SIZE];
     uint32_t caller;
-    int push; /* the caller wants the result pushed (kept.h) */
+    int push; /* the caller wants the result pushed (localresults.h) */
     int done, status;
     char *data;
     size_t len;
@@ -29,7 +29,7 @@ typedef struct lresult_s {
 
 /* A local get waiting for local results. */
 typedef struct lget_s {
-    struct beam_kept_s *lo;
+    struct beam_localresults_s *lo;
     uint32_t vconn;
     uint64_t msgid;
     uint32_t n;
@@ -42,7 +42,7 @@ typedef struct lget_s {
     struct lget_s *prev, *next;
 } lget_t;
 
-struct beam_kept_s {
+struct beam_localresults_s {
     beam_node_t *node;
     lresult_t *results;
     size_t nresults;
@@ -52,7 +52,7 @@ struct beam_kept_s {
     void (*before_up)(beam_node_t *node); /* sends what the member holds for the head first */
 };
 
-typedef struct beam_kept_s beam_local_t; /* (the functions below name it lo) */
+typedef struct beam_localresults_s beam_shortcut_t; /* (the functions below name it lo) */
 
 /* Local client vconn's port, or NULL when it is gone or closing. */
 static beam_port_t *client(beam_node_t *node, uint32_t vconn)
@@ -61,14 +61,14 @@ static beam_port_t *client(beam_node_t *node, uint32_t vconn)
     return s && !beam_port_closing(&s->port) ? &s->port : NULL;
 }
 
-static lresult_t *find_result(beam_local_t *lo, const char *obj)
+static lresult_t *find_result(beam_shortcut_t *lo, const char *obj)
 {
     lresult_t *r = NULL;
     HASH_FIND(hh, lo->results, obj, BEAM_OBJECT_ID_SIZE, r);
     return r;
 }
 
-static void result_free(beam_local_t *lo, lresult_t *r)
+static void result_free(beam_shortcut_t *lo, lresult_t *r)
 {
     HASH_DEL(lo->results, r);
     lo->nresults--;
@@ -83,7 +83,7 @@ static void result_free(beam_local_t *lo, lresult_t *r)
 /* Keeps the done results within their bounds (and room for one more
  * result when slot), oldest out first (the head has them too): 1 if some
  * went. */
-static int trim_done(beam_local_t *lo, int slot)
+static int trim_done(beam_shortcut_t *lo, int slot)
 {
     int trimmed = 0;
     for (; lo->done && (lo->done_bytes > BEAM_KEPT_BYTES || (slot && lo->nresults >= BEAM_KEPT_MAX));
@@ -92,7 +92,7 @@ static int trim_done(beam_local_t *lo, int slot)
     return trimmed;
 }
 
-void beam_kept_pack_ids(msgpack_packer *pk, const char *key, const char *ids, uint32_t n, size_t size)
+void beam_localresults_pack_ids(msgpack_packer *pk, const char *key, const char *ids, uint32_t n, size_t size)
 {
     beam_pack_key(pk, key);
     msgpack_pack_array(pk, n);
@@ -104,7 +104,7 @@ void beam_kept_pack_ids(msgpack_packer *pk, const char *key, const char *ids, ui
 
 /* Pushes r's result to its caller (status < 0: `result {obj}`, fetch it
  * with a get). */
-static void push_result(beam_local_t *lo, const lresult_t *r, int status)
+static void push_result(beam_shortcut_t *lo, const lresult_t *r, int status)
 {
     beam_port_t *c = client(lo->node, r->caller);
     if (c)
@@ -130,7 +130,7 @@ static void get_finish(lget_t *g)
     }
 }
 
-char *beam_kept_frame(beam_enc_t *req, size_t *len)
+char *beam_localresults_frame(beam_enc_t *req, size_t *len)
 {
     char *frame = beam_enc_end(req, 0) == 0 ? beam_enc_take(req, len) : NULL;
     beam_enc_destroy(req);
@@ -140,7 +140,7 @@ char *beam_kept_frame(beam_enc_t *req, size_t *len)
 /* The reply the head would give: {values: [[status, data], ...]}. 0, or -1
  * when a result is no longer kept or they do not fit one frame (the head
  * answers then). */
-static int reply_values(beam_local_t *lo, beam_port_t *c, const lget_t *g)
+static int reply_values(beam_shortcut_t *lo, beam_port_t *c, const lget_t *g)
 {
     beam_enc_t enc;
     beam_enc_init(&enc);
@@ -169,7 +169,7 @@ static int reply_values(beam_local_t *lo, beam_port_t *c, const lget_t *g)
 /* 1 if all of g's results are done here, 0 if some are pending, -1 if one
  * is not (or no longer) kept. Looks from g's cursor on: results finish
  * mostly in order, so a get of many is not walked again at each. */
-static int held_state(beam_local_t *lo, lget_t *g)
+static int held_state(beam_shortcut_t *lo, lget_t *g)
 {
     for (; g->cursor < g->n; g->cursor++) {
         lresult_t *r = find_result(lo, g->ids + (size_t)g->cursor * BEAM_OBJECT_ID_SIZE);
@@ -182,7 +182,7 @@ static int held_state(beam_local_t *lo, lget_t *g)
 /* Answers g if it can be (1), or sends it to the head (with what is left
  * of its timeout) when a result it names is no longer kept here (1); 0 if
  * it must wait. Finished gets are freed. */
-static int try_get(beam_local_t *lo, lget_t *g)
+static int try_get(beam_shortcut_t *lo, lget_t *g)
 {
     int st = held_state(lo, g);
     if (st == 0)
@@ -196,13 +196,13 @@ static int try_get(beam_local_t *lo, lget_t *g)
         beam_enc_t req;
         beam_enc_init(&req);
         beam_enc_request(&req, g->msgid, "get", 2);
-        beam_kept_pack_ids(&req.pk, "objs", g->ids, g->n, BEAM_OBJECT_ID_SIZE);
+        beam_localresults_pack_ids(&req.pk, "objs", g->ids, g->n, BEAM_OBJECT_ID_SIZE);
         beam_pack_key(&req.pk, "timeout_ms");
         msgpack_pack_int64(&req.pk, left);
         if (lo->before_up)
             lo->before_up(lo->node); /* what the member holds goes up first */
         size_t len;
-        char *frame = beam_kept_frame(&req, &len);
+        char *frame = beam_localresults_frame(&req, &len);
         if (frame && beam_link_up(lo->node))
             beam_clientmsg_forward(lo->node, g->vconn, frame + BEAM_FRAME_HEADER, len - BEAM_FRAME_HEADER);
         else
@@ -214,7 +214,7 @@ static int try_get(beam_local_t *lo, lget_t *g)
 }
 
 /* Looks at every held get again; full: from its start (results went). */
-static void check_gets(beam_local_t *lo, int full)
+static void check_gets(beam_shortcut_t *lo, int full)
 {
     lget_t *g, *tmp;
     DL_FOREACH_SAFE(lo->gets, g, tmp) {
@@ -234,8 +234,8 @@ static void on_get_timeout(uv_timer_t *t)
 }
 
 /* (an object that is not a local call, and the get goes to the head; its
- * fields were checked by local.c's table) */
-int beam_kept_get(beam_kept_t *lo, uint32_t vconn, uint64_t msgid, const msgpack_object_array *ids, int64_t ms)
+ * fields were checked by shortcut.c's table) */
+int beam_localresults_get(beam_localresults_t *lo, uint32_t vconn, uint64_t msgid, const msgpack_object_array *ids, int64_t ms)
 {
     if (msgid == 0 || ids->size == 0 || !client(lo->node, vconn))
         return 0;
@@ -270,7 +270,7 @@ int beam_kept_get(beam_kept_t *lo, uint32_t vconn, uint64_t msgid, const msgpack
     return 1;
 }
 
-int beam_kept_done(beam_kept_t *lo, const char *actor, const char *obj, int status, const char *data, uint32_t len)
+int beam_localresults_done(beam_localresults_t *lo, const char *actor, const char *obj, int status, const char *data, uint32_t len)
 {
     lresult_t *r = find_result(lo, obj);
     if (!r || r->done || memcmp(r->actor, actor, BEAM_ACTOR_ID_SIZE) != 0)
@@ -299,7 +299,7 @@ int beam_kept_done(beam_kept_t *lo, const char *actor, const char *obj, int stat
     return 1;
 }
 
-void beam_kept_release(beam_kept_t *lo, uint32_t vconn, const msgpack_object_array *ids)
+void beam_localresults_release(beam_localresults_t *lo, uint32_t vconn, const msgpack_object_array *ids)
 {
     int dropped = 0;
     for (uint32_t i = 0; i < ids->size; i++) {
@@ -314,12 +314,12 @@ void beam_kept_release(beam_kept_t *lo, uint32_t vconn, const msgpack_object_arr
 }
 
 
-int beam_kept_any(const beam_kept_t *k)
+int beam_localresults_any(const beam_localresults_t *k)
 {
     return k->results != NULL;
 }
 
-int beam_kept_state(beam_kept_t *lo, const char *obj, int *status, const char **data, size_t *len)
+int beam_localresults_state(beam_localresults_t *lo, const char *obj, int *status, const char **data, size_t *len)
 {
     lresult_t *r = find_result(lo, obj);
     if (r && r->done && status && data && len) {
@@ -330,7 +330,7 @@ int beam_kept_state(beam_kept_t *lo, const char *obj, int *status, const char **
     return r ? r->done : -1;
 }
 
-int beam_kept_add(beam_kept_t *lo, const char *obj, const char *actor, uint32_t caller, int push)
+int beam_localresults_add(beam_localresults_t *lo, const char *obj, const char *actor, uint32_t caller, int push)
 {
     if (find_result(lo, obj))
         return -EEXIST;
@@ -350,14 +350,14 @@ int beam_kept_add(beam_kept_t *lo, const char *obj, const char *actor, uint32_t 
     return 0;
 }
 
-void beam_kept_drop(beam_kept_t *lo, const char *obj)
+void beam_localresults_drop(beam_localresults_t *lo, const char *obj)
 {
     lresult_t *r = find_result(lo, obj);
     if (r)
         result_free(lo, r);
 }
 
-void beam_kept_cut(beam_kept_t *lo, const char *actor)
+void beam_localresults_cut(beam_localresults_t *lo, const char *actor)
 {
     lresult_t *r, *tmp;
     HASH_ITER(hh, lo->results, r, tmp)
@@ -369,7 +369,7 @@ void beam_kept_cut(beam_kept_t *lo, const char *actor)
     check_gets(lo, 1);
 }
 
-void beam_kept_client_gone(beam_kept_t *lo, uint32_t vconn)
+void beam_localresults_client_gone(beam_localresults_t *lo, uint32_t vconn)
 {
     lresult_t *r, *rt;
     lget_t *g, *gt;
@@ -381,9 +381,9 @@ void beam_kept_client_gone(beam_kept_t *lo, uint32_t vconn)
             get_finish(g);
 }
 
-beam_kept_t *beam_kept_new(beam_node_t *node, void (*before_up)(beam_node_t *node))
+beam_localresults_t *beam_localresults_new(beam_node_t *node, void (*before_up)(beam_node_t *node))
 {
-    beam_kept_t *k = calloc(1, sizeof *k);
+    beam_localresults_t *k = calloc(1, sizeof *k);
     if (k) {
         k->node = node;
         k->before_up = before_up;
@@ -391,7 +391,7 @@ beam_kept_t *beam_kept_new(beam_node_t *node, void (*before_up)(beam_node_t *nod
     return k;
 }
 
-void beam_kept_clear(beam_kept_t *lo)
+void beam_localresults_clear(beam_localresults_t *lo)
 {
     while (lo->gets)
         get_finish(lo->gets);
@@ -399,9 +399,9 @@ void beam_kept_clear(beam_kept_t *lo)
         result_free(lo, lo->results);
 }
 
-void beam_kept_free(beam_kept_t *k)
+void beam_localresults_free(beam_localresults_t *k)
 {
     if (k)
-        beam_kept_clear(k);
+        beam_localresults_clear(k);
     free(k);
 }

@@ -1,9 +1,9 @@
-/* fields.c — a request's fields as the handlers read them: the field table's
+/* request.c — a request's fields as the handlers read them: the field table's
  * checker, the error reply for a bad field, copies of what a handler keeps,
  * and create_actor's and pg_create's options (names, env, resource
  * amounts). Every function that takes a request replies itself when it
  * fails, and returns 0 or a negative errno. */
-#include "fields.h"
+#include "request.h"
 
 #include "shm.h"
 

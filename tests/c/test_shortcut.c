@@ -1,5 +1,5 @@
-/* test_local.c — the op tables a member reads its clients' and its head's
- * frames by (src/local.h, beam_local_check: the tables local.c runs,
+/* test_shortcut.c — the op tables a member reads its clients' and its head's
+ * frames by (src/shortcut.h, beam_shortcut_check: the tables shortcut.c runs,
  * without their state): every op it reads passes whole; each required
  * field missing and each field of the wrong type is refused naming the
  * field (the frame then goes on untouched, for the head to answer: nothing
@@ -14,7 +14,7 @@
 
 #include <stdio.h>
 
-#include "local.h"
+#include "shortcut.h"
 #include "testmsg.h"
 
 /* A local client's requests the member reads. */
@@ -55,7 +55,7 @@ static int check(const tm_op_t *o, int skip, int wrong, char *err, size_t errlen
     beam_limits_default(&lim);
     assert_non_null(body);
     err[0] = '\0';
-    int rc = beam_local_check(body, len, o->request, &lim, err, errlen);
+    int rc = beam_shortcut_check(body, len, o->request, &lim, err, errlen);
     /* the peek the member skips frames by says what the parse says */
     beam_peek_t pk;
     assert_int_equal(beam_msg_peek(body, len, &pk), 0);
@@ -146,7 +146,7 @@ static void test_bounds_and_garbage(void **state)
     beam_pack_bin(&enc.pk, "", 0);
     beam_enc_end(&enc, 0);
     char *f = beam_enc_take(&enc, &n);
-    assert_int_equal(beam_local_check(f + 4, n - 4, 1, &lim, err, sizeof err), -EINVAL);
+    assert_int_equal(beam_shortcut_check(f + 4, n - 4, 1, &lim, err, sizeof err), -EINVAL);
     assert_string_equal(err, "field 'status' must be 0 (ok) or 1 (task error)");
     free(f);
     beam_enc_init(&enc);
@@ -158,7 +158,7 @@ static void test_bounds_and_garbage(void **state)
     msgpack_pack_int(&enc.pk, -1);
     beam_enc_end(&enc, 0);
     f = beam_enc_take(&enc, &n);
-    assert_int_equal(beam_local_check(f + 4, n - 4, 1, &lim, err, sizeof err), -EINVAL);
+    assert_int_equal(beam_shortcut_check(f + 4, n - 4, 1, &lim, err, sizeof err), -EINVAL);
     assert_string_equal(err, "field 'objs' must hold 28-byte bin object ids");
     free(f);
     beam_enc_init(&enc);
@@ -169,10 +169,10 @@ static void test_bounds_and_garbage(void **state)
     msgpack_pack_int(&enc.pk, -2);
     beam_enc_end(&enc, 0);
     f = beam_enc_take(&enc, &n);
-    assert_int_equal(beam_local_check(f + 4, n - 4, 1, &lim, err, sizeof err), -EINVAL);
+    assert_int_equal(beam_shortcut_check(f + 4, n - 4, 1, &lim, err, sizeof err), -EINVAL);
     assert_string_equal(err, "field 'timeout_ms' must be -1 (forever) or more");
     free(f);
-    assert_int_equal(beam_local_check("\x94\x00\x01", 3, 1, &lim, err, sizeof err), -EPROTO);
+    assert_int_equal(beam_shortcut_check("\x94\x00\x01", 3, 1, &lim, err, sizeof err), -EPROTO);
 }
 
 int main(void)
