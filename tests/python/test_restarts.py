@@ -412,3 +412,30 @@ def test_a_members_own_driver_sees_its_local_actor_restart(cluster, tmp_path):
         check=True,
     )
     assert "UNAVAILABLE" in out.stdout and "COUNTS True True" in out.stdout, out.stdout + out.stderr
+
+
+@beam_only
+def test_an_actor_whose_node_dies_restarts_on_a_live_node(cluster):
+    """As Ray's GCS does: the member is SIGKILLed (a crashed machine), the
+    head restarts the actor elsewhere; one with no restart left dies with
+    "its node has died"."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    ray.init()  # the driver on the head
+    head = ray.get_runtime_context().get_node_id()
+    member = cluster.node_id(cluster.members[0])
+    there = NodeAffinitySchedulingStrategy(member, soft=True)
+    a = Counter.options(max_restarts=1, scheduling_strategy=there).remote()
+    b = Counter.options(scheduling_strategy=there).remote()
+    pid = ray.get(a.pid.remote(), timeout=WORKER_START_S)
+    ray.get(b.pid.remote(), timeout=WORKER_START_S)
+    assert ray.get(a.incr.remote()) == 1
+    cluster.members[0].expect_signal = True
+    cluster.members[0].kill9()
+    assert wait_gone(pid, WORKER_START_S)
+    new = _next_pid(a, pid)
+    assert ray.get(a.incr.remote(), timeout=WORKER_START_S) == 1
+    row = [x for x in cluster.head.status()["actors"] if x["actor_id"] == a._actor_id.hex()][0]
+    assert row["node_id"] == head and row["pid"] == new and row["num_restarts"] == 1
+    with pytest.raises(ray.exceptions.ActorDiedError, match="node has died"):
+        ray.get(b.pid.remote(), timeout=WORKER_START_S)
