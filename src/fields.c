@@ -261,7 +261,7 @@ static const beam_field_spec_t actor_option_fields[] = {
 };
 
 /* The scheduling options of create_actor beyond the placement group:
- * lifetime, concurrency and node affinity. */
+ * lifetime, concurrency, node affinity and restarts. */
 static int actor_options(beam_req_t *r, beam_actor_options_t *o)
 {
     beam_field_val_t v[O_NOPTIONS];
