@@ -942,6 +942,39 @@ static void test_a_lost_members_restartable_actor_restarts_elsewhere(void **stat
     assert_false(o->ready);
 }
 
+/* A restart keeps a member's local calls open while that member may still
+ * take the old worker's results (they cannot be sent again: the head never
+ * had their args), and fails them with status 6 once the old worker is gone;
+ * a call of the head's is sent again to the new worker (max_task_retries). */
+static void test_a_restart_keeps_local_calls_open_until_the_old_worker_is_gone(void **state)
+{
+    fixture_t *f = *state;
+    beam_actor_t *a = create_restartable(f, 1, 1, -1, 0);
+    start_worker(f, a);
+    char o1[BEAM_OBJECT_ID_SIZE], o2[BEAM_OBJECT_ID_SIZE];
+    beam_refs_t none = {0};
+    make_obj(f, 1, o1);
+    beam_actor_submit_sent(&f->node, a, f->node.self, o1, &none);
+    beam_object_t *o3 = submit(f, a, 3);
+    assert_int_equal(tport_count(&f->worker, "call"), 1);
+    beam_actor_kill_restart(&f->node, a, "killed from the head, to restart");
+    assert_int_equal(info(a).state, BEAM_ACTOR_RESTARTING);
+    assert_false(beam_object_find(&f->node, o1)->ready); /* its member may still take the result */
+    assert_false(o3->ready);
+    assert_int_equal(info(a).queued, 1); /* o3, to be sent again */
+    make_obj(f, 2, o2);
+    beam_actor_submit_sent(&f->node, a, f->node.self, o2, &none); /* ran there before the member saw it */
+    assert_int_equal(info(a).sent, 2);
+    worker_killed(f, a); /* RESTARTING -> PENDING -> STARTING */
+    assert_int_equal(beam_object_find(&f->node, o1)->status, BEAM_OBJ_ACTOR_UNAVAILABLE);
+    assert_int_equal(beam_object_find(&f->node, o2)->status, BEAM_OBJ_ACTOR_UNAVAILABLE);
+    assert_int_equal(info(a).state, BEAM_ACTOR_STARTING);
+    start_worker(f, a);
+    assert_int_equal(tport_count(&f->worker, "call"), 2);
+    finish(f, a, 3);
+    assert_int_equal(o3->status, BEAM_OBJ_OK);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -978,6 +1011,7 @@ int main(void)
         T(test_a_task_whose_worker_dies_is_retried_then_crashes),
         T(test_an_end_on_purpose_or_a_failed_start_is_not_restarted),
         T(test_a_lost_members_restartable_actor_restarts_elsewhere),
+        T(test_a_restart_keeps_local_calls_open_until_the_old_worker_is_gone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
