@@ -90,11 +90,13 @@ void beam_callq_send(beam_callq_t *q, beam_port_t *worker, beam_call_t *call)
     beam_enc_end(&enc, 0);
     beam_port_send_enc(worker, &enc);
     /* the worker has them now (or the write holds its own reference); keep
-     * only what completion needs */
-    beam_buf_unref(call->args_buf);
-    call->args_buf = NULL;
-    call->args = NULL;
-    call->args_len = 0;
+     * only what completion needs, unless it may be sent again */
+    if (!q->keep_args) {
+        beam_buf_unref(call->args_buf);
+        call->args_buf = NULL;
+        call->args = NULL;
+        call->args_len = 0;
+    }
     append(&q->sent, &q->sent_tail, call);
 }
 
@@ -130,6 +132,41 @@ beam_call_t *beam_callq_take_sent(beam_callq_t *q, const char *obj)
 void beam_callq_push_sent(beam_callq_t *q, beam_call_t *call)
 {
     append(&q->sent, &q->sent_tail, call);
+}
+
+void beam_callq_retry_sent(beam_node_t *node, beam_callq_t *q, int retries, int status, const char *message,
+                           int keep_local)
+{
+    beam_call_t *sent = q->sent, *again = NULL, *again_tail = NULL;
+    q->sent = q->sent_tail = NULL;
+    while (sent) {
+        beam_call_t *call = sent;
+        sent = call->next;
+        if (keep_local && call->local)
+            beam_callq_push_sent(q, call);
+        else if (!call->local && q->keep_args && (retries < 0 || call->tries < retries)) {
+            call->tries++;
+            append(&again, &again_tail, call);
+        } else
+            beam_call_fail(node, call, status, message);
+    }
+    if (again) { /* before what was queued: they were sent first */
+        again_tail->next = q->queue;
+        if (!q->queue)
+            q->queue_tail = again_tail;
+        q->queue = again;
+    }
+}
+
+void beam_callq_fail_sent(beam_node_t *node, beam_callq_t *q, int status, const char *message)
+{
+    beam_call_t *sent = q->sent;
+    q->sent = q->sent_tail = NULL;
+    while (sent) {
+        beam_call_t *call = sent;
+        sent = call->next;
+        beam_call_fail(node, call, status, message);
+    }
 }
 
 void beam_callq_fail_all(beam_node_t *node, beam_callq_t *q, int status, const char *message, int keep_local)

@@ -18,15 +18,17 @@ typedef struct beam_call_s {
     char *method;
     char *args;           /* inside args_buf */
     size_t args_len;
-    beam_buf_t *args_buf; /* one reference, dropped once the call is sent */
+    beam_buf_t *args_buf; /* one reference, dropped once the call is sent (kept if its queue keeps args) */
     beam_refs_t refs; /* pinned until the call completes */
     int local;        /* its member wrote it to the worker there (src/actor/localcalls.c) */
+    int tries;        /* times it was sent again after its worker died */
     struct beam_call_s *next;
 } beam_call_t;
 
 typedef struct beam_callq_s {
     beam_call_t *queue, *queue_tail; /* not yet sent to the worker */
     beam_call_t *sent, *sent_tail;   /* sent, not yet done */
+    int keep_args; /* a sent call keeps its args: it may be sent again (beam_callq_retry_sent) */
 } beam_callq_t;
 
 /* A call on return object obj. Takes method, the reference args_buf (args
@@ -53,6 +55,14 @@ beam_call_t *beam_callq_take_sent(beam_callq_t *q, const char *obj);
 /* Fails every call, sent ones first, in order; keep_local: but the sent
  * local calls, which stay in the sent list (src/actor/localcalls.c). */
 void beam_callq_fail_all(beam_node_t *node, beam_callq_t *q, int status, const char *message, int keep_local);
+/* The worker the sent calls went to died and another will take the queue:
+ * each sent call goes back to the front of the queue, in order, while it
+ * has retries left (retries: -1 without end) and q kept its args, stays sent if
+ * it is local and keep_local, else fails with status and message. */
+void beam_callq_retry_sent(beam_node_t *node, beam_callq_t *q, int retries, int status, const char *message,
+                           int keep_local);
+/* Fails every sent call (not the queue), in order. */
+void beam_callq_fail_sent(beam_node_t *node, beam_callq_t *q, int status, const char *message);
 /* Appends call to the sent list as it is (a call its member already sent). */
 void beam_callq_push_sent(beam_callq_t *q, beam_call_t *call);
 /* Frees every call without completing anything (daemon exit). */

@@ -392,8 +392,10 @@ static void op_kill(req_t *r)
     beam_actor_t *a = beam_actor_find(r->node, v[K_ACTOR].s);
     if (a) /* local: a kill from its worker's member cuts its local calls (actors.h) */
         beam_actor_cut_local(r->node, a, r->conn->member);
-    if (a)
+    if (a && v[K_NO_RESTART].i)
         beam_actor_kill(r->node, a, "The actor is dead because it was killed by `ray.kill`.");
+    else if (a) /* it restarts if it may (max_restarts) */
+        beam_actor_kill_restart(r->node, a, "The actor was killed by `ray.kill` with no_restart=False.");
     beam_port_reply_empty(r->conn, r->msgid);
 }
 
@@ -568,6 +570,17 @@ static void op_actor_ready(req_t *r)
     beam_port_reply_empty(r->conn, r->msgid);
 }
 
+/* The worker ends on purpose now (sys.exit() or exit_actor() in a method):
+ * the death that follows does not restart its actor (max_restarts). */
+static void op_exiting(req_t *r)
+{
+    beam_actor_t *a = worker_actor(r);
+    if (!a)
+        return;
+    beam_actor_worker_exiting(a);
+    beam_port_reply_empty(r->conn, r->msgid);
+}
+
 static const beam_field_spec_t blocked_fields[] = {BEAM_FIELD("blocked", BEAM_F_BOOL, BEAM_F_REQUIRED)};
 
 /* The worker waits in ray.get/ray.wait ("blocked": true) or is back. */
@@ -646,6 +659,7 @@ static const op_t ops[] = {
     {"status", beam_status},      {"get_actor", op_get_actor}, {"actor_ready", op_actor_ready},
     {"task_done", op_task_done}, {"pg_create", op_pg_create}, {"pg_remove", op_pg_remove},
     {"pg_ready", op_pg_ready},   {"pg_table", beam_status_pg_table}, {"blocked", op_blocked}, {"shm", op_shm},
+    {"exiting", op_exiting},
     {NULL, NULL},
 };
 

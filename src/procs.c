@@ -336,15 +336,30 @@ static char **worker_env(beam_node_t *node, const beam_spawn_t *s, const char *h
     return env;
 }
 
+/* A worker that exited and still drains its pipes (or sweeps what it left)
+ * while a new worker starts for its actor (a restart): it keeps reporting
+ * under the actor's id, but is filed under a key of its own, one no actor id
+ * has (its first bytes, an actor's node index, all 0xff). */
+static void set_aside(beam_node_t *node, beam_proc_t *p)
+{
+    HASH_DEL(node->procs, p);
+    memset(p->key, 0xff, sizeof p->key);
+    memcpy(p->key + sizeof p->key - sizeof p, &p, sizeof p);
+    HASH_ADD(hh, node->procs, key, BEAM_ACTOR_ID_SIZE, p);
+}
+
 int beam_proc_spawn(beam_node_t *node, const beam_spawn_t *s, long *pid)
 {
     beam_proc_t *p = NULL;
     HASH_FIND(hh, node->procs, s->actor, BEAM_ACTOR_ID_SIZE, p);
-    if (p)
+    if (p && p->running)
         return UV_EEXIST;
+    if (p)
+        set_aside(node, p);
     p = calloc(1, sizeof *p);
     if (!p)
         return UV_ENOMEM;
+    memcpy(p->key, s->actor, BEAM_ACTOR_ID_SIZE);
     memcpy(p->actor, s->actor, BEAM_ACTOR_ID_SIZE);
     beam_id_hex(s->actor, BEAM_ACTOR_ID_SIZE, p->hex);
     p->class_name = strdup(s->class_name);
@@ -355,7 +370,7 @@ int beam_proc_spawn(beam_node_t *node, const beam_spawn_t *s, long *pid)
         free(p);
         return UV_ENOMEM;
     }
-    HASH_ADD(hh, node->procs, actor, BEAM_ACTOR_ID_SIZE, p);
+    HASH_ADD(hh, node->procs, key, BEAM_ACTOR_ID_SIZE, p);
     /* what a dead worker leaves is re-parented here, for sweep to kill */
     if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0)
         beam_log(BEAM_LOG_WARN, "could not become a child subreaper: %s", strerror(errno));
@@ -426,12 +441,21 @@ int beam_proc_rebind(beam_node_t *node, const char *from, const char *to, const 
     char *name = strdup(class_name);
     if (!name)
         return -ENOMEM;
+    beam_proc_t *old = NULL; /* (one of `to` that exited and still drains) */
+    HASH_FIND(hh, node->procs, to, BEAM_ACTOR_ID_SIZE, old);
+    if (old && old->running) {
+        free(name);
+        return -EEXIST;
+    }
+    if (old)
+        set_aside(node, old);
     HASH_DEL(node->procs, p);
     free(p->class_name);
     p->class_name = name;
+    memcpy(p->key, to, BEAM_ACTOR_ID_SIZE);
     memcpy(p->actor, to, BEAM_ACTOR_ID_SIZE);
     beam_id_hex(to, BEAM_ACTOR_ID_SIZE, p->hex);
-    HASH_ADD(hh, node->procs, actor, BEAM_ACTOR_ID_SIZE, p);
+    HASH_ADD(hh, node->procs, key, BEAM_ACTOR_ID_SIZE, p);
     return 0;
 }
 

@@ -23,7 +23,11 @@ typedef struct beam_line_s {
 } beam_line_t;
 
 typedef struct beam_proc_s {
-    char actor[BEAM_ACTOR_ID_SIZE];
+    /* its key in node->procs: the actor's id, or, once a new worker runs for
+     * that actor (a restart) while this one's pipes still drain, a key of its
+     * own (procs.c, set_aside) */
+    char key[BEAM_ACTOR_ID_SIZE];
+    char actor[BEAM_ACTOR_ID_SIZE]; /* whose output and exit it reports */
     char hex[2 * BEAM_ACTOR_ID_SIZE + 1];
     char *class_name;
     uv_process_t proc;
@@ -37,11 +41,14 @@ typedef struct beam_proc_s {
     UT_hash_handle hh;
 } beam_proc_t;
 
-/* Starts a worker. Returns 0 and its pid, or a negative uv error. */
+/* Starts a worker (again, for a restarted actor: one of it that exited and
+ * still drains is set aside). Returns 0 and its pid, or a negative uv error
+ * (UV_EEXIST while a worker of that actor runs). */
 int beam_proc_spawn(beam_node_t *node, const beam_spawn_t *s, long *pid);
 /* The worker run for actor `from` now runs for actor `to` (a pooled task
  * worker taken by a new task): its exit and output are reported under `to`,
- * its lines prefixed with class_name. Returns 0, -ENOENT or -ENOMEM. */
+ * its lines prefixed with class_name. Returns 0, -ENOENT, -EEXIST (a worker
+ * of `to` runs) or -ENOMEM. */
 int beam_proc_rebind(beam_node_t *node, const char *from, const char *to, const char *class_name);
 /* SIGKILLs the worker's process group. Returns 0, or -ENOENT if none runs. */
 int beam_proc_kill(beam_node_t *node, const char *actor);

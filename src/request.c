@@ -245,7 +245,7 @@ static int demand(beam_req_t *r, beam_demand_t *d)
     return rc;
 }
 
-enum { O_DETACHED, O_CONCURRENCY, O_NODE, O_SOFT, O_SPREAD, O_TASK };
+enum { O_DETACHED, O_CONCURRENCY, O_NODE, O_SOFT, O_SPREAD, O_TASK, O_RESTARTS, O_TASK_RETRIES, O_NOPTIONS };
 static const beam_field_spec_t actor_option_fields[] = {
     [O_DETACHED] = BEAM_FIELD("detached", BEAM_F_BOOL, 0),
     [O_CONCURRENCY] = BEAM_FIELD("max_concurrency", BEAM_F_INT, 0, .def = 1, .min = 1, .max = 100000,
@@ -254,13 +254,17 @@ static const beam_field_spec_t actor_option_fields[] = {
     [O_SOFT] = BEAM_FIELD("soft", BEAM_F_BOOL, 0),
     [O_SPREAD] = BEAM_FIELD("spread", BEAM_F_BOOL, 0),
     [O_TASK] = BEAM_FIELD("task", BEAM_F_BOOL, 0),
+    [O_RESTARTS] = BEAM_FIELD("max_restarts", BEAM_F_INT, 0, .min = -1, .max = INT32_MAX,
+                              .bound = "must be -1 (without end) or >= 0"),
+    [O_TASK_RETRIES] = BEAM_FIELD("max_task_retries", BEAM_F_INT, 0, .min = -1, .max = INT32_MAX,
+                                  .bound = "must be -1 (without end) or >= 0"),
 };
 
 /* The scheduling options of create_actor beyond the placement group:
- * lifetime, concurrency and node affinity. */
+ * lifetime, concurrency, node affinity and restarts. */
 static int actor_options(beam_req_t *r, beam_actor_options_t *o)
 {
-    beam_field_val_t v[6];
+    beam_field_val_t v[O_NOPTIONS];
     memset(o, 0, sizeof *o);
     if (BEAM_REQ_FIELDS(r, actor_option_fields, v) < 0)
         return -EINVAL;
@@ -269,6 +273,8 @@ static int actor_options(beam_req_t *r, beam_actor_options_t *o)
     o->affinity_soft = (int)v[O_SOFT].i;
     o->spread = (int)v[O_SPREAD].i;
     o->task = (int)v[O_TASK].i;
+    o->max_restarts = (int)v[O_RESTARTS].i;
+    o->max_task_retries = (int)v[O_TASK_RETRIES].i;
     if (v[O_NODE].present) {
         o->has_affinity = 1;
         memcpy(o->affinity, v[O_NODE].s, BEAM_NODE_ID_SIZE);

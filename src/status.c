@@ -53,7 +53,7 @@ static void pack_actor(msgpack_packer *pk, const beam_actor_t *actor)
 {
     beam_actor_info_t info, *a = &info;
     beam_actor_info(actor, a);
-    msgpack_pack_map(pk, 13);
+    msgpack_pack_map(pk, 14);
     beam_pack_key(pk, "actor_id");
     beam_pack_str(pk, a->hex);
     beam_pack_key(pk, "class_name");
@@ -68,7 +68,9 @@ static void pack_actor(msgpack_packer *pk, const beam_actor_t *actor)
     else
         msgpack_pack_false(pk);
     beam_pack_key(pk, "state");
-    beam_pack_str(pk, beam_actor_state_name(a->state));
+    beam_pack_str(pk, beam_actor_ray_state(actor));
+    beam_pack_key(pk, "num_restarts");
+    msgpack_pack_uint32(pk, a->restarts);
     beam_pack_key(pk, "pid");
     msgpack_pack_int64(pk, a->pid);
     beam_pack_key(pk, "node_id");

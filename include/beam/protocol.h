@@ -44,6 +44,8 @@ enum {
     BEAM_OBJ_LOST = 3,
     BEAM_OBJ_UNSCHEDULABLE = 4, /* the actor can never be placed (ActorUnschedulableError) */
     BEAM_OBJ_ACTOR_INIT_FAILED = 5, /* its constructor raised (ActorDiedError, actor_init_failed) */
+    BEAM_OBJ_ACTOR_UNAVAILABLE = 6, /* sent to a worker that died, the actor restarting (ActorUnavailableError) */
+    BEAM_OBJ_WORKER_CRASHED = 7,    /* a task's worker died, no retry left (WorkerCrashedError) */
 };
 
 /* A submit with `push` gets its result pushed (`result {obj, status, data}`)

@@ -51,7 +51,8 @@ def method(*args, **kwargs):
 
 def kill(actor, *, no_restart=True):
     """ray.kill: stop the actor's worker at once; its pending and later calls
-    raise ActorDiedError."""
+    raise ActorDiedError. no_restart=False: an actor with restarts left
+    (max_restarts) restarts instead, as when its worker dies."""
     if not isinstance(actor, ActorHandle):
         raise ValueError(f"ray.kill() only supported for actors. For tasks, try ray.cancel(). Got: {type(actor)}.")
     from ray._private import worker as _worker

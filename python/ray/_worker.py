@@ -81,9 +81,14 @@ async def _resolve_args_async(args, kwargs):
     return _substitute(args, kwargs, refs, values)
 
 
+def _exit_code(exc):
+    """The exit status a SystemExit gives the process."""
+    return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+
+
 def _exit_now(exc):
     """Ends the process as an uncaught SystemExit would on the main thread."""
-    code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    code = _exit_code(exc)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
@@ -309,6 +314,8 @@ class Worker:
             outcome = (False, e)
         except BaseException as e:
             if not self.task:
+                if isinstance(e, SystemExit) and _exit_code(e) == 0:
+                    self._exits_on_purpose()
                 raise
             self._task_base_exception(params, e)
             return
@@ -319,7 +326,8 @@ class Worker:
         2.43 reports it: KeyboardInterrupt is a cancellation (the task fails
         with TaskCancelledError, the worker lives on); anything else
         (SystemExit, sys.exit(), a BaseException subclass) ends the worker
-        and the caller gets WorkerCrashedError."""
+        and the task runs again while it has retries left (Ray 2.43 retries
+        it too), then the caller gets WorkerCrashedError."""
         from ray import exceptions as rex
         from ray._private import serialization as ser
 
@@ -340,10 +348,9 @@ class Worker:
             self.reply(params["obj"], 1, ser.dumps(err)[0], [], [])
             self.client.flush()
             return
-        self.client.send(
-            "task_done",
-            {"obj": params["obj"], "status": 1, "exiting": True, "data": ser.dumps(rex.WorkerCrashedError())[0]},
-        )
+        # the worker just ends, as Ray's does: beamd runs the task again on
+        # a new worker while it has retries left (max_retries, as for any
+        # death of its worker), then fails it with WorkerCrashedError
         self.client.close()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -382,7 +389,21 @@ class Worker:
         try:
             await self.call_async(params)
         except SystemExit as e:
+            if _exit_code(e) == 0:
+                self._exits_on_purpose()
             _exit_now(e)
+
+    def _exits_on_purpose(self):
+        """sys.exit() or sys.exit(0) (Ray's exit_actor()) in a method: the
+        actor ends on purpose (`exiting`), so beamd does not restart it
+        (max_restarts); its calls fail with ActorDiedError once the process
+        is gone, as in Ray 2.43. Another exit status is an unexpected exit
+        there: the actor restarts."""
+        try:
+            self.client.send("exiting", {})
+            self.client.flush()
+        except Exception:
+            pass  # its connection is gone: beamd sees the exit alone
 
     def _error(self, name, exc):
         if self.task:  # Ray's header for a task: ray::f(), no actor

@@ -366,6 +366,8 @@ def _create_actor(actor_class, args, kwargs, _task=None):
         "job_namespace": rt.namespace,
         "detached": opts.get("lifetime") == "detached",
         "max_concurrency": int(max_concurrency),
+        "max_restarts": int(opts.get("max_restarts") or 0),
+        "max_task_retries": int(opts.get("max_task_retries") or 0),
         "objects": objs,
         "actors": actors,
     }
@@ -631,6 +633,11 @@ class RemoteFunction:
         }
         if opts.get("num_cpus") is None:
             opts["num_cpus"] = 1
+        # a task whose worker dies runs again on a new one, max_retries times
+        # (Ray's default 3): its one-call actor restarts and resends its call
+        retries = self._options.get("max_retries")
+        retries = _opts.DEFAULT_TASK_MAX_RETRIES if retries is None else retries
+        opts["max_restarts"] = opts["max_task_retries"] = retries
         n = self._options.get("num_returns")
         n = 1 if n is None else n
         if self._runner is None:

@@ -24,7 +24,7 @@ typedef enum beam_actor_state_e {
     BEAM_ACTOR_PENDING = 0, /* waiting for resources */
     BEAM_ACTOR_STARTING,    /* resources held, its worker started (or taken from the pool), not constructed */
     BEAM_ACTOR_ALIVE,       /* constructed: calls go to its worker as they come */
-    BEAM_ACTOR_RESTARTING,  /* reserved for max_restarts: no transition leads here yet */
+    BEAM_ACTOR_RESTARTING,  /* its worker died with restarts left: the old worker ends, then PENDING again */
     BEAM_ACTOR_DEAD,        /* its calls fail with its death; its worker may still be ending */
     BEAM_ACTOR_POOLED,      /* a task done: dead to its callers, its worker idle in the task pool */
     BEAM_ACTOR_NSTATES
@@ -47,6 +47,8 @@ typedef struct beam_actor_options_s {
     int affinity_soft;
     char affinity[BEAM_NODE_ID_SIZE];
     int task; /* a remote function's worker: what it creates outlives it */
+    int max_restarts;     /* times its worker's death restarts it (Ray's max_restarts; -1 without end) */
+    int max_task_retries; /* times a call its dead worker had is sent again (-1 without end) */
 } beam_actor_options_t;
 
 beam_actor_t *beam_actor_find(beam_node_t *node, const char *id);
@@ -72,6 +74,11 @@ void beam_actor_submit(beam_node_t *node, beam_actor_t *a, const char *obj, char
 void beam_actor_set_blocked(beam_node_t *node, beam_actor_t *a, int blocked);
 /* ray.kill: the worker is killed at once; every call fails. */
 void beam_actor_kill(beam_node_t *node, beam_actor_t *a, const char *message);
+/* ray.kill(no_restart=False): the worker is killed at once and the actor
+ * restarts if it has restarts left (its calls sent meanwhile as on a
+ * worker's death), else dies as beam_actor_kill. One with no worker yet
+ * (PENDING, RESTARTING with restarts left) is left to start. */
+void beam_actor_kill_restart(beam_node_t *node, beam_actor_t *a, const char *message);
 
 /* The death of an actor whose placement group was removed, in Ray's words. */
 #define BEAM_PG_REMOVED_DEATH                                                                                         \
@@ -118,6 +125,9 @@ void beam_actor_worker_started(beam_node_t *node, const char *actor, long pid);
 void beam_actors_destroy(beam_node_t *node);
 /* Ray's name of a state (POOLED is DEAD to Ray). */
 const char *beam_actor_state_name(beam_actor_state_t state);
+/* Ray's name of a's state: a restarted actor not yet constructed again
+ * (PENDING, STARTING) is RESTARTING to Ray until it is ALIVE. */
+const char *beam_actor_ray_state(const beam_actor_t *a);
 
 /* --- reading an actor --- */
 
@@ -146,6 +156,7 @@ typedef struct beam_actor_info_s {
     const beam_grant_t *grant;
     uint32_t queued, sent; /* calls not yet sent, and sent not yet done */
     uint32_t holders, pins;
+    uint32_t restarts;     /* times it was restarted */
     const char *death;     /* "" while alive */
 } beam_actor_info_t;
 void beam_actor_info(const beam_actor_t *a, beam_actor_info_t *out);

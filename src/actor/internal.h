@@ -5,6 +5,7 @@
 #ifndef BEAM_ACTOR_INTERNAL_H
 #define BEAM_ACTOR_INTERNAL_H
 
+#include <stdio.h>
 #include <uthash.h>
 
 #include "actors.h"
@@ -27,9 +28,12 @@ struct beam_actor_s {
     int task;       /* a remote function's worker (create_actor "task") */
     uint32_t job;   /* its owner's job */
     char *pool_key; /* a task's worker shape (python, cwd, env, sys_path); NULL: never pooled (pool.c) */
-    int death_status; /* what its calls fail with: BEAM_OBJ_ACTOR_DIED, _UNSCHEDULABLE or _INIT_FAILED */
+    int death_status; /* what its calls fail with: BEAM_OBJ_ACTOR_DIED, _UNSCHEDULABLE, _INIT_FAILED, _WORKER_CRASHED */
+    int max_restarts;     /* -1: without end (lifecycle.c, RESTART) */
+    uint32_t restarts;    /* times restarted so far */
+    int max_task_retries; /* -1: without end (calls.h, beam_callq_retry_sent) */
     char *death;
-    beam_actor_spec_t spec; /* freed once constructed, or at death */
+    beam_actor_spec_t spec; /* freed once constructed (kept while it may restart), or at death */
     beam_callq_t calls;     /* queued and sent, in submission order (calls.h) */
 
     /* its resources (lifecycle.c): held from placing until its worker is
@@ -50,6 +54,7 @@ struct beam_actor_s {
     /* its worker: the process (running from its start until its exit is
      * reported) and its connection (from its hello until its end) */
     char token[33];
+    int exiting; /* its worker said it ends on purpose (task_done "exiting"): no restart */
     int running;
     long pid;
     beam_port_t *worker;
@@ -70,7 +75,9 @@ struct beam_actor_s {
 typedef enum beam__actor_transition_e {
     BEAM_ACTOR_PLACE,  /* PENDING -> STARTING: resources taken, its worker started or taken from the pool */
     BEAM_ACTOR_READY,  /* STARTING -> ALIVE: the instance is constructed */
-    BEAM_ACTOR_DIE,    /* PENDING, STARTING, ALIVE -> DEAD */
+    BEAM_ACTOR_DIE,    /* PENDING, STARTING, ALIVE, RESTARTING -> DEAD */
+    BEAM_ACTOR_RESTART,    /* STARTING, ALIVE -> RESTARTING: its worker died with restarts left */
+    BEAM_ACTOR_RESCHEDULE, /* RESTARTING -> PENDING: the old worker is gone, its resources asked for again */
     BEAM_ACTOR_RETIRE, /* ALIVE -> POOLED: a task done and unreferenced, its worker kept */
     BEAM_ACTOR_LEAVE,  /* POOLED -> DEAD: its worker taken by another task, or gone */
     BEAM_ACTOR_NTRANSITIONS
@@ -82,6 +89,21 @@ void beam__actor_move(beam_actor_t *a, beam__actor_transition_t t);
 static inline int beam__actor_dead(const beam_actor_t *a)
 {
     return a->state == BEAM_ACTOR_DEAD || a->state == BEAM_ACTOR_POOLED;
+}
+/* Restarting, as Ray counts it: from its worker's death until the new
+ * instance is constructed (RESTARTING, then PENDING and STARTING again). */
+static inline int beam__actor_restarting(const beam_actor_t *a)
+{
+    return a->state == BEAM_ACTOR_RESTARTING ||
+           (a->restarts && (a->state == BEAM_ACTOR_PENDING || a->state == BEAM_ACTOR_STARTING));
+}
+/* What a call refused or lost to a restart fails with (status
+ * BEAM_OBJ_ACTOR_UNAVAILABLE): "<hex> The actor is temporarily unavailable:
+ * <why>" (docs/PROTOCOL.md), written into buf. */
+static inline const char *beam__actor_unavailable(const beam_actor_t *a, const char *why, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s The actor is temporarily unavailable: %s", a->hex, why);
+    return buf;
 }
 /* Nothing is queued or sent. */
 static inline int beam__actor_idle(const beam_actor_t *a)
@@ -104,6 +126,12 @@ void beam__actor_wait(beam_node_t *node, beam_actor_t *a);
 /* The death (transition DIE): every call fails, the worker is killed, the
  * grant goes back once it is gone; may free a (ends in beam__actor_maybe_free). */
 void beam__actor_die(beam_node_t *node, beam_actor_t *a, const char *message);
+/* Its worker died unexpectedly (its exit, its connection's end): it
+ * restarts if it has restarts left, else dies with message (may free a). */
+void beam__actor_worker_died(beam_node_t *node, beam_actor_t *a, const char *message);
+/* A RESTARTING actor whose old worker is gone (exit reported, connection
+ * ended) asks for its resources again (transition RESCHEDULE); else nothing. */
+void beam__actor_maybe_reschedule(beam_node_t *node, beam_actor_t *a);
 /* Gives the actor's resources back where they came from. */
 void beam__actor_release_grant(beam_node_t *node, beam_actor_t *a);
 /* Its worker went with its node (no exit will be reported): its grant goes

@@ -1,8 +1,9 @@
 /* lifecycle.c — an actor's life as a state machine: the table of its
  * transitions, and one function for each: placing it (resources taken, its
  * worker started through its member's operations), its worker's hello and
- * `actor_ready`, its death, and what its worker's exit does. Lending a
- * blocked task's CPU back goes with the resources it holds. */
+ * `actor_ready`, its death, its restart (Ray's max_restarts), and what its
+ * worker's exit does. Lending a blocked task's CPU back goes with the
+ * resources it holds. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -18,9 +19,7 @@
 #include "placement.h"
 
 /* The transitions, each from the states it may start in (docs/DESIGN.md,
- * "One actor's life"). Restarts (max_restarts) would add two rows: a
- * worker's death with restarts left, STARTING or ALIVE -> RESTARTING, and
- * its resources asked for again, RESTARTING -> PENDING. */
+ * "One actor's life"). */
 #define FROM(s) (1u << (s))
 static const struct {
     const char *name;
@@ -29,8 +28,12 @@ static const struct {
 } transitions[BEAM_ACTOR_NTRANSITIONS] = {
     [BEAM_ACTOR_PLACE] = {"place", FROM(BEAM_ACTOR_PENDING), BEAM_ACTOR_STARTING},
     [BEAM_ACTOR_READY] = {"ready", FROM(BEAM_ACTOR_STARTING), BEAM_ACTOR_ALIVE},
-    [BEAM_ACTOR_DIE] = {"die", FROM(BEAM_ACTOR_PENDING) | FROM(BEAM_ACTOR_STARTING) | FROM(BEAM_ACTOR_ALIVE),
+    [BEAM_ACTOR_DIE] = {"die",
+                        FROM(BEAM_ACTOR_PENDING) | FROM(BEAM_ACTOR_STARTING) | FROM(BEAM_ACTOR_ALIVE) |
+                            FROM(BEAM_ACTOR_RESTARTING),
                         BEAM_ACTOR_DEAD},
+    [BEAM_ACTOR_RESTART] = {"restart", FROM(BEAM_ACTOR_STARTING) | FROM(BEAM_ACTOR_ALIVE), BEAM_ACTOR_RESTARTING},
+    [BEAM_ACTOR_RESCHEDULE] = {"reschedule", FROM(BEAM_ACTOR_RESTARTING), BEAM_ACTOR_PENDING},
     [BEAM_ACTOR_RETIRE] = {"retire", FROM(BEAM_ACTOR_ALIVE), BEAM_ACTOR_POOLED},
     [BEAM_ACTOR_LEAVE] = {"leave", FROM(BEAM_ACTOR_POOLED), BEAM_ACTOR_DEAD},
 };
@@ -55,6 +58,17 @@ const char *beam_actor_state_name(beam_actor_state_t state)
     case BEAM_ACTOR_RESTARTING: return "RESTARTING";
     default: return "DEAD";
     }
+}
+
+const char *beam_actor_ray_state(const beam_actor_t *a)
+{
+    return beam__actor_restarting(a) ? "RESTARTING" : beam_actor_state_name(a->state);
+}
+
+/* It may restart once more (max_restarts -1: without end). */
+static int restarts_left(const beam_actor_t *a)
+{
+    return a->max_restarts < 0 || a->restarts < (uint32_t)a->max_restarts;
 }
 
 /* --- resources --- */
@@ -258,7 +272,8 @@ void beam_actor_ready(beam_node_t *node, beam_actor_t *a, int ok, const char *er
         return;
     if (ok) {
         beam__actor_move(a, BEAM_ACTOR_READY);
-        beam_spec_free(node, &a->spec);
+        if (!restarts_left(a)) /* else a restart constructs it again from its spec */
+            beam_spec_free(node, &a->spec);
         beam_callq_flush(&a->calls, a->worker);
         return;
     }
@@ -311,6 +326,82 @@ void beam_actor_kill(beam_node_t *node, beam_actor_t *a, const char *message)
     beam__actor_die(node, a, message);
 }
 
+/* --- RESTART: STARTING, ALIVE -> RESTARTING; RESCHEDULE: RESTARTING -> PENDING --- */
+
+/* Its worker is gone or going and it has restarts left: each call sent to
+ * that worker is sent again to the next while it has retries left
+ * (max_task_retries), else fails as Ray fails it (ActorUnavailableError: the
+ * actor lives on); a member's open local calls wait for that member
+ * (localcalls.c); the queue waits for the new instance. The worker is
+ * killed; once it is gone the actor asks for its resources again. */
+static void restart(beam_node_t *node, beam_actor_t *a, const char *message)
+{
+    beam__actor_move(a, BEAM_ACTOR_RESTART);
+    a->restarts++;
+    beam_log(BEAM_LOG_INFO, "actor %s (%s) restarts (%u so far): %s", a->hex, a->class_name, a->restarts, message);
+    char text[768];
+    beam__actor_unavailable(a, message, text, sizeof text);
+    a->pins++; /* a failed call's refs may carry the last pin on a */
+    beam_callq_retry_sent(node, &a->calls, a->max_task_retries, BEAM_OBJ_ACTOR_UNAVAILABLE, text,
+                          beam__actor_local_open(a));
+    if (a->running)
+        beam_cluster_kill(node, a->member, a->id);
+    a->pins--;
+    beam__actor_maybe_reschedule(node, a);
+}
+
+void beam__actor_maybe_reschedule(beam_node_t *node, beam_actor_t *a)
+{
+    if (a->state != BEAM_ACTOR_RESTARTING || a->running || a->worker)
+        return;
+    /* what its member ran there and never answered: that member takes no
+     * more of the old worker's results now (its exit or end went up) */
+    char text[128];
+    beam__actor_unavailable(a, "its worker died.", text, sizeof text);
+    a->pins++;
+    beam_callq_fail_sent(node, &a->calls, BEAM_OBJ_ACTOR_UNAVAILABLE, text);
+    a->pins--;
+    if (a->state != BEAM_ACTOR_RESTARTING) /* (nothing kills it there; but no restart for a dead one) */
+        return;
+    if (a->stop_when_idle && beam__actor_idle(a)) { /* no handle and nothing left to run */
+        beam__actor_die(node, a, "The actor is dead because all references to the actor were removed.");
+        return;
+    }
+    beam__actor_release_grant(node, a);
+    char token[16];
+    if (beam_random(token, sizeof token) == 0) /* the old worker's token opens nothing now */
+        beam_id_hex(token, sizeof token, a->token);
+    a->local_cut = 0;
+    a->exiting = 0; /* (what the old worker said of its own end) */
+    a->pid = 0;
+    a->member = NULL;
+    beam__actor_move(a, BEAM_ACTOR_RESCHEDULE);
+    beam__actor_wait(node, a);
+}
+
+void beam__actor_worker_died(beam_node_t *node, beam_actor_t *a, const char *message)
+{
+    if ((a->state == BEAM_ACTOR_STARTING || a->state == BEAM_ACTOR_ALIVE) && restarts_left(a) && !a->exiting) {
+        restart(node, a, message);
+        return;
+    }
+    if (a->task) /* Ray's error for a task whose worker died, its retries spent */
+        a->death_status = BEAM_OBJ_WORKER_CRASHED;
+    beam__actor_die(node, a, message); /* gives the grant back and may free the record */
+}
+
+void beam_actor_kill_restart(beam_node_t *node, beam_actor_t *a, const char *message)
+{
+    if (beam__actor_dead(a))
+        return;
+    if (!restarts_left(a)) {
+        beam__actor_die(node, a, message);
+        return;
+    }
+    if (a->state == BEAM_ACTOR_STARTING || a->state == BEAM_ACTOR_ALIVE)
+        restart(node, a, message);
+}
+
 /* --- its worker's end --- */
 
 void beam_actor_worker_started(beam_node_t *node, const char *actor, long pid)
@@ -326,7 +417,12 @@ void beam_actor_worker_exited(beam_node_t *node, const char *actor, long pid, in
     if (!a || !a->running)
         return;
     a->running = 0;
-    if (!beam__actor_dead(a)) {
+    if (a->state == BEAM_ACTOR_RESTARTING) {
+        beam__actor_maybe_reschedule(node, a);
+    } else if (!beam__actor_dead(a) && pid == 0 && status == 127) {
+        /* a member could not start it (relay's worker_exit): no restart, which would fail again at once */
+        beam__actor_die(node, a, "The actor died because its worker could not be started on its node.");
+    } else if (!beam__actor_dead(a)) {
         char msg[512];
         if (term_signal)
             snprintf(msg, sizeof msg,
@@ -338,7 +434,7 @@ void beam_actor_worker_exited(beam_node_t *node, const char *actor, long pid, in
                      "The actor is dead because its worker process has died. Worker exit type: %s "
                      "Worker exit detail: the worker (pid %ld) exited with code %lld.",
                      status == 0 ? "INTENDED_USER_EXIT" : "SYSTEM_ERROR", pid, (long long)status);
-        beam__actor_die(node, a, msg); /* gives the grant back and may free the record */
+        beam__actor_worker_died(node, a, msg); /* restarts, or dies: may free the record */
     } else {
         if (a->state == BEAM_ACTOR_POOLED) /* an idle pooled worker exited */
             beam__actor_move(a, BEAM_ACTOR_LEAVE);
@@ -351,6 +447,10 @@ void beam_actor_worker_exited(beam_node_t *node, const char *actor, long pid, in
 void beam__actor_worker_lost(beam_node_t *node, beam_actor_t *a)
 {
     a->running = 0;
+    if (a->state == BEAM_ACTOR_RESTARTING) {
+        beam__actor_maybe_reschedule(node, a);
+        return;
+    }
     if (a->state == BEAM_ACTOR_POOLED)
         beam__actor_move(a, BEAM_ACTOR_LEAVE);
     beam__actor_release_grant(node, a);
@@ -359,6 +459,7 @@ void beam__actor_worker_lost(beam_node_t *node, beam_actor_t *a)
 
 void beam_actor_worker_exiting(beam_actor_t *a)
 {
+    a->exiting = 1; /* an end on purpose (__ray_terminate__, sys.exit()): not restarted */
     free(a->pool_key); /* never pooled */
     a->pool_key = NULL;
 }

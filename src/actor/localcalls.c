@@ -14,11 +14,16 @@ void beam_actor_submit_sent(beam_node_t *node, beam_actor_t *a, const beam_membe
     call->local = 1;
     node->local_calls++;
     int there = m && a->worker && a->worker->member == m;
-    if (there && (a->state == BEAM_ACTOR_ALIVE || (beam__actor_dead(a) && beam__actor_local_open(a))))
+    int ending = beam__actor_dead(a) || a->state == BEAM_ACTOR_RESTARTING; /* its worker is going */
+    if (there && (a->state == BEAM_ACTOR_ALIVE || (ending && beam__actor_local_open(a))))
         beam_callq_push_sent(&a->calls, call);
     else if (beam__actor_dead(a))
         beam_call_fail(node, call, a->death_status, a->death);
-    else
+    else if (beam__actor_restarting(a)) {
+        char text[128];
+        beam_call_fail(node, call, BEAM_OBJ_ACTOR_UNAVAILABLE,
+                       beam__actor_unavailable(a, "its worker died.", text, sizeof text));
+    } else
         beam_call_fail(node, call, BEAM_OBJ_LOST,
                        "beamd lost this call: a node ran it for an actor whose worker was not ready there");
 }

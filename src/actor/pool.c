@@ -34,6 +34,7 @@ int beam__actor_pool_retire(beam_node_t *node, beam_actor_t *a)
     if (heir)
         beam__actors_hand_down(node, a->worker, heir);
     beam__actor_move(a, BEAM_ACTOR_RETIRE);
+    beam_spec_free(node, &a->spec); /* kept for a restart (max_retries): a task done has none */
     free(a->death);
     a->death = strdup("The task is done: its worker went back to the pool.");
     beam__actor_release_grant(node, a);

@@ -43,10 +43,12 @@ void beam_actors_conn_gone(beam_node_t *node, beam_port_t *c)
         /* a death ends in maybe_free: free here only one that was dead already */
         if (beam__actor_dead(a))
             beam__actor_maybe_free(node, a);
+        else if (a->state == BEAM_ACTOR_RESTARTING) /* the old worker's end: its restart goes on */
+            beam__actor_maybe_reschedule(node, a);
         else
-            beam__actor_die(node, a,
-                            "The actor is dead because its worker process has died. Worker exit type: "
-                            "SYSTEM_ERROR Worker exit detail: the worker's connection to beamd closed.");
+            beam__actor_worker_died(node, a,
+                                    "The actor is dead because its worker process has died. Worker exit type: "
+                                    "SYSTEM_ERROR Worker exit detail: the worker's connection to beamd closed.");
     }
     HASH_ITER(hh, node->actors, a, tmp)
         if (a->owner == c) {
@@ -90,10 +92,24 @@ void beam_actors_pg_forget(beam_node_t *node, beam_pg_t *pg)
 void beam_actors_member_lost(beam_node_t *node, beam_member_t *m, const char *message)
 {
     beam_actor_t *a, *tmp;
+    /* as its worker's death: one with restarts left restarts elsewhere (Ray
+     * restarts an actor whose node died), any other dies; one already
+     * restarting goes on once its worker is counted gone, below */
     HASH_ITER(hh, node->actors, a, tmp)
-        if (a->member == m && !beam__actor_dead(a))
+        if (a->member == m && !beam__actor_dead(a) && a->state != BEAM_ACTOR_RESTARTING)
             a->doomed = 1;
-    beam__actors_kill_doomed(node, message);
+    for (;;) {
+        beam_actor_t *victim = NULL;
+        HASH_ITER(hh, node->actors, a, tmp)
+            if (a->doomed) {
+                victim = a;
+                break;
+            }
+        if (!victim)
+            break;
+        victim->doomed = 0;
+        beam__actor_worker_died(node, victim, message);
+    }
     /* their workers went with the node: nothing will report their exit. A
      * release can free other records, so the walk restarts each time. */
     for (;;) {

@@ -67,6 +67,9 @@ int beam_actor_create(beam_node_t *node, beam_port_t *owner, const char *id, cha
     a->affinity_soft = opts->affinity_soft;
     memcpy(a->affinity, opts->affinity, BEAM_NODE_ID_SIZE);
     a->task = opts->task;
+    a->max_restarts = opts->max_restarts;
+    a->max_task_retries = opts->max_task_retries;
+    a->calls.keep_args = opts->max_restarts != 0 && opts->max_task_retries != 0; /* a call may be sent again */
     a->job = owner->job;
     if (a->task && !pg && !opts->has_affinity)
         a->pool_key = beam_spec_pool_key(spec); /* NULL (never pooled) if out of memory */
@@ -193,8 +196,12 @@ void beam_actor_submit(beam_node_t *node, beam_actor_t *a, const char *obj, char
     beam_call_t *call = beam_call_new(node, obj, method, args_buf, args, args_len, refs);
     if (!call)
         return;
+    char text[128];
     if (beam__actor_dead(a))
         beam_call_fail(node, call, a->death_status, a->death);
+    else if (beam__actor_restarting(a) && a->max_task_retries == 0) /* Ray fails it at once */
+        beam_call_fail(node, call, BEAM_OBJ_ACTOR_UNAVAILABLE,
+                       beam__actor_unavailable(a, "IOError: The actor is restarting.", text, sizeof text));
     else if (a->state == BEAM_ACTOR_ALIVE && a->worker)
         beam_callq_send(&a->calls, a->worker, call);
     else
@@ -283,6 +290,7 @@ void beam_actor_info(const beam_actor_t *a, beam_actor_info_t *out)
         .sent = beam_calls_count(a->calls.sent),
         .holders = a->holders,
         .pins = a->pins,
+        .restarts = a->restarts,
         .death = a->death ? a->death : "",
     };
 }

@@ -704,6 +704,277 @@ static void test_a_kill_from_the_member_cuts_its_local_calls(void **state)
     assert_int_equal(beam_object_find(&f->node, o1)->status, BEAM_OBJ_ACTOR_DIED);
 }
 
+/* --- restarts (max_restarts, max_task_retries): RESTART and RESCHEDULE --- */
+
+/* An actor of 1 CPU that restarts max_restarts times, each call it had
+ * sent again max_task_retries times (-1: without end); task: a task's. */
+static beam_actor_t *create_restartable(fixture_t *f, uint32_t seq, int max_restarts, int max_task_retries, int task)
+{
+    char id[BEAM_ACTOR_ID_SIZE];
+    actor_id(id, seq);
+    beam_actor_options_t opts = {
+        .max_concurrency = 1, .task = task, .max_restarts = max_restarts, .max_task_retries = max_task_retries};
+    beam_actor_spec_t spec = {.python = dup_str("python3"), .args = dup_str("ctor"), .args_len = 4};
+    beam_demand_t d;
+    memset(&d, 0, sizeof d);
+    assert_int_equal(beam_demand_add(&d, "CPU", 1 * U), 0);
+    assert_int_equal(beam_actor_create(&f->node, &f->owner.port, id, dup_str("Counter"), &opts, &spec, &d, NULL,
+                                       -1, 0),
+                     0);
+    beam_actor_t *a = beam_actor_find(&f->node, id);
+    assert_non_null(a);
+    return a;
+}
+
+/* Its worker process is SIGKILLed: its exit, then its connection's end. */
+static void worker_killed(fixture_t *f, beam_actor_t *a)
+{
+    beam_actor_worker_exited(&f->node, beam_actor_id(a), 4242, 0, 9);
+    beam_actors_conn_gone(&f->node, &f->worker.port);
+}
+
+/* RESTART (ALIVE -> RESTARTING) on its worker's exit, RESCHEDULE
+ * (RESTARTING -> PENDING -> STARTING) once its connection ended too; the
+ * call it was running fails with ActorUnavailableError's status, and so does
+ * a call made before the new instance is constructed (max_task_retries 0, as
+ * Ray 2.43); the last restart spent, it dies. */
+static void test_a_worker_death_with_restarts_left_restarts_it(void **state)
+{
+    fixture_t *f = *state;
+    beam_actor_t *a = create_restartable(f, 1, 1, 0, 0);
+    start_worker(f, a);
+    char old_token[33];
+    memcpy(old_token, f->token, sizeof old_token);
+    beam_object_t *o1 = submit(f, a, 1);
+    assert_int_equal(info(a).sent, 1);
+    beam_actor_worker_exited(&f->node, beam_actor_id(a), 4242, 0, 9);
+    assert_int_equal(info(a).state, BEAM_ACTOR_RESTARTING);
+    assert_string_equal(beam_actor_ray_state(a), "RESTARTING");
+    assert_int_equal(info(a).restarts, 1);
+    assert_int_equal(f->kills, 0); /* it exited by itself */
+    assert_true(o1->ready);
+    assert_int_equal(o1->status, BEAM_OBJ_ACTOR_UNAVAILABLE);
+    assert_memory_equal(o1->data, info(a).hex, 32); /* "<actor hex> <text>" (PROTOCOL.md) */
+    beam_object_t *o2 = submit(f, a, 2); /* max_task_retries 0: refused at once while it restarts, as Ray */
+    assert_true(o2->ready);
+    assert_int_equal(o2->status, BEAM_OBJ_ACTOR_UNAVAILABLE);
+    assert_int_equal(info(a).queued, 0);
+    assert_int_equal(cpu_free(f), 1 * U); /* until its old worker is gone */
+    assert_int_equal(f->spawns, 1);
+    beam_actors_conn_gone(&f->node, &f->worker.port); /* RESTARTING -> PENDING -> STARTING */
+    assert_int_equal(info(a).state, BEAM_ACTOR_STARTING);
+    assert_string_equal(beam_actor_ray_state(a), "RESTARTING"); /* to Ray until ALIVE again */
+    assert_int_equal(f->spawns, 2);
+    assert_memory_equal(f->spawned, beam_actor_id(a), BEAM_ACTOR_ID_SIZE);
+    assert_string_not_equal(f->token, old_token); /* the old worker's token opens nothing */
+    assert_int_equal(cpu_free(f), 1 * U);
+    assert_int_equal(submit(f, a, 4)->status, BEAM_OBJ_ACTOR_UNAVAILABLE); /* not constructed yet */
+    start_worker(f, a); /* constructed again from its spec */
+    assert_string_equal(beam_actor_ray_state(a), "ALIVE");
+    beam_object_t *o5 = submit(f, a, 5);
+    assert_int_equal(info(a).sent, 1);
+    finish(f, a, 5);
+    assert_int_equal(o5->status, BEAM_OBJ_OK);
+    /* its last restart spent: the next death is for good */
+    beam_object_t *o3 = submit(f, a, 3);
+    worker_killed(f, a);
+    assert_int_equal(info(a).state, BEAM_ACTOR_DEAD);
+    assert_int_equal(o3->status, BEAM_OBJ_ACTOR_DIED);
+    assert_int_equal(f->spawns, 2);
+    assert_int_equal(cpu_free(f), 2 * U);
+}
+
+/* max_task_retries: the call its dead worker had is sent again to the new
+ * one (its args kept), while it has retries left; a connection's end
+ * restarts it as an exit does. */
+static void test_a_call_with_retries_left_is_sent_again(void **state)
+{
+    fixture_t *f = *state;
+    beam_actor_t *a = create_restartable(f, 1, -1, 1, 0);
+    start_worker(f, a);
+    beam_object_t *o1 = submit(f, a, 1), *o2 = submit(f, a, 2);
+    assert_int_equal(tport_count(&f->worker, "call"), 2);
+    beam_actors_conn_gone(&f->node, &f->worker.port); /* its end first: the process is killed */
+    assert_int_equal(info(a).state, BEAM_ACTOR_RESTARTING);
+    assert_int_equal(f->kills, 1);
+    assert_false(o1->ready);
+    assert_int_equal(info(a).queued, 2); /* back in the queue, in order */
+    beam_object_t *o3 = submit(f, a, 3); /* with retries: waits for the new instance */
+    assert_false(o3->ready);
+    assert_int_equal(info(a).queued, 3);
+    beam_actor_worker_exited(&f->node, beam_actor_id(a), 4242, 0, 9);
+    assert_int_equal(info(a).state, BEAM_ACTOR_STARTING);
+    start_worker(f, a);
+    assert_int_equal(tport_count(&f->worker, "call"), 5);
+    finish(f, a, 1);
+    assert_int_equal(o1->status, BEAM_OBJ_OK);
+    finish(f, a, 3);
+    assert_int_equal(o3->status, BEAM_OBJ_OK);
+    /* o2's one retry is spent: the next death fails it, the actor restarts (-1) */
+    worker_killed(f, a);
+    assert_int_equal(o2->status, BEAM_OBJ_ACTOR_UNAVAILABLE);
+    assert_int_equal(info(a).state, BEAM_ACTOR_STARTING);
+    assert_int_equal(info(a).restarts, 2);
+    worker_killed(f, a); /* dies while starting: restarts again, without end */
+    assert_int_equal(info(a).restarts, 3);
+    assert_int_equal(info(a).state, BEAM_ACTOR_STARTING);
+}
+
+/* ray.kill(no_restart=False) restarts one with restarts left and kills one
+ * without; ray.kill() kills for good; one not started yet is left to start. */
+static void test_kill_restarts_only_when_asked_and_allowed(void **state)
+{
+    fixture_t *f = *state;
+    beam_actor_t *a = create_restartable(f, 1, 1, 0, 0);
+    start_worker(f, a);
+    beam_object_t *o1 = submit(f, a, 1);
+    beam_actor_kill_restart(&f->node, a, "killed, to restart");
+    assert_int_equal(info(a).state, BEAM_ACTOR_RESTARTING);
+    assert_int_equal(f->kills, 1);
+    assert_int_equal(o1->status, BEAM_OBJ_ACTOR_UNAVAILABLE);
+    worker_killed(f, a);
+    assert_int_equal(info(a).state, BEAM_ACTOR_STARTING);
+    beam_actor_kill_restart(&f->node, a, "no restart left"); /* STARTING, spent: dies */
+    assert_int_equal(info(a).state, BEAM_ACTOR_DEAD);
+    assert_int_equal(f->kills, 2);
+    worker_killed(f, a);
+    beam_actor_t *b = create_restartable(f, 2, -1, 0, 0);
+    start_worker(f, b);
+    beam_actor_kill(&f->node, b, "ray.kill"); /* no_restart=True */
+    assert_int_equal(info(b).state, BEAM_ACTOR_DEAD);
+    worker_killed(f, b);
+    assert_int_equal(f->spawns, 3);
+    create_restartable(f, 3, -1, 0, 0);
+    create_restartable(f, 4, -1, 0, 0);
+    beam_actor_t *e = create_restartable(f, 5, -1, 0, 0); /* the two CPUs are taken */
+    assert_int_equal(info(e).state, BEAM_ACTOR_PENDING);
+    beam_actor_kill_restart(&f->node, e, "pending");
+    assert_int_equal(info(e).state, BEAM_ACTOR_PENDING);
+    assert_int_equal(info(e).restarts, 0);
+}
+
+/* A death while RESTARTING is for good (DIE from RESTARTING): its queue
+ * fails, its grant goes back once the old worker is gone. */
+static void test_a_kill_while_restarting_kills_it(void **state)
+{
+    fixture_t *f = *state;
+    beam_actor_t *a = create_restartable(f, 1, 3, 1, 0);
+    start_worker(f, a);
+    beam_actor_worker_exited(&f->node, beam_actor_id(a), 4242, 0, 9);
+    assert_int_equal(info(a).state, BEAM_ACTOR_RESTARTING);
+    beam_object_t *o = submit(f, a, 1); /* queued: it has retries */
+    assert_false(o->ready);
+    beam_actor_kill(&f->node, a, "ray.kill");
+    assert_int_equal(info(a).state, BEAM_ACTOR_DEAD);
+    assert_int_equal(o->status, BEAM_OBJ_ACTOR_DIED);
+    assert_int_equal(cpu_free(f), 2 * U);
+    beam_actors_conn_gone(&f->node, &f->worker.port);
+    assert_int_equal(f->spawns, 1); /* never started again */
+}
+
+/* A task is a one-call actor with max_restarts = max_task_retries =
+ * max_retries: its call runs again on a new worker; with none left its
+ * worker's death fails it with WorkerCrashedError's status. */
+static void test_a_task_whose_worker_dies_is_retried_then_crashes(void **state)
+{
+    fixture_t *f = *state;
+    beam_actor_t *t = create_restartable(f, 1, 1, 1, 1);
+    start_worker(f, t);
+    beam_object_t *o = submit(f, t, 1);
+    drop_handle(f, t); /* as RemoteFunction.remote does */
+    worker_killed(f, t);
+    assert_false(o->ready);
+    assert_int_equal(info(t).state, BEAM_ACTOR_STARTING);
+    start_worker(f, t);
+    worker_killed(f, t);
+    assert_true(o->ready);
+    assert_int_equal(o->status, BEAM_OBJ_WORKER_CRASHED);
+    assert_int_equal(f->spawns, 2);
+}
+
+/* An end on purpose (its worker's task_done said "exiting":
+ * __ray_terminate__, sys.exit()) is not restarted, nor a worker its member
+ * could not start (worker_exit with pid 0, status 127), which would fail
+ * again at once. */
+static void test_an_end_on_purpose_or_a_failed_start_is_not_restarted(void **state)
+{
+    fixture_t *f = *state;
+    beam_actor_t *a = create_restartable(f, 1, -1, 0, 0);
+    start_worker(f, a);
+    beam_actor_worker_exiting(a);
+    worker_killed(f, a);
+    assert_int_equal(info(a).state, BEAM_ACTOR_DEAD);
+    assert_int_equal(info(a).restarts, 0);
+    beam_actor_t *b = create_restartable(f, 2, -1, 0, 0);
+    assert_int_equal(info(b).state, BEAM_ACTOR_STARTING);
+    beam_actor_worker_exited(&f->node, beam_actor_id(b), 0, 127, 0);
+    assert_int_equal(info(b).state, BEAM_ACTOR_DEAD);
+    assert_non_null(strstr(info(b).death, "could not be started"));
+    assert_int_equal(f->spawns, 2);
+}
+
+/* Its node lost: an actor with restarts left restarts on a live node, as
+ * Ray's GCS restarts it (the others die, test_a_lost_member_takes_its_actors). */
+static void test_a_lost_members_restartable_actor_restarts_elsewhere(void **state)
+{
+    fixture_t *f = *state;
+    char nid[BEAM_NODE_ID_SIZE];
+    memset(nid, 0x43, sizeof nid);
+    beam_pool_t pool;
+    beam_pool_init(&pool);
+    assert_int_equal(beam_pool_add(&pool, "CPU", 4 * U), 0);
+    beam_member_t *m = beam_cluster_add(&f->node, nid, "10.0.0.3", "m", "/tmp/m", &pool, &test_ops, NULL);
+    beam_pool_destroy(&pool);
+    assert_non_null(m);
+    f->owner.port.member = m; /* placed on its owner's node */
+    beam_actor_t *a = create_restartable(f, 1, 1, 1, 0);
+    f->owner.port.member = f->node.self;
+    assert_ptr_equal(info(a).member, m);
+    beam_object_t *o = submit(f, a, 1); /* queued: it is not constructed yet */
+    beam_cluster_member_lost(&f->node, m, "gone"); /* (no hook here: the sweep is called below) */
+    beam_actors_member_lost(&f->node, m, "The actor died because its node has died.");
+    assert_int_equal(info(a).state, BEAM_ACTOR_STARTING);
+    assert_ptr_equal(info(a).member, f->node.self);
+    assert_int_equal(info(a).restarts, 1);
+    assert_int_equal(f->spawns, 2);
+    assert_int_equal(beam_pool_find(m->pool, "CPU")->avail, 4 * U);
+    assert_int_equal(cpu_free(f), 1 * U);
+    assert_false(o->ready);
+}
+
+/* A restart keeps a member's local calls open while that member may still
+ * take the old worker's results (they cannot be sent again: the head never
+ * had their args), and fails them with status 6 once the old worker is gone;
+ * a call of the head's is sent again to the new worker (max_task_retries). */
+static void test_a_restart_keeps_local_calls_open_until_the_old_worker_is_gone(void **state)
+{
+    fixture_t *f = *state;
+    beam_actor_t *a = create_restartable(f, 1, 1, -1, 0);
+    start_worker(f, a);
+    char o1[BEAM_OBJECT_ID_SIZE], o2[BEAM_OBJECT_ID_SIZE];
+    beam_refs_t none = {0};
+    make_obj(f, 1, o1);
+    beam_actor_submit_sent(&f->node, a, f->node.self, o1, &none);
+    beam_object_t *o3 = submit(f, a, 3);
+    assert_int_equal(tport_count(&f->worker, "call"), 1);
+    beam_actor_kill_restart(&f->node, a, "killed from the head, to restart");
+    assert_int_equal(info(a).state, BEAM_ACTOR_RESTARTING);
+    assert_false(beam_object_find(&f->node, o1)->ready); /* its member may still take the result */
+    assert_false(o3->ready);
+    assert_int_equal(info(a).queued, 1); /* o3, to be sent again */
+    make_obj(f, 2, o2);
+    beam_actor_submit_sent(&f->node, a, f->node.self, o2, &none); /* ran there before the member saw it */
+    assert_int_equal(info(a).sent, 2);
+    worker_killed(f, a); /* RESTARTING -> PENDING -> STARTING */
+    assert_int_equal(beam_object_find(&f->node, o1)->status, BEAM_OBJ_ACTOR_UNAVAILABLE);
+    assert_int_equal(beam_object_find(&f->node, o2)->status, BEAM_OBJ_ACTOR_UNAVAILABLE);
+    assert_int_equal(info(a).state, BEAM_ACTOR_STARTING);
+    start_worker(f, a);
+    assert_int_equal(tport_count(&f->worker, "call"), 2);
+    finish(f, a, 3);
+    assert_int_equal(o3->status, BEAM_OBJ_OK);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -733,6 +1004,14 @@ int main(void)
         T(test_stopping_kills_every_actor),
         T(test_local_calls_stay_open_until_the_member_takes_no_more),
         T(test_a_kill_from_the_member_cuts_its_local_calls),
+        T(test_a_worker_death_with_restarts_left_restarts_it),
+        T(test_a_call_with_retries_left_is_sent_again),
+        T(test_kill_restarts_only_when_asked_and_allowed),
+        T(test_a_kill_while_restarting_kills_it),
+        T(test_a_task_whose_worker_dies_is_retried_then_crashes),
+        T(test_an_end_on_purpose_or_a_failed_start_is_not_restarted),
+        T(test_a_lost_members_restartable_actor_restarts_elsewhere),
+        T(test_a_restart_keeps_local_calls_open_until_the_old_worker_is_gone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

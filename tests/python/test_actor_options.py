@@ -560,8 +560,6 @@ def test_placement_group_option_places_the_actor_in_the_group(ray_env):
 @pytest.mark.parametrize(
     "options",
     [
-        {"max_restarts": 1},
-        {"max_restarts": -1},
         {"max_pending_calls": 10},
         {"accelerator_type": "A100"},
     ],
@@ -590,7 +588,6 @@ def test_node_affinity_private_flags_are_refused(ray_env):
 @pytest.mark.parametrize(
     "options",
     [
-        {"max_retries": 3},
         {"retry_exceptions": True},
         {"num_returns": "dynamic"},  # n >= 0 runs (a list of refs)
     ],

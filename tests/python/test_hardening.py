@@ -401,6 +401,8 @@ FIELDS = {
         "placement_group": ("id18", 0),
         "bundle_index": ("int", 0),
         "capture_child_tasks": ("bool", 0),
+        "max_restarts": ("int", 0),
+        "max_task_retries": ("int", 0),
     },
     "kill": {"actor": ("id16", 1), "no_restart": ("bool", 0)},
     "hold": {"objects": ("ids28", 0), "actors": ("ids16", 0)},

@@ -57,6 +57,8 @@ def test_header_parses():
         "BEAM_OBJ_LOST",
         "BEAM_OBJ_UNSCHEDULABLE",
         "BEAM_OBJ_ACTOR_INIT_FAILED",
+        "BEAM_OBJ_ACTOR_UNAVAILABLE",
+        "BEAM_OBJ_WORKER_CRASHED",
         "BEAM_RES_UNIT",
         "BEAM_FRAME_HEADER",
         "BEAM_MSG_REQUEST",
@@ -107,6 +109,8 @@ def test_python_statuses_match():
     assert worker.STATUS_LOST == P["BEAM_OBJ_LOST"]
     assert worker.STATUS_UNSCHEDULABLE == P["BEAM_OBJ_UNSCHEDULABLE"]
     assert worker.STATUS_ACTOR_INIT_FAILED == P["BEAM_OBJ_ACTOR_INIT_FAILED"]
+    assert worker.STATUS_ACTOR_UNAVAILABLE == P["BEAM_OBJ_ACTOR_UNAVAILABLE"]
+    assert worker.STATUS_WORKER_CRASHED == P["BEAM_OBJ_WORKER_CRASHED"]
 
 
 def test_python_resource_unit_matches():

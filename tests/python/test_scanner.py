@@ -421,12 +421,12 @@ OPTIONS_TREE = {
                 name="w",
                 namespace="vllm",
                 lifetime="detached",
-                max_restarts=0,
+                max_pending_calls=-1,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
                 runtime_env={"env_vars": {"A": "1"}},
                 enable_tensor_transport=True,
             ).remote()
-            ray.remote(Worker).options(max_concurrency=n, max_restarts=-1).remote()
+            ray.remote(Worker).options(max_concurrency=n, max_pending_calls=10).remote()
             ray.remote(num_cpus=0, label_selector={"zone": "a"})(Worker)
             opts = {"num_cpus": 1}
             Worker.options(**opts).remote()
@@ -463,7 +463,7 @@ def test_option_keywords_are_seen(options_report):
         "options:name",
         "options:namespace",
         "options:lifetime",
-        "options:max_restarts",
+        "options:max_pending_calls",
         "options:scheduling_strategy",
         "options:runtime_env",
         "options:enable_tensor_transport",
@@ -491,11 +491,11 @@ def test_option_keywords_classified_by_beams_options(options_report):
     # RDT: out of scope with vLLM's own Ray 2.56 floor as the reason.
     for name in ("method:tensor_transport", "options:enable_tensor_transport"):
         assert "2.56" in groups["out_of_scope"][f"option:{name}"]["reason"]
-    # max_restarts=-1 is refused by beam (ray/_private/options.py); 0 is not.
-    refused = groups["out_of_scope"]["option:options:max_restarts"]
+    # max_pending_calls=10 is refused by beam (ray/_private/options.py); -1 is not.
+    refused = groups["out_of_scope"]["option:options:max_pending_calls"]
     assert refused["reason"].startswith("beam refuses it")
-    assert "max_restarts" in refused["reason"]
-    assert refused["values"] == ["0", "-1"]
+    assert "max_pending_calls" in refused["reason"]
+    assert refused["values"] == ["-1", "10"]
     # A keyword Ray 2.43 does not know, and a ray.method keyword beam ignores.
     assert "Ray 2.43" in groups["missing"]["option:remote:label_selector"]["reason"]
     assert "ray.method ignores" in groups["missing"]["option:method:concurrency_group"]["reason"]

@@ -50,6 +50,8 @@ TASK_OPTIONS = COMMON_OPTIONS + TASK_ONLY_OPTIONS
 
 DEFAULT_MAX_CONCURRENCY_THREADED = 1
 DEFAULT_MAX_CONCURRENCY_ASYNC = 1000
+# Ray's ray_constants.DEFAULT_TASK_MAX_RETRIES: a task whose worker dies runs again this often
+DEFAULT_TASK_MAX_RETRIES = 3
 
 
 def _refuse(what, key, value, why):
@@ -145,11 +147,10 @@ def check_actor_options(options, in_options=False):
     _counting("max_concurrency", options.get("max_concurrency"), False)
     if options.get("max_concurrency") == 0:
         raise ValueError("max_concurrency must be at least 1.")
+    # max_restarts, max_task_retries: run by beamd (docs/DESIGN.md, "One
+    # actor's life"): a worker's death restarts the actor, and the calls it
+    # had are sent again to the new one while they have retries left
     _counting("max_restarts", options.get("max_restarts"), True)
-    if options.get("max_restarts"):
-        _refuse("actor", "max_restarts", options["max_restarts"], "beam does not restart actors")
-    # max_task_retries: with no restarts Ray never retries an actor call
-    # either, so any value behaves as Ray's with max_restarts=0
     _counting("max_task_retries", options.get("max_task_retries"), True)
     _counting("max_pending_calls", options.get("max_pending_calls"), True)
     if options.get("max_pending_calls") not in (None, -1):
@@ -198,9 +199,9 @@ def check_task_options(options, in_options=False):
     # max_calls: beam runs every task in a fresh worker process, which is
     # what any max_calls allows
     _counting("max_calls", options.get("max_calls"), False)
+    # max_retries: run (Ray's default 3): a task's worker is a one-call actor
+    # that restarts that many times, its call sent again each time
     _counting("max_retries", options.get("max_retries"), True)
-    if options.get("max_retries") not in (None, 0):
-        _refuse("task", "max_retries", options["max_retries"], "beam does not retry a task whose worker died")
     retry = options.get("retry_exceptions")
     if retry not in (None, False):
         _refuse("task", "retry_exceptions", retry, "beam does not retry a task that raised")

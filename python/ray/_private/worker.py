@@ -27,6 +27,8 @@ from ray._private.object_ref import ObjectRef
 
 STATUS_OK, STATUS_TASK_ERROR, STATUS_ACTOR_DIED, STATUS_LOST, STATUS_UNSCHEDULABLE = 0, 1, 2, 3, 4
 STATUS_ACTOR_INIT_FAILED = 5  # the actor's constructor raised (docs/PROTOCOL.md, "Object results")
+STATUS_ACTOR_UNAVAILABLE = 6  # sent to a worker that died while the actor restarts: "<actor hex> <text>"
+STATUS_WORKER_CRASHED = 7  # a task's worker died and its retries are spent
 
 _runtime = None
 _init_lock = threading.RLock()
@@ -418,6 +420,15 @@ def _value(status, data, ref):
         return None, _exc.ActorDiedError(error_msg=message, actor_init_failed=init_failed)
     if status == STATUS_UNSCHEDULABLE:
         return None, _exc.ActorUnschedulableError(message)
+    if status == STATUS_ACTOR_UNAVAILABLE:
+        actor_hex, _, text = message.partition(" ")
+        try:
+            actor_id = bytes.fromhex(actor_hex)
+        except ValueError:
+            actor_id, text = None, message
+        return None, _exc.ActorUnavailableError(text.rstrip("."), actor_id)
+    if status == STATUS_WORKER_CRASHED:
+        return None, _exc.WorkerCrashedError()
     return None, _exc.ObjectLostError(ref.hex(), call_site=message)
 
 

@@ -26,6 +26,7 @@ class ActorState:
     name: str = ""
     pid: int = 0
     node_id: str = ""
+    num_restarts: int = 0
 
 
 def list_nodes(
@@ -64,6 +65,7 @@ def list_actors(
             name=a["name"],
             pid=a["pid"],
             node_id=a["node_id"],
+            num_restarts=a.get("num_restarts", 0),
         )
         for a in st.get("actors", [])
     ]
