@@ -20,7 +20,7 @@ export RAY_USAGE_STATS_ENABLED=0
 tests=(tests/python/test_core_*.py tests/python/test_pg.py tests/python/test_parity_*.py
        tests/python/test_actor_options.py tests/python/test_cgraph_api.py
        tests/python/test_tasks_ray.py tests/python/test_worker_output.py
-       tests/python/test_worker_env.py tests/python/test_cluster_utils.py)
+       tests/python/test_worker_env.py tests/python/test_cluster_utils.py tests/python/test_restarts.py)
 # a first argument naming a test file or test runs only what the arguments name
 if [ $# -gt 0 ] && [ -e "${1%%::*}" ]; then tests=(); fi
 # -u: Ray's exit must not eat pytest's last lines
