@@ -12,7 +12,8 @@ __commit__ = "beam"
 from ray import exceptions  # noqa: E402
 from ray._private.object_ref import ObjectRef  # noqa: E402
 from ray._private.worker import get, init, is_initialized, put, shutdown, wait  # noqa: E402
-from ray.actor import ActorClass, ActorHandle, RemoteFunction, get_actor  # noqa: E402
+from ray.actor import ActorClass, ActorHandle, get_actor  # noqa: E402
+from ray.remote_function import RemoteFunction  # noqa: E402
 from ray.runtime_context import get_runtime_context  # noqa: E402
 from ray._private.ids import ActorID, JobID, NodeID, PlacementGroupID, TaskID, WorkerID  # noqa: E402
 from ray import util  # noqa: E402,F401  (ray.util.* is reachable after `import ray`, as in Ray)

@@ -95,7 +95,7 @@ def _exit_now(exc):
 
 
 def _task_error(name, exc, class_name, actor_id, actor_repr=None, proctitle=None):
-    from ray import actor as _actor
+    from ray import remote_function as _remote_function
     from ray.exceptions import RayTaskError
 
     cause = exc
@@ -111,7 +111,7 @@ def _task_error(name, exc, class_name, actor_id, actor_repr=None, proctitle=None
     else:
         # the remote traceback starts at the user's code: this module's frames
         # (and the task runner's) go
-        internal = (__file__, _actor.__file__)
+        internal = (__file__, _remote_function.__file__)
         tb_top = exc.__traceback__
         while tb_top is not None and tb_top.tb_frame.f_code.co_filename in internal:
             tb_top = tb_top.tb_next
@@ -179,7 +179,8 @@ class Worker:
         self.rt.actor_handle = ActorHandle(self.rt.actor_id, self.class_name, None, _counted=False)
         try:
             cls = ser.loads(init["class_data"])
-            from ray.actor import _has_async_methods, _TaskRunner
+            from ray.actor import _has_async_methods
+            from ray.remote_function import _TaskRunner
 
             self.task = self.rt.is_task = cls is _TaskRunner
             args, kwargs = ser.loads(init["args"])

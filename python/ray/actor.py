@@ -1,22 +1,26 @@
 # SPDX-License-Identifier: Apache-2.0
 """Actors: ActorClass (what ray.remote makes of a class), ActorHandle and
-ActorMethod, and remote functions run as one-call actors.
+ActorMethod, and ``create_actor`` (remote functions, ray.remote_function,
+run as one-call actors made here). Call signatures are
+``_private/signature``'s, what ``create_actor`` asks for
+``_private/actor_request``'s.
 
 Creating an actor sends ``create_actor``; calling a method sends ``submit``
 with a return ObjectRef made here, so ``.remote()`` never waits for beamd.
 """
 
-import collections
 import inspect
 import os
 import sys
 import weakref
 
+from ray._private import actor_request as _request
 from ray._private import ids as _ids
 from ray._private import options as _opts
 from ray._private import ray_option_utils
 from ray._private import refcount as _refcount
 from ray._private import serialization as _ser
+from ray._private import signature as _signature
 from ray._private import utils as _utils
 from ray._private import worker as _worker
 from ray._private.object_ref import ObjectRef
@@ -33,10 +37,10 @@ _SIGNATURES = weakref.WeakKeyDictionary()
 BUILTIN_METHODS = ("__ray_ready__", "__ray_terminate__", "__ray_call__")
 
 # Ray 2.43's actor options; ray/_private/options.py says what beam does with each
-_ACTOR_OPTIONS = frozenset(_opts.ACTOR_OPTIONS)
+ACTOR_OPTIONS = frozenset(_opts.ACTOR_OPTIONS)
 
 
-def _check_options(options, task=False):
+def check_options(options, task=False):
     if task:
         _opts.check_task_options(options)
     else:
@@ -52,153 +56,6 @@ def _method_names(cls):
     return frozenset(names)
 
 
-class _CallSig(collections.namedtuple("_CallSig", "sig lo hi")):
-    """A signature for binding a call's arguments, with its positional
-    arity read once: lo..hi positional arguments alone fit (hi may be inf);
-    lo is None where keyword-only parameters without a default need
-    sig.bind anyway."""
-
-
-def _arity(sig):
-    lo = hi = 0
-    for p in sig.parameters.values():
-        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
-            hi += 1
-            if p.default is inspect.Parameter.empty:
-                lo = hi
-        elif p.kind is inspect.Parameter.VAR_POSITIONAL:
-            hi = float("inf")
-        elif p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is inspect.Parameter.empty:
-            return None, None
-    return lo, hi
-
-
-def _signature(fn, drop_first):
-    """fn's signature for binding a call's arguments (without self/cls when
-    drop_first), as a _CallSig, or None where it cannot be read."""
-    try:
-        sig = inspect.signature(fn, follow_wrapped=False)
-    except (TypeError, ValueError):
-        return None
-    params = list(sig.parameters.values())
-    if (
-        drop_first
-        and params
-        and params[0].kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    ):
-        sig = sig.replace(parameters=params[1:])
-    return _CallSig(sig, *_arity(sig))
-
-
-def _method_signatures(cls, names):
-    """name -> signature of each method as it is called through a handle."""
-    sigs = {}
-    for name in names:
-        if name in BUILTIN_METHODS:
-            continue
-        try:
-            attr = inspect.getattr_static(cls, name)
-        except AttributeError:
-            continue
-        if isinstance(attr, staticmethod):
-            sig = _signature(attr.__func__, False)
-        elif isinstance(attr, classmethod):
-            sig = _signature(attr.__func__, True)
-        elif inspect.isfunction(attr):
-            sig = _signature(attr, True)
-        else:
-            sig = None
-        if sig is not None:
-            sigs[name] = sig
-    return sigs
-
-
-def _bind(sig, args, kwargs):
-    """Raises the TypeError Ray raises at .remote() for arguments that do
-    not fit the signature. Positional arguments alone fit when their count
-    does (what sig.bind would find, without its cost on every call)."""
-    if sig is None:
-        return
-    if not kwargs and sig.lo is not None and sig.lo <= len(args) <= sig.hi:
-        return
-    sig.sig.bind(*args, **kwargs)
-
-
-def _actor_resources(opts):
-    """(what the actor holds, what must be free to place it), as Ray's
-    ActorClass._remote: an actor that names no resource holds none and needs
-    1 CPU free to be placed; one that names any holds 1 CPU unless num_cpus
-    says otherwise."""
-    res = dict(opts.get("resources") or {})
-    for key, name in (("num_cpus", "CPU"), ("num_gpus", "GPU"), ("memory", "memory")):
-        if opts.get(key) is not None:
-            res[name] = opts[key]
-    if opts.get("accelerator_type") is not None:
-        res[f"accelerator_type:{opts['accelerator_type']}"] = 0.001
-    if not set(res) - {"memory", "object_store_memory"}:
-        res.setdefault("CPU", 0)
-        placement = dict(res)
-        placement["CPU"] += 1
-        return res, placement
-    res.setdefault("CPU", 1)
-    return res, res
-
-
-def _fits_a_bundle(request, bundles):
-    return any(all(b.get(k, 0) >= v for k, v in request.items() if k != "bundle") for b in bundles)
-
-
-def _check_pg_fit(class_name, opts, held, placement):
-    """An actor placed in a placement group must fit one of its bundles: Ray
-    refuses it at .remote() with a ValueError (Ray's messages)."""
-    from ray.util import scheduling_strategies as _ss
-
-    strategy = opts.get("scheduling_strategy")
-    if not isinstance(strategy, _ss.PlacementGroupSchedulingStrategy) or strategy.placement_group is None:
-        return
-    bundles = strategy.placement_group.bundle_specs
-    if not _fits_a_bundle(held, bundles):
-        raise ValueError(
-            f"Cannot schedule {class_name} with the placement group because the resource request {held} cannot "
-            f"fit into any bundles for the placement group, {bundles}."
-        )
-    if not _fits_a_bundle(placement, bundles):
-        raise ValueError(
-            f"Cannot schedule {class_name} with the placement group because the actor requires "
-            f"{placement.get('CPU', 0)} CPU for creation, but it cannot fit into any bundles for the placement "
-            f"group, {bundles}. Consider creating a placement group with CPU resources."
-        )
-
-
-def _sys_path():
-    """The driver's import path for its workers: '' becomes the cwd, and the
-    main script's folder comes first, as it does for the driver."""
-    cwd = os.getcwd()
-    paths = []
-    main = sys.modules.get("__main__")
-    main_file = getattr(main, "__file__", None)
-    # only a script's folder: a module run with -m (ray._worker in an actor,
-    # `python -m pkg.app`) has the cwd as sys.path[0], never its own folder,
-    # and ray/ itself on the path would shadow the stdlib's types module
-    if main_file and getattr(main, "__spec__", None) is None:
-        paths.append(os.path.dirname(os.path.abspath(main_file)))
-    for p in sys.path:
-        paths.append(os.path.abspath(p) if p else cwd)
-    return list(dict.fromkeys(paths))
-
-
-def _env_vars(job_env, actor_env):
-    env = {}
-    for source in (job_env or {}, actor_env or {}):
-        if hasattr(source, "to_dict"):
-            source = source.to_dict()
-        for k, v in (source.get("env_vars") or {}).items():
-            if not isinstance(k, str) or not isinstance(v, str):
-                raise TypeError("runtime_env['env_vars'] must map str to str")
-            env[k] = v
-    return env
-
-
 class ActorClass:
     """What ``ray.remote`` makes of a class: ``.remote(...)`` creates an actor,
     ``.options(...)`` overrides its options. It keeps the class's surface, as
@@ -207,7 +64,7 @@ class ActorClass:
     def __init__(self, cls, options=None, _validate=True):
         if _validate:
             ray_option_utils.validate_actor_options(options or {}, in_options=False)
-        _check_options(options or {})
+        check_options(options or {})
         self.__ray_metadata__ = None
         self._cls = cls
         self._options = dict(options or {})
@@ -253,7 +110,7 @@ class ActorClass:
         return clone
 
     def remote(self, *args, **kwargs):
-        return _create_actor(self, args, kwargs)
+        return create_actor(self, args, kwargs)
 
     def bind(self, *args, **kwargs):
         from ray import dag
@@ -272,8 +129,8 @@ class ActorClass:
                 self._sigs = _SIGNATURES[self._cls]
             except (KeyError, TypeError):
                 init = self._cls.__init__
-                ctor = None if init is object.__init__ else _signature(init, True)
-                self._sigs = (ctor, _method_signatures(self._cls, _method_names(self._cls)))
+                ctor = None if init is object.__init__ else _signature.signature(init, True)
+                self._sigs = (ctor, _signature.method_signatures(self._cls, _method_names(self._cls), BUILTIN_METHODS))
                 try:
                     _SIGNATURES[self._cls] = self._sigs
                 except TypeError:
@@ -300,7 +157,7 @@ def _node_id_bytes(node_id):
     return raw
 
 
-def _create_actor(actor_class, args, kwargs, _task=None):
+def create_actor(actor_class, args, kwargs, _task=None):
     """Creates the actor; _task names the remote function whose one-call
     worker this is (its output prefix, and beamd's ownership rule)."""
     from ray.util import scheduling_strategies as _ss
@@ -311,17 +168,17 @@ def _create_actor(actor_class, args, kwargs, _task=None):
         raise ValueError("Actor name cannot be an empty string.")
     namespace = opts.get("namespace")
     ctor_sig, method_sigs = actor_class._signatures()
-    _bind(ctor_sig, args, kwargs)
+    _signature.check_call(ctor_sig, args, kwargs)
     ray_option_utils.check_resources_at_submit(opts.get("resources"))
-    held, placement = _actor_resources(opts)
-    _check_pg_fit(_task or actor_class.__qualname__, opts, held, placement)
+    held, placement = _request.resources(opts)
+    _request.check_pg_fit(_task or actor_class.__qualname__, opts, held, placement)
     rt = _worker.runtime()
     if opts.get("get_if_exists"):
         try:
             return get_actor(name, namespace=namespace)
         except ValueError:
             try:
-                return _create_actor(actor_class.options(get_if_exists=False), args, kwargs)
+                return create_actor(actor_class.options(get_if_exists=False), args, kwargs)
             except ValueError:
                 pass  # lost the race to create it
             return get_actor(name, namespace=namespace)
@@ -334,8 +191,8 @@ def _create_actor(actor_class, args, kwargs, _task=None):
         )
     actor_id = rt.ids.actor_id()
     data, objs, actors = _worker.dumps_args(args, kwargs)
-    env = _env_vars(rt.runtime_env, opts.get("runtime_env"))
-    sys_path = _sys_path()
+    env = _request.env_vars(rt.runtime_env, opts.get("runtime_env"))
+    sys_path = _request.sys_path()
     if "PYTHONPATH" in env:
         # beamd builds the worker's PYTHONPATH from sys_path; a PYTHONPATH in
         # env_vars would replace it (and ray with it): its entries go first
@@ -525,7 +382,7 @@ class ActorMethod:
             raise RuntimeError("Lost reference to actor")
         sigs = handle._ray_method_sigs
         if sigs is not None:
-            _bind(sigs.get(self._name), args, kwargs)
+            _signature.check_call(sigs.get(self._name), args, kwargs)
         rt = _worker.runtime()
         data, objs, actors = _worker.dumps_args(args, kwargs)
         oid = rt.ids.object_id()
@@ -552,103 +409,3 @@ class ActorMethod:
             f"Actor methods cannot be called directly. Instead of running 'object.{self._name}()', try "
             f"'object.{self._name}.remote()'."
         )
-
-
-class _TaskRunner:
-    """The one-call actor a remote function runs in. Its arguments are the
-    task's own, so the worker resolves top-level ObjectRefs as Ray does."""
-
-    def run(self, fn, /, *args, **kwargs):
-        return fn(*args, **kwargs)
-
-    def run_many(self, fn, n, /, *args, **kwargs):
-        """num_returns=n > 1: runs fn and keeps its n values for pick()."""
-        self._values, self._error = None, None
-        try:
-            values = fn(*args, **kwargs)
-            values = list(values) if isinstance(values, (tuple, list)) else values
-            if not isinstance(values, list) or len(values) != n:
-                got = len(values) if isinstance(values, list) else 1
-                raise ValueError(f"Task returned {got} objects, but num_returns={n}.")
-        except Exception as e:
-            self._error = e
-            raise
-        self._values = values
-        return values[0]
-
-    def pick(self, i):
-        if self._error is not None:
-            raise self._error
-        return self._values[i]
-
-
-class RemoteFunction:
-    """What ``ray.remote`` makes of a function: each ``.remote()`` runs it in
-    a fresh worker process (an actor that ends after its one call, printing
-    as ``(f pid=N)``). While it waits in ray.get/ray.wait its CPU is lent
-    back (ray._worker says so to beamd), and what it creates outlives it
-    while handles do (beamd hands it to the task's owner)."""
-
-    def __init__(self, fn, options=None, _validate=True):
-        if inspect.iscoroutinefunction(fn):
-            raise ValueError(
-                "'async def' should not be used for remote tasks. You can wrap the async function with "
-                "`asyncio.run(f())`. See more at:https://docs.ray.io/en/latest/ray-core/actors/async_api.html "
-            )
-        if _validate:
-            ray_option_utils.validate_task_options(options or {}, in_options=False)
-        _check_options(options or {}, task=True)
-        self._function = fn
-        self._options = dict(options or {})
-        self._runner = None  # the ActorClass its calls run in
-        self._sig = False
-        self.__name__ = fn.__name__
-        self.__doc__ = fn.__doc__
-
-    def __call__(self, *args, **kwargs):
-        name = f"{self._function.__module__}.{self.__name__}"
-        raise TypeError(
-            f"Remote functions cannot be called directly. Instead of running '{name}()', try " f"'{name}.remote()'."
-        )
-
-    def options(self, **options):
-        ray_option_utils.validate_task_options(options, in_options=True)
-        merged = dict(self._options)
-        merged.update(options)
-        clone = RemoteFunction(self._function, merged, _validate=False)
-        clone._sig = self._sig
-        return clone
-
-    def remote(self, *args, **kwargs):
-        # the task options beam accepts have no actor counterpart to pass on
-        # (a task's name only labels it in Ray's dashboard: no named actor)
-        if self._sig is False:
-            self._sig = _signature(self._function, False)
-        _bind(self._sig, args, kwargs)
-        ray_option_utils.check_resources_at_submit(self._options.get("resources"))
-        opts = {
-            k: v
-            for k, v in self._options.items()
-            if k in _ACTOR_OPTIONS and k not in ("name", "num_returns", "max_retries", "retry_exceptions", "max_calls")
-        }
-        if opts.get("num_cpus") is None:
-            opts["num_cpus"] = 1
-        # a task whose worker dies runs again on a new one, max_retries times
-        # (Ray's default 3): its one-call actor restarts and resends its call
-        retries = self._options.get("max_retries")
-        retries = _opts.DEFAULT_TASK_MAX_RETRIES if retries is None else retries
-        opts["max_restarts"] = opts["max_task_retries"] = retries
-        n = self._options.get("num_returns")
-        n = 1 if n is None else n
-        if self._runner is None:
-            self._runner = ActorClass(_TaskRunner, opts, _validate=False)
-        handle = _create_actor(self._runner, (), {}, _task=self.__name__)
-        if isinstance(n, int) and n > 1:
-            first = handle.run_many.remote(self._function, n, *args, **kwargs)
-            refs = [first] + [handle.pick.remote(i) for i in range(1, n)]
-        else:
-            refs = handle.run.remote(self._function, *args, **kwargs)
-            if n == 0:
-                refs = None
-        del handle  # the worker ends once its calls are done
-        return refs
