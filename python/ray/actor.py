@@ -24,6 +24,8 @@ from ray._private import signature as _signature
 from ray._private import utils as _utils
 from ray._private import worker as _worker
 from ray._private.object_ref import ObjectRef
+from ray.util import scheduling_strategies as _ss
+from ray.util.placement_group import check_placement_group_index
 
 
 class ActorClassInheritanceException(TypeError):
@@ -160,8 +162,6 @@ def _node_id_bytes(node_id):
 def create_actor(actor_class, args, kwargs, _task=None):
     """Creates the actor; _task names the remote function whose one-call
     worker this is (its output prefix, and beamd's ownership rule)."""
-    from ray.util import scheduling_strategies as _ss
-
     opts = actor_class._options
     name = opts.get("name")
     if name == "":
@@ -237,8 +237,6 @@ def create_actor(actor_class, args, kwargs, _task=None):
         params["node_id"] = _node_id_bytes(strategy.node_id)
         params["soft"] = bool(strategy.soft)
     elif isinstance(strategy, _ss.PlacementGroupSchedulingStrategy) and strategy.placement_group is not None:
-        from ray.util.placement_group import check_placement_group_index
-
         check_placement_group_index(strategy.placement_group, int(strategy.placement_group_bundle_index))
         params["placement_group"] = strategy.placement_group.id.binary()
         params["bundle_index"] = int(strategy.placement_group_bundle_index)
