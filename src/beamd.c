@@ -29,6 +29,7 @@
 #include "node.h"
 #include "notify.h"
 #include "server.h"
+#include "session.h"
 
 typedef struct options_s {
     const char *socket;
@@ -502,8 +503,7 @@ int main(int argc, char **argv)
         return 1;
     }
     snprintf(node.socket_path, sizeof node.socket_path, "%s", server.path);
-    uv_timer_init(loop, &node.reaper);
-    node.reaper.data = &node;
+    beam_sessions_init(loop, &node);
     beam_hooks_wire(&node);
     if (beam_cluster_init_self(&node) < 0) {
         fprintf(stderr, "beamd: out of memory\n");

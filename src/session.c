@@ -201,6 +201,12 @@ static void on_reap(uv_timer_t *t)
     beam_sessions_reap(t->data);
 }
 
+void beam_sessions_init(uv_loop_t *loop, beam_node_t *node)
+{
+    uv_timer_init(loop, &node->reaper);
+    node->reaper.data = node;
+}
+
 static void remote_close(beam_port_t *p, const char *why)
 {
     beam_session_t *s = beam_session_of(p);

@@ -68,5 +68,8 @@ void beam_sessions_member_lost(beam_node_t *node, struct beam_member_s *m);
 void beam_sessions_close_all(beam_node_t *node, const char *why);
 /* Ends the remote clients whose close is queued (the reaper's turn). */
 void beam_sessions_reap(beam_node_t *node);
+/* Readies node's reaper (node->reaper, on loop): once, before any session
+ * closes. */
+void beam_sessions_init(uv_loop_t *loop, beam_node_t *node);
 
 #endif

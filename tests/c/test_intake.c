@@ -64,7 +64,7 @@ static int setup(void **state)
     f->node.loop = &f->loop;
     f->node.is_head = 1;
     beam_limits_default(&f->node.limits);
-    uv_timer_init(&f->loop, &f->node.reaper);
+    beam_sessions_init(&f->loop, &f->node);
     f->node.hooks.dispatch = record_dispatch;
     f->member.index = 2;
     f->client = beam_session_open_remote(&f->node, link_of(f), &f->member, 5, 100, 0);

@@ -92,8 +92,7 @@ static int setup(void **state)
     f->m3 = join(f, 0xb3);
     node->hooks.conn_open = beam_session_open_local;
     node->hooks.dispatch = record_dispatch;
-    uv_timer_init(&f->loop, &node->reaper);
-    node->reaper.data = node; /* (as beamd.c sets it) */
+    beam_sessions_init(&f->loop, node);
     uv_timer_init(&f->loop, &f->deadline);
     uv_timer_init(&f->loop, &f->tick);
     snprintf(f->dir, sizeof f->dir, "/tmp/beam-session-XXXXXX");

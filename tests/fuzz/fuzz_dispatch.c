@@ -137,8 +137,7 @@ static void node_setup(fuzz_t *f)
         abort();
     }
     snprintf(node->socket_path, sizeof node->socket_path, "%s", sock_path);
-    uv_timer_init(&f->loop, &node->reaper);
-    node->reaper.data = node;
+    beam_sessions_init(&f->loop, node);
     beam_hooks_wire(node); /* beamd's own wiring */
     CHECK(beam_cluster_init_self(node) == 0);
 }

@@ -147,8 +147,7 @@ static void node_setup(fuzz_t *f)
     CHECK(beam_pool_add(&node->pool, "memory", beam_res_units(1e9)) == 0);
     CHECK(beam_pool_add(&node->pool, "node:127.0.0.1", BEAM_RES_UNIT) == 0);
     CHECK(beam_pool_add_gpu(&node->pool, "0") == 0);
-    uv_timer_init(&f->loop, &node->reaper);
-    node->reaper.data = node;
+    beam_sessions_init(&f->loop, node);
     beam_hooks_wire(node); /* beamd's own wiring */
     CHECK(beam_cluster_init_self(node) == 0);
     beam_cluster_opts_t co = {.listen_ip = "127.0.0.1", .port = 0, .timeout_ms = 3600 * 1000,
