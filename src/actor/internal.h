@@ -1,6 +1,7 @@
 /* internal.h — the actor record and the functions the files of the actor
- * module share (src/actor/: table.c, lifecycle.c, pool.c, sweeps.c,
- * localcalls.c). Included by those files only (scripts/check_layers.py
+ * module share (src/actor/: table.c, the records; lifecycle.c, the
+ * transitions and the task worker pool, above it; requests.c, sweeps.c and
+ * localcalls.c, above both). Included by those files only (scripts/check_layers.py
  * enforces it): everyone else sees beam_actor_t as opaque (actors.h). */
 #ifndef BEAM_ACTOR_INTERNAL_H
 #define BEAM_ACTOR_INTERNAL_H
@@ -27,7 +28,7 @@ struct beam_actor_s {
     char affinity[BEAM_NODE_ID_SIZE];
     int task;       /* a remote function's worker (create_actor "task") */
     uint32_t job;   /* its owner's job */
-    char *pool_key; /* a task's worker shape (python, cwd, env, sys_path); NULL: never pooled (pool.c) */
+    char *pool_key; /* a task's worker shape (python, cwd, env, sys_path); NULL: never pooled (lifecycle.c's pool) */
     int death_status; /* what its calls fail with: BEAM_OBJ_ACTOR_DIED, _UNSCHEDULABLE, _INIT_FAILED, _WORKER_CRASHED */
     int max_restarts;     /* -1: without end (lifecycle.c, RESTART) */
     uint32_t restarts;    /* times restarted so far */
@@ -59,7 +60,7 @@ struct beam_actor_s {
     long pid;
     beam_port_t *worker;
 
-    /* who keeps it (table.c) */
+    /* who keeps it (requests.c) */
     beam_port_t *owner;
     uint32_t owner_pid;
     uint32_t holders, pins;
@@ -146,7 +147,7 @@ beam_port_t *beam__actor_task_heir(beam_port_t *c);
 /* Every live actor owned by from passes to heir. */
 void beam__actors_hand_down(beam_node_t *node, beam_port_t *from, beam_port_t *heir);
 
-/* pool.c */
+/* lifecycle.c: the task worker pool */
 /* a is done and unreferenced: its worker goes into the pool (0) or a must
  * die (-1). a is not freed here. */
 int beam__actor_pool_retire(beam_node_t *node, beam_actor_t *a);
