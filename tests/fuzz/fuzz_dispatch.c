@@ -108,28 +108,8 @@ static void node_setup(fuzz_t *f)
     for (int i = 0; i < NCLIENTS; i++)
         f->fds[i] = -1;
     CHECK(uv_loop_init(&f->loop) == 0);
-    f->loop.data = node;
-    node->loop = &f->loop;
-    beam_limits_default(&node->limits);
-    /* small limits, so short inputs reach them */
-    node->limits.max_frame = 1u << 16;
-    node->limits.max_items = 1u << 12;
-    node->limits.max_str = 1u << 10;
-    node->max_outq = 1u << 18;
-    node->soft_outq = 1u << 14;
-    node->node_index = 1;
-    node->is_head = 1;
-    memset(node->node_id, 0x42, sizeof node->node_id);
-    beam_id_hex(node->node_id, sizeof node->node_id, node->node_hex);
-    snprintf(node->node_ip, sizeof node->node_ip, "127.0.0.1");
-    snprintf(node->hostname, sizeof node->hostname, "fuzz");
-    node->start_ms = uv_now(&f->loop);
-    beam_pool_init(&node->pool);
-    CHECK(beam_pool_add(&node->pool, "CPU", beam_res_units(4)) == 0);
-    CHECK(beam_pool_add(&node->pool, "memory", beam_res_units(1e9)) == 0);
-    CHECK(beam_pool_add(&node->pool, "node:127.0.0.1", BEAM_RES_UNIT) == 0);
+    fuzz_node_init(node, &f->loop, 4);
     CHECK(beam_pool_add(&node->pool, "custom", beam_res_units(2)) == 0);
-    CHECK(beam_pool_add_gpu(&node->pool, "0") == 0);
     CHECK(beam_pool_add_gpu(&node->pool, "1") == 0);
     char err[256];
     if (beam_server_listen(&f->server, node, sock_path, err, sizeof err) < 0) {

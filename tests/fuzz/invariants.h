@@ -1,5 +1,6 @@
-/* invariants.h — the checks the daemon fuzz targets (fuzz_dispatch.c,
- * fuzz_link.c) make, written once: CHECK aborts with the failed condition
+/* invariants.h — the node and the checks the daemon fuzz targets (fuzz_dispatch.c,
+ * fuzz_link.c) share, written once: fuzz_node_init sets up the node they
+ * fuzz, CHECK aborts with the failed condition
  * (libFuzzer then keeps the input), and fuzz_check_tables_empty is what
  * must hold of a node's tables once every client and peer has hung up. */
 #ifndef BEAM_FUZZ_INVARIANTS_H
@@ -11,10 +12,12 @@
 #include <uthash.h>
 
 #include "actors.h"
+#include "ids.h"
 #include "node.h"
 #include "objects.h"
 #include "placement.h"
 #include "procs.h"
+#include "resources.h"
 
 #define CHECK(cond)                                                                  \
     do {                                                                             \
@@ -23,6 +26,33 @@
             abort();                                                                 \
         }                                                                            \
     } while (0)
+
+/* The node both daemon targets fuzz: a head on loop with small limits (so
+ * short inputs reach them), a fixed id and address, and cpus CPUs, memory,
+ * its node resource and GPU 0 in its pool; each target adds its own rest. */
+static inline void fuzz_node_init(beam_node_t *node, uv_loop_t *loop, double cpus)
+{
+    loop->data = node;
+    node->loop = loop;
+    beam_limits_default(&node->limits);
+    node->limits.max_frame = 1u << 16;
+    node->limits.max_items = 1u << 12;
+    node->limits.max_str = 1u << 10;
+    node->max_outq = 1u << 18;
+    node->soft_outq = 1u << 14;
+    node->node_index = 1;
+    node->is_head = 1;
+    memset(node->node_id, 0x42, sizeof node->node_id);
+    beam_id_hex(node->node_id, sizeof node->node_id, node->node_hex);
+    snprintf(node->node_ip, sizeof node->node_ip, "127.0.0.1");
+    snprintf(node->hostname, sizeof node->hostname, "fuzz");
+    node->start_ms = uv_now(loop);
+    beam_pool_init(&node->pool);
+    CHECK(beam_pool_add(&node->pool, "CPU", beam_res_units(cpus)) == 0);
+    CHECK(beam_pool_add(&node->pool, "memory", beam_res_units(1e9)) == 0);
+    CHECK(beam_pool_add(&node->pool, "node:127.0.0.1", BEAM_RES_UNIT) == 0);
+    CHECK(beam_pool_add_gpu(&node->pool, "0") == 0);
+}
 
 /* How many references to id (an actor's when kind is 1, else an object's)
  * the values in the object table carry. */
