@@ -445,12 +445,28 @@ def driver_env(node, **extra):
     return env
 
 
+# Every driver's print() writes its line in one write: the driver's log
+# thread prints the workers' lines meanwhile (through sys.stdout, as Ray's
+# does), and the built-in print writes its pieces one by one, so a line such
+# as "PID 123" could come out as "PID(Printer pid=..) to-stdout-1\n 123".
+_ONE_WRITE_PRINT = """\
+import builtins as _builtins, sys as _sys
+def _print(*args, sep=" ", end="\\n", file=None, flush=False):
+    f = _sys.stdout if file is None else file
+    if f is not None:
+        f.write((" " if sep is None else sep).join(map(str, args)) + ("\\n" if end is None else end))
+        if flush:
+            f.flush()
+_builtins.print = _print
+"""
+
+
 def _driver_args(code, env, unset, wrap, names):
     full_env = dict(os.environ)
     for k in unset:
         full_env.pop(k, None)
     full_env.update(env or {})
-    prelude = "".join(f"{k} = {v!r}\n" for k, v in (names or {}).items())
+    prelude = _ONE_WRITE_PRINT + "".join(f"{k} = {v!r}\n" for k, v in (names or {}).items())
     return [*wrap, sys.executable, "-c", prelude + textwrap.dedent(code)], full_env
 
 
