@@ -9,6 +9,8 @@ in docs/API.md is this module in prose; keep the two in step.
 """
 
 from ray._private import utils as _utils
+from ray.util import scheduling_strategies as ss
+from ray.util.placement_group import PlacementGroup
 
 # Ray 2.43's names (ray/_private/ray_option_utils.py): common, actor-only, task-only.
 COMMON_OPTIONS = (
@@ -78,8 +80,6 @@ def _counting(key, value, infinite):
 
 
 def _check_strategy(what, strategy):
-    from ray.util import scheduling_strategies as ss
-
     if strategy is None or strategy == "DEFAULT":
         return
     if isinstance(strategy, ss.PlacementGroupSchedulingStrategy):
@@ -116,8 +116,6 @@ def _check_common(what, options):
             "The placement_group option is deprecated."
         )
     if options.get("placement_group") is not None and not isinstance(options["placement_group"], str):
-        from ray.util.placement_group import PlacementGroup
-
         if not isinstance(options["placement_group"], PlacementGroup):
             raise TypeError(
                 "The type of keyword 'placement_group' must be a PlacementGroup, "
@@ -220,8 +218,6 @@ def check_task_options(options, in_options=False):
 def strategy_of(options):
     """The scheduling strategy, with the deprecated placement_group=...
     options turned into the PlacementGroupSchedulingStrategy they mean."""
-    from ray.util import scheduling_strategies as ss
-
     pg = options.get("placement_group", "default")
     if pg not in ("default", None) and not isinstance(pg, str):
         return ss.PlacementGroupSchedulingStrategy(
