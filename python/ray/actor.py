@@ -50,6 +50,7 @@ def check_options(options, task=False):
         _opts.check_task_options(options)
     else:
         _opts.check_actor_options(options)
+    ray_option_utils.check_together(options)
     ray_option_utils.check_resource_amounts(options)
 
 
