@@ -17,6 +17,9 @@ from ray.remote_function import RemoteFunction  # noqa: E402
 from ray.runtime_context import get_runtime_context  # noqa: E402
 from ray._private.ids import ActorID, JobID, NodeID, PlacementGroupID, TaskID, WorkerID  # noqa: E402
 from ray import util  # noqa: E402,F401  (ray.util.* is reachable after `import ray`, as in Ray)
+from ray._private import ray_option_utils as _ray_option_utils  # noqa: E402
+from ray._private import state as _state  # noqa: E402
+from ray._private import worker as _worker  # noqa: E402
 
 ObjectID = ObjectRef
 
@@ -27,9 +30,7 @@ def remote(*args, **kwargs):
     if len(args) == 1 and not kwargs and callable(args[0]):
         return _make_remote(args[0], {})
     if args or not kwargs:  # ray.remote(x, ...) or @ray.remote()
-        from ray._private.ray_option_utils import remote_args_error_string
-
-        raise AssertionError(remote_args_error_string)  # what Ray raises
+        raise AssertionError(_ray_option_utils.remote_args_error_string)  # what Ray raises
     return lambda target: _make_remote(target, kwargs)
 
 
@@ -56,7 +57,6 @@ def kill(actor, *, no_restart=True):
     (max_restarts) restarts instead, as when its worker dies."""
     if not isinstance(actor, ActorHandle):
         raise ValueError(f"ray.kill() only supported for actors. For tasks, try ray.cancel(). Got: {type(actor)}.")
-    from ray._private import worker as _worker
 
     _worker._request("kill", {"actor": actor._ray_actor_id_bytes, "no_restart": bool(no_restart)})
 
@@ -69,8 +69,6 @@ def cancel(ref, *, force=False, recursive=True):
 def get_gpu_ids():
     """The GPU ids assigned to this actor (ints where they are numbers);
     [] in a driver."""
-    from ray._private import worker as _worker
-
     ids = _worker.runtime().gpu_ids
     if all(str(i).isdigit() for i in ids):
         return [int(i) for i in ids]
@@ -82,29 +80,21 @@ def get_gpu_ids():
 
 
 def nodes():
-    from ray._private import state, worker as _worker
-
     _worker.check_initialized()
-    return state.node_table()
+    return _state.node_table()
 
 
 def cluster_resources():
-    from ray._private import state, worker as _worker
-
     _worker.check_initialized()
-    return state.cluster_resources()
+    return _state.cluster_resources()
 
 
 def available_resources():
-    from ray._private import state, worker as _worker
-
     _worker.check_initialized()
-    return state.available_resources()
+    return _state.available_resources()
 
 
 def timeline(filename=None):
-    from ray._private import worker as _worker
-
     _worker.check_initialized()
     return []
 

@@ -26,6 +26,17 @@ import threading
 import traceback
 import types
 
+import _beam
+import ray
+from ray import exceptions
+from ray import remote_function as _remote_function
+from ray._private import serialization as ser
+from ray._private import worker as rtmod
+from ray._private.object_ref import ObjectRef
+from ray.actor import ActorHandle, _has_async_methods
+from ray.exceptions import RayTaskError
+from ray.remote_function import _TaskRunner
+
 _FunctionType = types.FunctionType
 
 
@@ -40,14 +51,11 @@ class _DependencyFailed(Exception):
 
 def _resolve_args(args, kwargs):
     """Top-level ObjectRef arguments are passed as their values, as in Ray."""
-    from ray._private.object_ref import ObjectRef
-
     refs = [a for a in args if isinstance(a, ObjectRef)]
     if kwargs:
         refs += [v for v in kwargs.values() if isinstance(v, ObjectRef)]
     if not refs:
         return args, kwargs
-    import ray
 
     try:
         values = ray.get(refs)
@@ -57,8 +65,6 @@ def _resolve_args(args, kwargs):
 
 
 def _substitute(args, kwargs, refs, values):
-    import ray
-
     values = dict(zip(refs, values))
     args = tuple(values[a] if isinstance(a, ray.ObjectRef) else a for a in args)
     kwargs = {k: values[v] if isinstance(v, ray.ObjectRef) else v for k, v in kwargs.items()}
@@ -68,8 +74,6 @@ def _substitute(args, kwargs, refs, values):
 async def _resolve_args_async(args, kwargs):
     """As _resolve_args, without blocking the event loop: an argument may be
     the result of another call to this very actor."""
-    import ray
-
     refs = [a for a in args if isinstance(a, ray.ObjectRef)]
     refs += [v for v in kwargs.values() if isinstance(v, ray.ObjectRef)]
     if not refs:
@@ -95,9 +99,6 @@ def _exit_now(exc):
 
 
 def _task_error(name, exc, class_name, actor_id, actor_repr=None, proctitle=None):
-    from ray import remote_function as _remote_function
-    from ray.exceptions import RayTaskError
-
     cause = exc
     if isinstance(exc, _DependencyFailed):
         # as Ray prints it: the failed argument's error, as stored (a plain
@@ -144,10 +145,7 @@ def _actor_repr(instance):
 
 class Worker:
     def __init__(self, rt):
-        from ray import exceptions
-        from ray._private import serialization
-
-        self.ser = serialization
+        self.ser = ser
         self.exceptions = exceptions
         self.rt = rt
         self.client = rt.client
@@ -160,9 +158,6 @@ class Worker:
         self._omp_set = False  # OMP_NUM_THREADS was set here, not by the user
 
     def construct(self, init):
-        from ray._private import serialization as ser
-        from ray.actor import ActorHandle
-
         for p in reversed(init.get("sys_path") or []):
             if p not in sys.path:
                 sys.path.insert(0, p)
@@ -179,8 +174,6 @@ class Worker:
         self.rt.actor_handle = ActorHandle(self.rt.actor_id, self.class_name, None, _counted=False)
         try:
             cls = ser.loads(init["class_data"])
-            from ray.actor import _has_async_methods
-            from ray.remote_function import _TaskRunner
 
             self.task = self.rt.is_task = cls is _TaskRunner
             args, kwargs = ser.loads(init["args"])
@@ -284,8 +277,6 @@ class Worker:
         return get(attr, self.instance, cls) if get is not None else attr
 
     def _terminate(self, params):
-        from ray._private import serialization as ser
-
         self.client.send("task_done", {"obj": params["obj"], "status": 0, "exiting": True, "data": ser.dumps(None)[0]})
         # a graceful exit, as Ray's: atexit handlers run (ray.kill's does
         # not), before the connection closes (beamd kills the worker then)
@@ -329,17 +320,14 @@ class Worker:
         (SystemExit, sys.exit(), a BaseException subclass) ends the worker
         and the task runs again while it has retries left (Ray 2.43 retries
         it too), then the caller gets WorkerCrashedError."""
-        from ray import exceptions as rex
-        from ray._private import serialization as ser
-
         if isinstance(exc, KeyboardInterrupt):
             tid = params["obj"][:24].hex()
-            cancelled = rex.TaskCancelledError(f"TaskID({tid})")
+            cancelled = exceptions.TaskCancelledError(f"TaskID({tid})")
             err = _task_error(self.class_name, exc, None, None, proctitle=f"ray::{self.class_name}")
             lines = err.traceback_str.rstrip("\n").split("\n")
             # the remote traceback ends in the cancellation, as in Ray
             lines[-1] = f"ray.exceptions.TaskCancelledError: {cancelled}"
-            err = rex.RayTaskError(
+            err = exceptions.RayTaskError(
                 self.class_name,
                 "\n".join(lines) + "\n",
                 cancelled,
@@ -360,8 +348,6 @@ class Worker:
     async def call_async(self, params):
         """Runs one call on the event loop (a sync method blocks it, as in
         Ray) and sends its result."""
-        from ray._private import serialization as ser
-
         async with self.slots:
             name = params["method"]
             if name == "__ray_terminate__":
@@ -455,10 +441,8 @@ class Worker:
         ser = self.ser  # imported once: a call's path runs this per call
 
         if type(data) is list:
-            from ray._private import worker
-
             size = sum(memoryview(p).nbytes for p in data)
-            worker.send_value(
+            rtmod.send_value(
                 self.rt, "task_done", ser.with_refs({"obj": obj, "status": status}, objs, actors), data, size
             )
             return
@@ -550,8 +534,6 @@ def guard_descendants(beamd_pid):
     import select
     import threading
 
-    import _beam
-
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     signal.signal(_BEAMD_GONE, lambda *_: beamd_gone())
     ppid = _beam.set_parent_death_signal(_BEAMD_GONE)
@@ -591,7 +573,6 @@ def main():
     ppid = guard_descendants(parent)
     if ppid == 1 or (parent and ppid != parent):
         os._exit(1)
-    from ray._private import worker as rtmod
 
     actor_id = bytes.fromhex(os.environ["BEAM_ACTOR_ID"])
     rt = rtmod.connect_worker(os.environ["BEAM_SOCKET"], actor_id, os.environ["BEAM_WORKER_TOKEN"])

@@ -7,6 +7,9 @@ run as one-call actors made here). Call signatures are
 
 Creating an actor sends ``create_actor``; calling a method sends ``submit``
 with a return ObjectRef made here, so ``.remote()`` never waits for beamd.
+
+Imported in their functions, each commented: ``ray.dag`` (it imports ray) and
+``_beam`` (``import ray`` works without the extension).
 """
 
 import inspect
@@ -47,6 +50,7 @@ def check_options(options, task=False):
         _opts.check_task_options(options)
     else:
         _opts.check_actor_options(options)
+    ray_option_utils.check_together(options)
     ray_option_utils.check_resource_amounts(options)
 
 
@@ -115,6 +119,7 @@ class ActorClass:
         return create_actor(self, args, kwargs)
 
     def bind(self, *args, **kwargs):
+        # here, not at the top: ray.dag imports ray itself (a cycle at import time)
         from ray import dag
 
         dag.unsupported("ActorClass.bind()")
@@ -246,6 +251,8 @@ def create_actor(actor_class, args, kwargs, _task=None):
         params["placement_group"] = rt.placement_group_id
         params["bundle_index"] = -1
         params["capture_child_tasks"] = True
+    # here, not at the top: `import ray` works without the _beam extension
+    # (scripts/scan_vllm_ray.py imports beam's ray from python/ alone)
     import _beam
 
     handle = ActorHandle(actor_id, class_name, _method_names(actor_class._cls), _owned=True)
@@ -398,6 +405,7 @@ class ActorMethod:
 
     def bind(self, *args, **kwargs):
         """A compiled-graph node for one call of this method (ray.dag)."""
+        # here, not at the top: ray.dag imports ray itself (a cycle at import time)
         from ray.dag import dag_node
 
         return dag_node.bind_method(self, args, kwargs)

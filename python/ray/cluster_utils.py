@@ -23,6 +23,7 @@ import socket
 import tempfile
 import time
 
+import ray
 from ray._private import node as _node
 
 # beamd's sizes for a node, from add_node's keyword arguments
@@ -144,8 +145,6 @@ class Cluster:
 
     def connect(self, namespace=None):
         """Connects this process's driver to the cluster."""
-        import ray
-
         assert self.address is not None
         assert not self.connected
         ray.init(namespace=namespace, ignore_reinit_error=True, address=self.address)

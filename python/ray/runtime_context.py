@@ -2,6 +2,7 @@
 """ray.get_runtime_context(): what this process is (driver or actor), where
 it runs, and what it was given."""
 
+from ray._private import ids as _ids
 from ray._private import worker as _worker
 
 ACCELERATOR_NAMES = ("GPU", "TPU", "neuron_cores", "HPU", "NPU")
@@ -22,8 +23,6 @@ class RuntimeContext:
         """Deprecated in Ray: the ids as ID objects, as Ray's dict: job_id,
         node_id and namespace; in a worker task_id too, and actor_id in an
         actor (not in a task)."""
-        from ray._private import ids as _ids
-
         rt = self._rt
         out = {"job_id": _ids.JobID(rt.job_id_bytes), "node_id": _ids.NodeID(rt.node_id), "namespace": self.namespace}
         if rt.mode == "worker":
@@ -63,8 +62,6 @@ class RuntimeContext:
     @property
     def task_id(self):
         """Deprecated in Ray: the TaskID (use get_task_id() for its hex)."""
-        from ray._private import ids as _ids
-
         assert self._rt.mode == "worker", "This method is only available when the process is a worker. Current mode: 0"
         task = getattr(self._rt, "task_id", None)
         return _ids.TaskID(task) if task else None
@@ -72,8 +69,6 @@ class RuntimeContext:
     @property
     def actor_id(self):
         """Deprecated in Ray: the ActorID (use get_actor_id() for its hex)."""
-        from ray._private import ids as _ids
-
         assert self._rt.mode == "worker", "This method is only available when the process is a worker. Current mode: 0"
         hex_id = self.get_actor_id()
         return _ids.ActorID.from_hex(hex_id) if hex_id else None
@@ -100,6 +95,7 @@ class RuntimeContext:
 
     @property
     def runtime_env(self):
+        # here: ray.runtime_env costs ~3 ms at `import ray` and only this property needs it
         from ray.runtime_env import RuntimeEnv
 
         env = dict(self._rt.runtime_env or {})
@@ -133,15 +129,11 @@ class RuntimeContext:
     @property
     def node_id(self):
         """Deprecated in Ray: the NodeID (use get_node_id() for its hex)."""
-        from ray._private import ids as _ids
-
         return _ids.NodeID(self._rt.node_id)
 
     @property
     def job_id(self):
         """Deprecated in Ray: the JobID (use get_job_id() for its hex)."""
-        from ray._private import ids as _ids
-
         return _ids.JobID(self._rt.job_id_bytes)
 
     @property
@@ -152,7 +144,5 @@ class RuntimeContext:
 def get_runtime_context():
     """The current process's RuntimeContext. Like Ray, it connects as
     ray.init() would unless auto-connect is off; then it connects nothing."""
-    from ray._private import worker
-
-    worker.auto_init_ray()
+    _worker.auto_init_ray()
     return RuntimeContext()

@@ -25,7 +25,7 @@ def program_path(name, search_path=True):
         return env
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     cands = [os.path.join(here, "_bin", name)]
-    try:
+    try:  # here, in a try: finding a program needs no _beam extension
         import _beam
 
         ext = os.path.dirname(os.path.abspath(_beam.__file__))
@@ -389,6 +389,8 @@ def remove_session(temp_root, pid):
 def daemon_hello(sock, status=True):
     """(hello, status) from the daemon at sock: hello describes that node,
     status the whole cluster as its daemon sees it."""
+    # here, not at the top: this module is imported (cluster_utils, the
+    # scanner) where the _beam extension may be absent
     import _beam
 
     client = _beam.Client(sock)

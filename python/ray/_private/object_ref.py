@@ -91,6 +91,7 @@ class ObjectRef:
         fut = concurrent.futures.Future()
 
         def resolve():
+            # here, not at the top: ray imports this module (through worker), a cycle at import time
             import ray
 
             try:

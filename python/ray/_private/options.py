@@ -5,10 +5,14 @@ and for each one what beam does with it.
 Every option Ray 2.43 accepts is either run by beam, accepted because it
 changes nothing on beam (the reason is written beside it), or refused with
 ``NotImplementedError`` naming the option, never silently ignored. The table
-in docs/API.md is this module in prose; keep the two in step.
+in docs/API.md is this module in prose; keep the two in step. Ray's rules on
+an option's value (types, counts, lifetime, get_if_exists, ...) are not
+repeated here: ``ray_option_utils`` holds them.
 """
 
 from ray._private import utils as _utils
+from ray.util import scheduling_strategies as ss
+from ray.util.placement_group import PlacementGroup
 
 # Ray 2.43's names (ray/_private/ray_option_utils.py): common, actor-only, task-only.
 COMMON_OPTIONS = (
@@ -61,25 +65,7 @@ def _refuse(what, key, value, why):
     )
 
 
-def _counting(key, value, infinite):
-    if value is None:
-        return
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(
-            f"The type of keyword '{key}' must be (<class 'int'>, <class 'NoneType'>), "
-            f"but received type {type(value)}"
-        )
-    if infinite and value < -1:
-        raise ValueError(
-            f"The keyword '{key}' only accepts None, 0, -1 or a positive integer, " f"where -1 represents infinity."
-        )
-    if not infinite and value < 0:
-        raise ValueError(f"The keyword '{key}' only accepts None, 0 or a positive integer.")
-
-
 def _check_strategy(what, strategy):
-    from ray.util import scheduling_strategies as ss
-
     if strategy is None or strategy == "DEFAULT":
         return
     if isinstance(strategy, ss.PlacementGroupSchedulingStrategy):
@@ -109,15 +95,7 @@ def _check_strategy(what, strategy):
 def _check_common(what, options):
     if options.get("accelerator_type") is not None:
         _refuse(what, "accelerator_type", options["accelerator_type"], "beam nodes advertise no accelerator types")
-    pg = options.get("placement_group", "default")
-    if pg not in ("default", None) and options.get("scheduling_strategy") is not None:
-        raise ValueError(
-            "Placement groups should be specified via the scheduling_strategy option. "
-            "The placement_group option is deprecated."
-        )
     if options.get("placement_group") is not None and not isinstance(options["placement_group"], str):
-        from ray.util.placement_group import PlacementGroup
-
         if not isinstance(options["placement_group"], PlacementGroup):
             raise TypeError(
                 "The type of keyword 'placement_group' must be a PlacementGroup, "
@@ -129,14 +107,13 @@ def _check_common(what, options):
     # _labels (actor labels, shown only by Ray's state API)
 
 
-def check_actor_options(options, in_options=False):
-    """Raises for an option beam refuses or Ray would refuse; returns None."""
+def check_actor_options(options):
+    """Raises for an option beam refuses; returns None. Ray's rules on the
+    values are ray_option_utils's, checked before."""
     for key in options:
         if key not in ACTOR_OPTIONS:
             raise ValueError(f"Invalid option keyword {key} for actors. Valid ones are {list(ACTOR_OPTIONS)}.")
     _check_common("actor", options)
-    if in_options and "concurrency_groups" in options:
-        raise ValueError("Setting 'concurrency_groups' is not supported in '.options()'.")
     if options.get("concurrency_groups"):
         _refuse(
             "actor",
@@ -144,15 +121,9 @@ def check_actor_options(options, in_options=False):
             options["concurrency_groups"],
             "use max_concurrency (one pool for all methods)",
         )
-    _counting("max_concurrency", options.get("max_concurrency"), False)
-    if options.get("max_concurrency") == 0:
-        raise ValueError("max_concurrency must be at least 1.")
     # max_restarts, max_task_retries: run by beamd (docs/DESIGN.md, "One
     # actor's life"): a worker's death restarts the actor, and the calls it
     # had are sent again to the new one while they have retries left
-    _counting("max_restarts", options.get("max_restarts"), True)
-    _counting("max_task_retries", options.get("max_task_retries"), True)
-    _counting("max_pending_calls", options.get("max_pending_calls"), True)
     if options.get("max_pending_calls") not in (None, -1):
         _refuse(
             "actor",
@@ -160,31 +131,13 @@ def check_actor_options(options, in_options=False):
             options["max_pending_calls"],
             "beam does not limit a handle's pending calls (PendingCallsLimitExceeded)",
         )
-    lifetime = options.get("lifetime")
-    if lifetime is not None and not isinstance(lifetime, str):
-        raise TypeError(
-            f"The type of keyword 'lifetime' must be (<class 'str'>, <class 'NoneType'>), "
-            f"but received type {type(lifetime)}"
-        )
-    if lifetime not in (None, "detached", "non_detached"):
-        raise ValueError("actor `lifetime` argument must be one of 'detached', 'non_detached' and 'None'.")
     if options.get("namespace") is not None:
         _utils.validate_namespace(options["namespace"])
-    name = options.get("name")
-    if name is not None and not isinstance(name, str):
-        raise TypeError(f"name must be None or a string, got: '{type(name)}'.")
-    if "get_if_exists" in options and not isinstance(options["get_if_exists"], bool):
-        raise TypeError(
-            f"The type of keyword 'get_if_exists' must be <class 'bool'>, "
-            f"but received type {type(options['get_if_exists'])}"
-        )
-    if options.get("get_if_exists") and not options.get("name"):
-        raise ValueError("The actor name must be specified to use `get_if_exists`.")
     # object_store_memory on an actor: deprecated in Ray, which reserves
     # nothing for it either
 
 
-def check_task_options(options, in_options=False):
+def check_task_options(options):
     """As check_actor_options, for remote functions."""
     for key in options:
         if key not in TASK_OPTIONS:
@@ -192,16 +145,10 @@ def check_task_options(options, in_options=False):
                 f"Invalid option keyword {key} for remote functions. " f"Valid ones are {list(TASK_OPTIONS)}."
             )
     _check_common("task", options)
-    if options.get("object_store_memory") is not None:
-        raise ValueError("Setting 'object_store_memory' is not implemented for tasks")
-    if in_options and "max_calls" in options:
-        raise ValueError("Setting 'max_calls' is not supported in '.options()'.")
     # max_calls: beam runs every task in a fresh worker process, which is
     # what any max_calls allows
-    _counting("max_calls", options.get("max_calls"), False)
     # max_retries: run (Ray's default 3): a task's worker is a one-call actor
     # that restarts that many times, its call sent again each time
-    _counting("max_retries", options.get("max_retries"), True)
     retry = options.get("retry_exceptions")
     if retry not in (None, False):
         _refuse("task", "retry_exceptions", retry, "beam does not retry a task that raised")
@@ -220,8 +167,6 @@ def check_task_options(options, in_options=False):
 def strategy_of(options):
     """The scheduling strategy, with the deprecated placement_group=...
     options turned into the PlacementGroupSchedulingStrategy they mean."""
-    from ray.util import scheduling_strategies as ss
-
     pg = options.get("placement_group", "default")
     if pg not in ("default", None) and not isinstance(pg, str):
         return ss.PlacementGroupSchedulingStrategy(

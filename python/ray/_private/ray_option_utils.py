@@ -3,9 +3,10 @@
 messages (after Ray's python/ray/_private/ray_option_utils.py, Apache-2.0):
 the keywords each kind accepts, their types and values, and the resource
 dict's reserved names. Raised where Ray raises them: in the decorator or in
-``.options()``; ``check_resources_at_submit`` at ``.remote()``. Every rule on
-an option's value lives here; ``check_resource_amounts`` adds beam's own on
-resource amounts. Which options beam runs, accepts or refuses is
+``.options()``; ``check_together`` (the rules across options) again on the
+options merged from both; ``check_resources_at_submit`` at ``.remote()``.
+Every rule on an option's value lives here, and only here;
+``check_resource_amounts`` adds beam's own on resource amounts. Which options beam runs, accepts or refuses is
 ``ray._private.options``.
 
 beam also accepts a few keywords newer Ray versions added (label_selector,
@@ -48,7 +49,11 @@ def _resources(value):
     return None
 
 
+_COUNTS = set()  # the options _counting checks: an int, never a bool
+
+
 def _counting(name, infinite=True):
+    _COUNTS.add(name)
     if infinite:
         return (
             (int, type(None)),
@@ -73,6 +78,11 @@ def _num_returns(x):
         "The keyword 'num_returns' only accepts None, a non-negative integer, 'streaming' (for generators), "
         "or 'dynamic'."
     )
+
+
+def _max_concurrency(x):
+    # Ray's count rule, and beam's: at least one call runs at a time
+    return _counting("max_concurrency", False)[1](x) or ("max_concurrency must be at least 1." if x == 0 else None)
 
 
 def _lifetime(x):
@@ -119,7 +129,7 @@ _TASK_ONLY = {
 _ACTOR_ONLY = {
     "concurrency_groups": ((list, dict, type(None)), None),
     "lifetime": ((str, type(None)), _lifetime),
-    "max_concurrency": _counting("max_concurrency", False),
+    "max_concurrency": (_counting("max_concurrency", False)[0], _max_concurrency),
     "max_restarts": _counting("max_restarts"),
     "max_task_retries": _counting("max_task_retries"),
     "max_pending_calls": _counting("max_pending_calls"),
@@ -146,18 +156,26 @@ def _validate(table, kind, options):
         if key not in table:
             raise ValueError(f"Invalid option keyword {key} for {kind}. Valid ones are {list(table)}.")
         types, check = table[key]
-        if types is not None and not isinstance(value, types):
+        if types is not None and (not isinstance(value, types) or (key in _COUNTS and isinstance(value, bool))):
             raise TypeError(f"The type of keyword '{key}' must be {types}, but received type {type(value)}")
         if check is not None:
             msg = check(value)
             if msg:
                 raise ValueError(msg)
+    check_together(options)
+
+
+def check_together(options):
+    """The rules across options, on one call's and again on the options
+    merged from the decorator and ``.options()``."""
     strategy = options.get("scheduling_strategy")
     if options.get("placement_group", "default") not in ("default", None) and strategy is not None:
         raise ValueError(
             "Placement groups should be specified via the scheduling_strategy option. "
             "The placement_group option is deprecated."
         )
+    if options.get("get_if_exists") and not options.get("name"):
+        raise ValueError("The actor name must be specified to use `get_if_exists`.")
 
 
 def validate_task_options(options, in_options):
@@ -170,8 +188,6 @@ def validate_actor_options(options, in_options):
     _validate(actor_options, "actors", options)
     if in_options and "concurrency_groups" in options:
         raise ValueError("Setting 'concurrency_groups' is not supported in '.options()'.")
-    if options.get("get_if_exists") and not options.get("name"):
-        raise ValueError("The actor name must be specified to use `get_if_exists`.")
 
 
 def check_resources_at_submit(resources):

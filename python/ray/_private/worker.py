@@ -5,6 +5,12 @@ and get/wait/put/kill.
 A driver gets its runtime from ``ray.init()``; a worker from ``ray._worker``
 before any user code runs. Everything here is safe to call from several
 threads at once: _beam serialises sends and files replies by message id.
+
+``ray._private.node`` and ``worker_logs`` are imported where they are used,
+not at the top: ``import ray`` would pay for them (a few ms) in every
+process, and a worker needs neither. So is ``_beam``: ``import ray`` works
+without the extension (scripts/scan_vllm_ray.py imports beam's ``ray`` from
+python/ alone); only talking to a daemon needs it.
 """
 
 import atexit
@@ -90,6 +96,7 @@ class Runtime:
 
 
 def _connect(path, role, extra=None, logs=True):
+    # here, not at the top: `import ray` works without the extension (see the docstring)
     import _beam
 
     try:
@@ -143,6 +150,8 @@ def _resolve_address(address, temp_dir=None):
     node's daemon ($BEAM_SOCKET, else the one `ray start` left a session for
     in Ray's temp folder, else the per-user default socket); HOST:PORT must
     name the cluster this node's `ray start` daemon belongs to."""
+    # here: ray._private.node (shutil, subprocess, tempfile) costs ~6 ms at
+    # `import ray`; only finding or starting a daemon needs it (see the docstring)
     from ray._private import node as _node
 
     if address in (None, ""):
@@ -252,6 +261,7 @@ def init(
         )
         _services.runtime_joined(_runtime.node_ip)
         if logs:
+            # here: worker_logs costs ~1.5 ms at `import ray`; only a driver's log thread needs it
             from ray._private import worker_logs as _worker_logs
 
             _runtime.log_printer = _worker_logs.Printer(client)

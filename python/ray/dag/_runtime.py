@@ -34,8 +34,11 @@ import threading
 import traceback
 import types
 
+import ray
+from ray._private import worker as _worker
 from ray.dag import _transport as T
 from ray.dag._transport import Err
+from ray.exceptions import RayTaskError
 
 _graphs = {}  # graph id -> _Plan, in this worker
 _lock = threading.Lock()
@@ -45,8 +48,6 @@ _CoroutineType = types.CoroutineType
 
 
 def _runtime():
-    from ray._private import worker as _worker
-
     return _worker.runtime()
 
 
@@ -92,8 +93,6 @@ def running(instance, graph_id):
 
 
 def _task_error(method, exc, class_name):
-    from ray.exceptions import RayTaskError
-
     tb_top = exc.__traceback__
     while tb_top is not None and tb_top.tb_frame.f_code.co_filename == __file__:
         tb_top = tb_top.tb_next  # the remote traceback starts at the user's code
@@ -420,8 +419,6 @@ def _set_cuda_device():
     if torch is None:
         return
     try:
-        import ray
-
         gpu_ids = [str(g) for g in ray.get_gpu_ids()]
         if not gpu_ids or not torch.cuda.is_available():
             return

@@ -32,6 +32,7 @@ from ray.dag import dag_node as _nodes
 from ray.dag._transport import Err
 from ray.dag.context import DAGContext
 from ray.dag.dag_node import ClassMethodNode, DAGNode, InputAttributeNode, InputNode, MultiOutputNode, unsupported
+from ray.experimental.channel import accelerator_context
 from ray.experimental.compiled_dag_ref import CompiledDAGRef
 
 _SETUP_TIMEOUT_S = 120
@@ -541,8 +542,6 @@ def _monitor(dag_ref, fds, wake_fd):
 
 
 def _registered_communicator():
-    from ray.experimental.channel import accelerator_context
-
     return accelerator_context._registered_communicator()
 
 

@@ -13,6 +13,8 @@ implemented: they raise ``CompiledGraphsNotSupportedError``.
 import itertools
 import threading
 
+from ray.experimental.channel.communicator import Communicator
+
 _bind_counter = itertools.count()
 _bind_lock = threading.Lock()
 _compiler = None  # compiled_dag_node.CompiledDAG, once ray.dag is imported
@@ -63,8 +65,6 @@ class DAGNode:
         """Torch tensors in this node's output go to the next actor through the
         communicator registered with ``register_accelerator_context`` (when
         there is one), else inline in the frame. Returns self."""
-        from ray.experimental.channel.communicator import Communicator
-
         if not (
             isinstance(transport, Communicator)
             or (

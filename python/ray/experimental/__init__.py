@@ -7,6 +7,8 @@ context where a communicator class is registered). The graph itself lives in
 
 def __getattr__(name):
     if name == "CompiledDAG":
+        # here, not at the top: ray.dag imports ray.experimental (a cycle at
+        # import time), and ray.experimental.channel users need no graph
         from ray.dag.compiled_dag_node import CompiledDAG
 
         return CompiledDAG

@@ -21,7 +21,7 @@ import time
 
 import ray
 from ray._private import node as _node
-from ray._private import services
+from ray._private import services, worker
 
 DEFAULT_PORT = 6379
 READY_TIMEOUT_S = 60.0
@@ -554,8 +554,6 @@ NO_CLUSTER = (
 
 def find_socket(address):
     """This node's daemon, found as ray.init finds it."""
-    from ray._private import worker
-
     try:
         path, _ = worker._resolve_address(address or None)
     except ConnectionError as e:

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """ray.util: placement groups, the node's IP, and helpers vLLM imports."""
 
+from ray._private import worker as _worker
 from ray._private.services import get_node_ip_address  # noqa: F401
 from ray.util.placement_group import (  # noqa: F401
     PlacementGroup,
@@ -15,8 +16,6 @@ from ray.util.placement_group import (  # noqa: F401
 def list_named_actors(all_namespaces=False):
     """The live named actors: their names in this job's namespace, or
     {"name", "namespace"} dicts for every namespace (from beamd's status)."""
-    from ray._private import worker as _worker
-
     rt = _worker.runtime()
     named = [
         (a["namespace"], a["name"])

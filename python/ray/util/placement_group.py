@@ -4,8 +4,11 @@ strategy, atomically (all bundles or none). Ops: ``pg_create``,
 ``pg_remove``, ``pg_table``; ``ready()`` is an object the daemon completes
 when the group is placed."""
 
+from ray import exceptions
 from ray._private import ids as _ids
+from ray._private import serialization as _ser
 from ray._private import worker as _worker
+from ray._private.object_ref import ObjectRef
 
 VALID_PLACEMENT_GROUP_STRATEGIES = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"}
 
@@ -39,9 +42,6 @@ class PlacementGroup:
 
     def ready(self):
         """An ObjectRef that resolves (to this group) once it is placed."""
-        from ray._private import serialization as _ser
-        from ray._private.object_ref import ObjectRef
-
         rt = _worker.runtime()
         oid = rt.ids.object_id()
         ref = ObjectRef(oid, _owned=True)
@@ -51,8 +51,6 @@ class PlacementGroup:
 
     def wait(self, timeout_seconds=30):
         """True once placed, False if timeout_seconds pass first."""
-        from ray import exceptions
-
         try:
             _worker.get(self.ready(), timeout=timeout_seconds)
             return True
@@ -91,8 +89,6 @@ def _check_bundles(bundles):
                 f"Bundles cannot be an empty dictionary or resources with only 0 values. " f"Bundles: {bundles}"
             )
     if any("bundle" in b for b in bundles):
-        from ray import exceptions
-
         # Ray's GCS refuses the name it uses for its own per-bundle resource
         raise exceptions.RaySystemError(
             "bundle is a system reserved resource, which is not allowed to be used in placement group. "

@@ -11,6 +11,8 @@ travel inline in the frames, as every other value does.
 import importlib
 import threading
 
+from ray.experimental.channel.communicator import Communicator
+
 _lock = threading.Lock()
 _global_custom_context = None
 
@@ -47,8 +49,6 @@ class AcceleratorContext:
 def register_accelerator_context(torch_module_name, communicator_cls):
     """Use ``communicator_cls`` (a ``Communicator`` subclass) for tensor
     transport in compiled graphs compiled from now on in this process."""
-    from ray.experimental.channel.communicator import Communicator
-
     if not (isinstance(communicator_cls, type) and issubclass(communicator_cls, Communicator)):
         raise TypeError("communicator_cls must be a subclass of ray.experimental.channel.communicator.Communicator")
     global _global_custom_context

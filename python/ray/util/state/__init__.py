@@ -3,6 +3,9 @@
 
 from dataclasses import dataclass, field
 
+from ray._private import state
+from ray._private import worker as _worker
+
 
 @dataclass
 class NodeState:
@@ -32,8 +35,6 @@ class ActorState:
 def list_nodes(
     address=None, filters=None, limit=100, timeout=30, detail=False, raise_on_missing_output=True, _explain=False
 ):
-    from ray._private import state
-
     out = []
     for n in state.node_table():
         out.append(
@@ -54,8 +55,6 @@ def list_nodes(
 def list_actors(
     address=None, filters=None, limit=100, timeout=30, detail=False, raise_on_missing_output=True, _explain=False
 ):
-    from ray._private import worker as _worker
-
     st = _worker.status()
     out = [
         ActorState(
