@@ -9,9 +9,10 @@ Every rule on an option's value lives here, and only here;
 ``check_resource_amounts`` adds beam's own on resource amounts. Which options beam runs, accepts or refuses is
 ``ray._private.options``.
 
-beam also accepts a few keywords newer Ray versions added (label_selector,
-fallback_strategy, ...) so that newer callers are not refused; what beam does
-with each option is listed in docs/API.md.
+Keywords newer Ray versions added (label_selector, fallback_strategy,
+allow_out_of_order_execution, enable_tensor_transport) are not Ray 2.43's:
+they are refused as invalid keywords, as Ray 2.43 refuses them. What beam
+does with each option is listed in docs/API.md.
 """
 
 RESOURCE_UNIT_SCALING = 10000
@@ -109,9 +110,6 @@ _COMMON = {
     "_metadata": ((dict, type(None)), None),
     "enable_task_events": (bool, None),
     "_labels": ((dict, type(None)), None),
-    # newer Ray's
-    "label_selector": _ANY,
-    "fallback_strategy": _ANY,
 }
 
 _TASK_ONLY = {
@@ -135,9 +133,6 @@ _ACTOR_ONLY = {
     "max_pending_calls": _counting("max_pending_calls"),
     "namespace": ((str, type(None)), None),
     "get_if_exists": (bool, None),
-    # newer Ray's
-    "allow_out_of_order_execution": _ANY,
-    "enable_tensor_transport": _ANY,
 }
 
 task_options = {**_COMMON, **_TASK_ONLY}
