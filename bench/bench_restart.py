@@ -19,6 +19,8 @@ import signal
 import statistics
 import time
 
+from benchutil import init_ray
+
 import ray
 
 
@@ -48,12 +50,7 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--cpus", type=int, default=2)
     args = ap.parse_args()
-    if getattr(ray, "__commit__", "") == "beam":
-        ray.init(num_cpus=args.cpus)
-        system = "beam"
-    else:
-        ray.init(num_cpus=args.cpus, include_dashboard=False)
-        system = f"ray {ray.__version__}"
+    system = init_ray(args.cpus)
     try:
         a = Restartable.remote()
         pid = ray.get(a.pid.remote(), timeout=120)

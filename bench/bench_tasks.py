@@ -18,7 +18,7 @@ Per-call times are medians of --repeat rounds.
 import argparse
 import os
 
-from benchutil import timed
+from benchutil import init_ray, timed
 
 import ray
 
@@ -41,12 +41,7 @@ def main():
     ap.add_argument("--cpus", type=int, default=os.cpu_count() or 2)
     args = ap.parse_args()
     n = args.n
-    if getattr(ray, "__commit__", "") == "beam":
-        ray.init(num_cpus=args.cpus)
-        system = "beam"
-    else:
-        ray.init(num_cpus=args.cpus, include_dashboard=False)
-        system = f"ray {ray.__version__}"
+    system = init_ray(args.cpus)
     try:
         a = Echo.remote()
         ray.get(a.echo.remote(0))

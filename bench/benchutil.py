@@ -16,6 +16,18 @@ import threading
 import time
 
 
+def init_ray(cpus):
+    """ray.init of a local node of cpus CPUs, on beam or on real Ray (its
+    dashboard off); returns the system's name for the report."""
+    import ray
+
+    if getattr(ray, "__commit__", "") == "beam":
+        ray.init(num_cpus=cpus)
+        return "beam"
+    ray.init(num_cpus=cpus, include_dashboard=False)
+    return f"ray {ray.__version__}"
+
+
 def timed(fn, repeat):
     """The median wall time of repeat calls of fn(), in seconds."""
     times = []
