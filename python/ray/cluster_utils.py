@@ -19,6 +19,7 @@ num_gpus, resources, memory, object_store_memory); Ray's tuning arguments
 
 import os
 import secrets
+import shutil
 import socket
 import tempfile
 import time
@@ -208,8 +209,6 @@ class Cluster:
         if self.head_node is not None:
             self.remove_node(self.head_node)
         if self._dir:
-            import shutil
-
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
 

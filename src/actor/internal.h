@@ -6,6 +6,10 @@
 #ifndef BEAM_ACTOR_INTERNAL_H
 #define BEAM_ACTOR_INTERNAL_H
 
+/* The death of an actor no handle names any more once its calls are done
+ * (Ray's text), whichever of its ends finds it so. */
+#define BEAM_ACTOR_UNREFERENCED "The actor is dead because all references to the actor were removed."
+
 #include <stdio.h>
 #include <uthash.h>
 

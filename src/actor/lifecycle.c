@@ -364,7 +364,7 @@ void beam__actor_maybe_reschedule(beam_node_t *node, beam_actor_t *a)
     if (a->state != BEAM_ACTOR_RESTARTING) /* (nothing kills it there; but no restart for a dead one) */
         return;
     if (a->stop_when_idle && beam__actor_idle(a)) { /* no handle and nothing left to run */
-        beam__actor_die(node, a, "The actor is dead because all references to the actor were removed.");
+        beam__actor_die(node, a, BEAM_ACTOR_UNREFERENCED);
         return;
     }
     beam__actor_release_grant(node, a);

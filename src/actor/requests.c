@@ -92,7 +92,7 @@ static int check_unreferenced(beam_node_t *node, beam_actor_t *a)
     a->stop_when_idle = 1;
     if (!beam__actor_idle(a) || beam__actor_pool_retire(node, a) == 0)
         return 0;
-    beam__actor_die(node, a, "The actor is dead because all references to the actor were removed.");
+    beam__actor_die(node, a, BEAM_ACTOR_UNREFERENCED);
     return 1;
 }
 
@@ -164,7 +164,7 @@ int beam_actor_task_done(beam_node_t *node, beam_actor_t *a, const char *obj, in
     }
     beam_call_complete(node, call, status, buf, data, len, refs);
     if (a->stop_when_idle && beam__actor_idle(a) && !beam__actor_dead(a) && beam__actor_pool_retire(node, a) < 0)
-        beam__actor_die(node, a, "The actor is dead because all references to the actor were removed.");
+        beam__actor_die(node, a, BEAM_ACTOR_UNREFERENCED);
     beam__actor_maybe_free(node, a); /* a pooled worker taken at once leaves a freeable record */
     return 0;
 }
