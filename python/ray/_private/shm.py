@@ -17,7 +17,10 @@ A producer keeps the memfds it wrote (a few, ``POOL_MAX`` and
 again, through its mapping (a memcpy into pages already there, not new
 pages), once no one else has it open: a write lease (``F_SETLEASE``) is
 granted only when every other open of the file (beamd's, a reader's, held
-by its mapping too) is gone.
+by its mapping too) is gone. So that it is gone by the producer's next
+value, a process sends the release of a value it read from or put into
+shared memory at once (refcount.prompt), not batched. A large part is
+copied in chunks on a few threads at once (``_copy``), as Ray's store does.
 
 A client turns this on after ``hello`` (the ``shm`` op) when beamd offers it
 (it keeps this client's values: not a member's client) and this process may
@@ -141,6 +144,14 @@ class Memfd:
 
 _copier = None  # threads that copy a large part's chunks beside the caller
 _copier_lock = threading.Lock()
+
+
+def _forget_copier():
+    global _copier, _copier_lock
+    _copier, _copier_lock = None, threading.Lock()  # a forked child has none of the parent's threads
+
+
+os.register_at_fork(after_in_child=_forget_copier)
 
 
 def _copy(dst, src):
