@@ -228,6 +228,30 @@ def test_an_actor_writing_its_returned_array_again_changes_no_reader(node):
     assert ray.get([r.check.remote() for r in readers]) == [(2, 2), (3, 3)]
 
 
+def test_a_large_part_is_copied_whole_in_chunks_whoever_copies_them(monkeypatch):
+    """shm._copy: a part past COPY_SPLIT is cut in chunks that the caller
+    and the copy threads take; every byte lands once, and a copy thread
+    that never runs delays nothing (the caller takes every chunk)."""
+    from ray._private import shm
+
+    n = 3 * shm.COPY_CHUNK + 12345  # not a whole number of chunks
+    src = np.random.default_rng(7).integers(0, 256, n, dtype=np.uint8)
+    monkeypatch.setattr(shm, "COPY_SPLIT", shm.COPY_CHUNK)
+    monkeypatch.setattr(shm, "COPY_THREADS", 3)
+    dst = bytearray(n)
+    shm._copy(memoryview(dst), memoryview(src))
+    assert dst == src.tobytes()
+
+    class Idle:  # copy threads that are never scheduled
+        def submit(self, fn):
+            pass
+
+    monkeypatch.setattr(shm, "_copy_threads", Idle)
+    dst = bytearray(n)
+    shm._copy(memoryview(dst), memoryview(src))
+    assert dst == src.tobytes()
+
+
 # --- the budget ---
 
 

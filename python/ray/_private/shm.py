@@ -42,6 +42,7 @@ POOL_MAX = 4  # memfds a producer keeps to write again
 POOL_BYTES = 512 << 20
 COPY_SPLIT = 8 << 20  # a part this large is copied in chunks at once (_copy)
 COPY_THREADS = min(4, os.cpu_count() or 1)
+COPY_CHUNK = 2 << 20
 _SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
 
 # mmap(2) itself: Python's mmap.mmap keeps a dup of the fd for as long as
@@ -156,11 +157,13 @@ os.register_at_fork(after_in_child=_forget_copier)
 
 def _copy(dst, src):
     """dst[:] = src (byte views of one length): a part of COPY_SPLIT bytes
-    or more in COPY_THREADS chunks at once, as Ray's store copies (one
-    thread does not use the memory's bandwidth: 64 MiB, ~6.6 ms in one
-    thread, ~4.3 ms in two, measured), through numpy's copy, which lets
-    the GIL go; without numpy, or small, one memcpy."""
-    global _copier
+    or more in COPY_CHUNK chunks taken by the caller and up to
+    COPY_THREADS - 1 threads at once, as Ray's store copies (one thread
+    does not use the memory's bandwidth: 64 MiB, ~6.6 ms in one thread,
+    ~4.3 ms in two, measured on an idle machine), through numpy's copy,
+    which lets the GIL go. The caller copies whatever no thread has taken,
+    so a thread that is not scheduled in time delays nothing. Without
+    numpy, or small, one memcpy."""
     n = src.nbytes
     if n < COPY_SPLIT or COPY_THREADS < 2:
         dst[:] = src
@@ -170,15 +173,52 @@ def _copy(dst, src):
     except ImportError:
         dst[:] = src
         return
-    d, s = numpy.frombuffer(dst, numpy.uint8), numpy.frombuffer(src, numpy.uint8)
+    job = _Chunks(numpy, numpy.frombuffer(dst, numpy.uint8), numpy.frombuffer(src, numpy.uint8))
+    pool = _copy_threads()
+    for _ in range(COPY_THREADS - 1):
+        pool.submit(job.run)
+    job.run()
+    job.wait()
+
+
+def _copy_threads():
+    global _copier
     with _copier_lock:
         if _copier is None:
             _copier = concurrent.futures.ThreadPoolExecutor(COPY_THREADS - 1, "beam-shm-copy")
-    step = -(-n // COPY_THREADS) + 63 & ~63  # 64-byte aligned chunks
-    futs = [_copier.submit(numpy.copyto, d[i : i + step], s[i : i + step]) for i in range(step, n, step)]
-    numpy.copyto(d[:step], s[:step])
-    for f in futs:
-        f.result()
+        return _copier
+
+
+class _Chunks:
+    """One copy cut in COPY_CHUNK chunks, each taken once by whoever runs
+    first (the caller or a copy thread); wait() returns once all are
+    copied (or raises what a thread's copy raised)."""
+
+    def __init__(self, numpy, d, s):
+        self.copyto, self.d, self.s = numpy.copyto, d, s
+        self.todo = iter(range(0, d.nbytes, COPY_CHUNK))  # next() on it holds the GIL: each chunk once
+        self.left = -(-d.nbytes // COPY_CHUNK)
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.error = None
+
+    def run(self):
+        for i in self.todo:
+            try:
+                self.copyto(self.d[i : i + COPY_CHUNK], self.s[i : i + COPY_CHUNK])
+            except BaseException as e:  # handed to the caller's wait
+                self.error = e
+                self.done.set()
+                return
+            with self.lock:
+                self.left -= 1
+                if not self.left:
+                    self.done.set()
+
+    def wait(self):
+        self.done.wait()
+        if self.error is not None:
+            raise self.error
 
 
 def _pwrite_all(fd, parts, size):
