@@ -57,7 +57,7 @@ F_SHM = 2  # the buffers are in the memfd slot whose fd came with the frame (SCM
 # Out-of-band buffers of this many bytes or more (in all) between two
 # processes of one node go through a shared-memory slot, not the socket
 # (measured: docs/DESIGN.md, "Compiled graphs").
-SHM_MIN = int(os.environ.get("BEAM_CGRAPH_SHM_MIN", 256 << 10))
+SHM_MIN = int(os.environ.get("BEAM_CGRAPH_SHM_MIN", 1 << 20))
 SHM_SLOTS = 11  # slots a writer keeps per connection unless told (max_inflight_executions + 1)
 SHM_SLOT_BYTES = 4 << 30  # and bytes in them, at most
 _SHM_ON = os.environ.get("BEAM_SHM", "1") != "0"
