@@ -504,7 +504,7 @@ def _map_slot(fd, lens):
         st = os.fstat(fd)
         if st.st_size < total:
             raise Closed("a compiled graph's shared-memory slot is smaller than its frame")
-        mapping = shm._map(fd, total, mmap.PROT_READ, getattr(mmap, "MAP_POPULATE", 0x8000))
+        mapping = shm._map(fd, total, mmap.PROT_READ)  # not populated: a reader pays for the pages it reads
     finally:
         os.close(fd)
     view = memoryview(mapping).cast("B").toreadonly()
