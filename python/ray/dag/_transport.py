@@ -22,6 +22,17 @@ receiver reads them straight into their own buffers). A value marked for a
 communicator is pickled with its tensors replaced by (shape, dtype) metadata
 (flag COMM); the tensors go through the communicator after the frame.
 
+Between processes of one node (a unix socket, once ``enable_shm``), a
+frame whose buffers come to SHM_MIN bytes or more (flag SHM) carries only
+its header, lengths and pickle; its buffers are written into a memfd slot
+of the writer's Lane and a new read-only open of that slot comes with the
+frame's first byte (SCM_RIGHTS). The reader maps it and gets read-only
+views (numpy arrays are views of the slot; a CPU tensor is copied out of
+it). A slot is written again only once no one else has it open or mapped
+(shm.Memfd.alone), so a value a reader holds is never overwritten; with
+every slot held the frame goes through the socket. A device tensor reaches
+host memory through the caller's pinned tensors.Stage when one is given.
+
 Owns no threads. A Conn is used by one reading thread at a time and one
 writing thread at a time.
 """
