@@ -12,6 +12,16 @@ reads one byte of it). Each side runs in its own interpreter (bench_vs_ray.py's
 way: Ray with /opt/ray-venv, beam's python/ off its path); the sides take
 turns, --rounds times, and each figure is the median over every round's
 medians. The beam side also prints beamd's RSS before and after (kB).
+
+"cgraph edge": a step of a 2-actor compiled graph on one node whose edge
+carries a numpy array of that size (the first actor returns one it keeps,
+the second answers its size), in three sides alternated: beam, beam with
+the edge's shared-memory slots off (BEAM_CGRAPH_SHM_MIN past any size: the
+socket path, main's before the slots) and Ray 2.43. ``--cgraph-only`` runs
+only these rows. ``--gpu`` adds the CUDA-tensor figures on beam (device to
+host through tensors.Stage, a cgraph edge, ray.get of one made in an actor)
+beside torch's own pinned and pageable copies; without CUDA it says so and
+skips them.
 """
 
 import argparse
@@ -80,10 +90,20 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="turns each side takes (alternated)")
     ap.add_argument("--ray-python", default="/opt/ray-venv/bin/python")
     ap.add_argument("--side", metavar="OUT", help=argparse.SUPPRESS)
+    ap.add_argument("--side-kind", default="data", help=argparse.SUPPRESS)
+    ap.add_argument("--cgraph-only", action="store_true", help="only the cgraph edge rows")
+    ap.add_argument("--gpu", action="store_true", help="add the CUDA-tensor figures (beam and torch)")
     args = ap.parse_args()
     if args.side:
+        run = {"data": run_side, "cgraph": cgraph_side, "gpu": gpu_side}[args.side_kind]
         with open(args.side, "w") as f:
-            json.dump(run_side(args.quick), f)
+            json.dump(run(args.quick), f)
+        return
+    if args.cgraph_only or args.gpu:
+        if args.cgraph_only:
+            cgraph_table(args)
+        if args.gpu:
+            gpu_table(args)
         return
     base, ray_env = side_envs()
     extra = ["--quick"] if args.quick else []
@@ -102,6 +122,172 @@ def main():
             print(f"{w:22} {fmt(b):>10} {fmt(r):>10} {b / r:>9.2f}")
     rss = [(s["rss_before"], s["rss_after"]) for s in beam]
     print("beamd RSS (kB) before/after each round:", rss)
+    cgraph_table(args)
+
+
+# -- compiled-graph edges -----------------------------------------------------
+
+
+class Edge:
+    """The graph's actors: ``make`` returns an array it keeps (made once a
+    size), ``size`` answers the size of what it got."""
+
+    def __init__(self):
+        self.kept = {}
+
+    def make(self, n):
+        import numpy
+
+        if n not in self.kept:
+            self.kept[n] = numpy.ones(n, dtype=numpy.uint8)
+        return self.kept[n]
+
+    def size(self, x):
+        return int(x[-1]) + x.nbytes
+
+
+def cgraph_side(quick):
+    """Per-step seconds of execute+get of a.make -> b.size, per size; or
+    {"error": why} where the side's compiled graphs fail."""
+    import ray
+
+    init_kw = {"num_cpus": 2, "num_gpus": 0}
+    if getattr(ray, "__commit__", "") != "beam":
+        init_kw.update(include_dashboard=False, log_to_driver=False)
+    ray.init(**init_kw)
+    out = {}
+    try:
+        from ray.dag import InputNode
+
+        cls = ray.remote(num_cpus=0)(Edge)
+        a, b = cls.remote(), cls.remote()
+        with InputNode() as inp:
+            dag = b.size.bind(a.make.bind(inp))
+        cd = dag.experimental_compile()
+        for label, n in SIZES:
+            reps = (3 if quick else 15) if n >= 32 << 20 else (20 if quick else 200)
+            for _ in range(3):
+                assert ray.get(cd.execute(n)) == n + 1
+            out[f"cgraph edge {label}"] = timed(lambda: ray.get(cd.execute(n)), reps)
+        for actor in (a, b):  # first: Ray 2.43's teardown waits forever here for actors it can't stop
+            ray.kill(actor)
+        cd.teardown()
+    except Exception as e:
+        out = {"error": f"{type(e).__name__}: {e}"[:500]}
+    ray.shutdown()
+    return out
+
+
+def cgraph_table(args):
+    """beam, beam over the socket only, Ray 2.43: alternated, medians."""
+    base, ray_env = side_envs()
+    sock = dict(base, BEAM_CGRAPH_SHM_MIN=str(1 << 62))
+    extra = ["--quick"] if args.quick else []
+    sides = (("beam", sys.executable, base), ("beam socket", sys.executable, sock), ("Ray", args.ray_python, ray_env))
+    got = {name: [] for name, _, _ in sides}
+    for r in range(args.rounds):
+        for name, python, env in sides:
+            print(f"round {r + 1}: cgraph {name} ...", file=sys.stderr, flush=True)
+            got[name].append(_cgraph_run(python, env, extra))
+    errors = {name: runs[0]["error"] for name, runs in got.items() if "error" in runs[0]}
+    for name, why in errors.items():
+        print(f"{name}: compiled graphs failed here ({why}); its column is n/a")
+    print(f"{'workload':22} {'beam':>10} {'beam sock':>10} {'Ray 2.43':>10} {'beam/Ray':>9} {'beam/sock':>9}")
+    for label, _ in SIZES:
+        w = f"cgraph edge {label}"
+        b, s_, r = (None if name in errors else statistics.median(x[w] for x in got[name]) for name, _, _ in sides)
+        ratio_r = f"{b / r:9.2f}" if b and r else f"{'n/a':>9}"
+        ratio_s = f"{b / s_:9.2f}" if b and s_ else f"{'n/a':>9}"
+        print(f"{w:22} {fmt(b):>10} {fmt(s_):>10} {fmt(r):>10} {ratio_r} {ratio_s}")
+
+
+def _cgraph_run(python, env, extra):
+    try:
+        return side_in_subprocess(__file__, python, env, ["--side-kind", "cgraph", *extra])
+    except RuntimeError as e:
+        return {"error": str(e)[-300:]}
+
+
+# -- CUDA tensors ---------------------------------------------------------------
+
+
+GPU_BYTES = 64 << 20
+
+
+class GpuEdge:
+    def make(self, step):
+        import torch
+
+        nbytes, seed = step
+        return torch.full((nbytes // 4,), float(seed), device="cuda")
+
+    def take(self, t):
+        return (t.is_cuda, t.numel() * t.element_size(), float(t[0]))
+
+
+def _bw(seconds, nbytes=GPU_BYTES):
+    return f"{nbytes / seconds / 1e9:6.2f} GB/s ({fmt(seconds)})"
+
+
+def gpu_side(quick):
+    """beam's CUDA-tensor figures and torch's own copies, 64 MiB; or
+    {"skip": why}."""
+    try:
+        import torch
+    except ImportError:
+        return {"skip": "torch is not installed"}
+    if not torch.cuda.is_available():
+        return {"skip": "no CUDA device (torch.cuda.is_available() is False)"}
+    import ray
+    from ray._private import tensors
+
+    reps = 5 if quick else 20
+    out = {}
+    src = torch.ones(GPU_BYTES // 4, device="cuda")
+    pinned = torch.empty(GPU_BYTES // 4, pin_memory=True)
+    pageable = torch.empty(GPU_BYTES // 4)
+
+    def copy(dst):
+        dst.copy_(src)
+        torch.cuda.synchronize()
+
+    out["torch d2h pageable"] = timed(lambda: copy(pageable), reps)
+    out["torch d2h pinned"] = timed(lambda: copy(pinned), reps)
+    stage = tensors.Stage()
+
+    def staged():
+        stage.reset()
+        stage.to_host(src)
+
+    out["beam d2h (Stage)"] = timed(staged, reps)
+    ray.init(num_cpus=2, num_gpus=1)
+    from ray.dag import InputNode
+
+    cls = ray.remote(num_cpus=0, num_gpus=0.5)(GpuEdge)
+    a, b = cls.remote(), cls.remote()
+    with InputNode() as inp:
+        dag = b.take.bind(a.make.bind(inp))
+    cd = dag.experimental_compile()
+    assert ray.get(cd.execute((GPU_BYTES, 3))) == (True, GPU_BYTES, 3.0)
+    out["beam cgraph edge"] = timed(lambda: ray.get(cd.execute((GPU_BYTES, 1))), reps)
+    cd.teardown()
+    t = ray.get(a.make.remote((GPU_BYTES, 2)))
+    assert t.is_cuda and float(t[0]) == 2.0
+    out["beam ray.get (made in an actor)"] = timed(lambda: ray.get(a.make.remote((GPU_BYTES, 2))), reps)
+    ray.shutdown()
+    return out
+
+
+def gpu_table(args):
+    base, _ = side_envs()
+    extra = ["--quick"] if args.quick else []
+    got = side_in_subprocess(__file__, sys.executable, base, ["--side-kind", "gpu", *extra])
+    if "skip" in got:
+        print(f"--gpu: skipped: {got['skip']}")
+        return
+    print(f"CUDA tensors, {GPU_BYTES >> 20} MiB (beam, this run):")
+    for w, sec in got.items():
+        print(f"  {w:34} {_bw(sec)}")
 
 
 if __name__ == "__main__":

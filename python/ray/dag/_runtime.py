@@ -35,6 +35,7 @@ import traceback
 import types
 
 import ray
+from ray._private import tensors as _tensors
 from ray._private import worker as _worker
 from ray.dag import _transport as T
 from ray.dag._transport import Err
@@ -181,8 +182,10 @@ class _Plan:
                 self.comm.initialize(comm["rank"])
             for peer, handle in comm["peer_handles"].items():
                 self.peer_ranks[peer] = self.comm.get_rank(handle)
+        self.shm_slots = spec.get("shm_slots", T.SHM_SLOTS)
         for peer, (address, same_node) in spec["connect"].items():
-            self.outgoing[peer] = T.connect(address, same_node, self.secret, self.index)
+            self.outgoing[peer] = conn = T.connect(address, same_node, self.secret, self.index)
+            conn.enable_shm(self.shm_slots)  # on one node only (a unix socket)
 
     def _await_incoming(self):
         with self.cond:
@@ -255,6 +258,7 @@ class _Plan:
 
     def _loop(self):
         driver = self.incoming.get(self.driver)
+        driver.enable_shm(self.shm_slots)  # on one node only (a unix socket)
         seq = 0
         inp = None
         local = {}
@@ -302,12 +306,14 @@ class _Plan:
 
     def _send(self, task, seq, out):
         plain = comm_frame = None
+        stage = _tensors.host_stage()
+        stage.reset()  # what it staged for the last send was sent
         if type(out) is Err:
             plain = self._dump_error(task, out.exc)
         else:
             try:
                 if task.to_driver or len(task.comm_peers) < len(task.peers):
-                    plain = (T.VALUE, *T.dumps(out))
+                    plain = (T.VALUE, *T.dumps(out, stage=stage))
                 comm_frame = None
                 if task.comm_peers:
                     tensors = []

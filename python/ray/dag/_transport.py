@@ -22,14 +22,28 @@ receiver reads them straight into their own buffers). A value marked for a
 communicator is pickled with its tensors replaced by (shape, dtype) metadata
 (flag COMM); the tensors go through the communicator after the frame.
 
+Between processes of one node (a unix socket, once ``enable_shm``), a
+frame whose buffers come to SHM_MIN bytes or more (flag SHM) carries only
+its header, lengths and pickle; its buffers are written into a memfd slot
+of the writer's Lane and a new read-only open of that slot comes with the
+frame's first byte (SCM_RIGHTS). The reader maps it and gets read-only
+views (numpy arrays are views of the slot; a CPU tensor is copied out of
+it). A slot is written again only once no one else has it open or mapped
+(shm.Memfd.alone), so a value a reader holds is never overwritten; with
+every slot held the frame goes through the socket. A device tensor reaches
+host memory through the caller's pinned tensors.Stage when one is given.
+
 Owns no threads. A Conn is used by one reading thread at a time and one
 writing thread at a time.
 """
 
+import array
+import collections
 import errno
 import hashlib
 import hmac
 import io
+import mmap
 import os
 import pickle
 import select
@@ -37,6 +51,9 @@ import socket
 import struct
 import sys
 import time
+import warnings
+
+from ray._private import shm, tensors
 
 HDR = struct.Struct("<BBHIQQ")
 LEN = struct.Struct("<Q")
@@ -46,6 +63,17 @@ VALUE = 0  # the pickled output of a task, or the graph's input
 ERROR = 1  # a pickled RayTaskError standing for the output
 # flags
 F_COMM = 1  # tensors follow through the communicator; payload is (metas, inner)
+F_SHM = 2  # the buffers are in the memfd slot whose fd came with the frame (SCM_RIGHTS)
+
+# Out-of-band buffers of this many bytes or more (in all) between two
+# processes of one node go through a shared-memory slot, not the socket
+# (measured: docs/DESIGN.md, "Compiled graphs").
+SHM_MIN = int(os.environ.get("BEAM_CGRAPH_SHM_MIN", 1 << 20))
+SHM_SLOTS = 11  # slots a writer keeps per connection unless told (max_inflight_executions + 1)
+SHM_SLOT_BYTES = 4 << 30  # and bytes in them, at most
+_SHM_ON = os.environ.get("BEAM_SHM", "1") != "0"
+_SHM_ALIGN = 64
+_ANC = socket.CMSG_SPACE(4 * struct.calcsize("i"))
 
 _SMALL = 1 << 16  # frames under this go out in one joined write
 _NONCE = 16
@@ -78,20 +106,44 @@ def _rebuild_tensor(buf, dtype, shape, device):
 
     if buf is None:
         t = torch.empty(shape, dtype=dtype)
+    elif isinstance(buf, memoryview) and buf.readonly:
+        # a read-only view of a shared-memory slot: a tensor over it would
+        # fault on its first write, so a CPU tensor gets its own copy (one
+        # memcpy; no socket) and a device tensor is uploaded from it
+        src = _np().frombuffer(buf, dtype=_np().uint8)
+        if device != "cpu" and _device_ok(torch, device):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "non-writable buffer": it is only read
+                host = torch.frombuffer(buf, dtype=torch.uint8).view(dtype).reshape(shape)
+            return tensors.to_device(host, device)
+        t = torch.empty(len(src), dtype=torch.uint8)
+        t.numpy()[:] = src
+        t = t.view(dtype).reshape(shape)
     else:
         t = torch.frombuffer(buf, dtype=torch.uint8).view(dtype).reshape(shape)
-    if device != "cpu" and getattr(torch, device, None) is not None and getattr(torch, device).is_available():
-        t = t.to(device)
+    if device != "cpu" and _device_ok(torch, device):
+        t = tensors.to_device(t, device)
     return t
 
 
-def _tensor_reduce(t):
+def _device_ok(torch, device):
+    mod = getattr(torch, device, None)
+    return mod is not None and mod.is_available()
+
+
+def _np():
+    import numpy
+
+    return numpy
+
+
+def _tensor_reduce(t, stage=None):
     import torch
 
     dtype, shape, device = t.dtype, tuple(t.shape), t.device.type
     t = t.detach()
     if device != "cpu":
-        t = t.cpu()
+        t = stage.to_host(t) if stage is not None else t.cpu()
     if t.numel() == 0:
         return _rebuild_tensor, (None, dtype, shape, device)
     flat = t.contiguous().reshape(-1).view(torch.uint8).numpy()
@@ -107,9 +159,10 @@ class _Pickler(pickle.Pickler):
     """Protocol 5; CPU tensors out of band. Tensors listed in ``comm`` (a
     list) are replaced by persistent ids and left to the communicator."""
 
-    def __init__(self, f, buffers, comm=None):
+    def __init__(self, f, buffers, comm=None, stage=None):
         super().__init__(f, protocol=5, buffer_callback=buffers.append)
         self._comm = comm
+        self._stage = stage
 
     def persistent_id(self, obj):
         if self._comm is not None and _is_tensor(obj):
@@ -119,7 +172,7 @@ class _Pickler(pickle.Pickler):
 
     def reducer_override(self, obj):
         if _is_tensor(obj):
-            return _tensor_reduce(obj)
+            return _tensor_reduce(obj, self._stage)
         return NotImplemented
 
 
@@ -127,16 +180,17 @@ def _cloud_pickler():
     import cloudpickle
 
     class _CloudPickler(cloudpickle.CloudPickler):
-        def __init__(self, f, buffers, comm=None):
+        def __init__(self, f, buffers, comm=None, stage=None):
             super().__init__(f, protocol=5, buffer_callback=buffers.append)
             self._comm = comm
+            self._stage = stage
 
         def persistent_id(self, obj):
             return _Pickler.persistent_id(self, obj)
 
         def reducer_override(self, obj):
             if _is_tensor(obj):
-                return _tensor_reduce(obj)
+                return _tensor_reduce(obj, self._stage)
             return super().reducer_override(obj)
 
     return _CloudPickler
@@ -145,15 +199,18 @@ def _cloud_pickler():
 _CLOUD = None
 
 
-def dumps(value, comm=None):
+def dumps(value, comm=None, stage=None):
     """value -> (payload bytes, [buffers]); tensors go to ``comm`` (a list)
-    instead when it is given. Plain pickle first, cloudpickle for what plain
-    pickle refuses (lambdas, classes defined in __main__)."""
+    instead when it is given. A device tensor's bytes are copied to host
+    memory through ``stage`` (a tensors.Stage, whose spans the buffers then
+    are until its holder resets it) when given, else by torch's own copy.
+    Plain pickle first, cloudpickle for what plain pickle refuses (lambdas,
+    classes defined in __main__)."""
     global _CLOUD
     f = io.BytesIO()
     buffers = []
     try:
-        _Pickler(f, buffers, comm).dump(value)
+        _Pickler(f, buffers, comm, stage).dump(value)
     except Exception:
         if _CLOUD is None:
             _CLOUD = _cloud_pickler()
@@ -161,7 +218,7 @@ def dumps(value, comm=None):
         buffers.clear()
         if comm is not None:
             comm.clear()
-        _CLOUD(f, buffers, comm).dump(value)
+        _CLOUD(f, buffers, comm, stage).dump(value)
     return f.getvalue(), buffers
 
 
@@ -390,6 +447,81 @@ class Acceptor:
             self._drop(h)
 
 
+def _shm_layout(lens):
+    """Where buffers of these lengths lie in a slot (each at a 64-byte
+    boundary), and the bytes they span."""
+    offs, end = [], 0
+    for n in lens:
+        offs.append(end)
+        end = (end + n + _SHM_ALIGN - 1) // _SHM_ALIGN * _SHM_ALIGN
+    return offs, end
+
+
+def _slot_size(total):
+    """A new slot's size: the next power of two (1 MiB at least), so values
+    whose size varies a little from step to step fit the same slot."""
+    return max(1 << 20, 1 << (total - 1).bit_length())
+
+
+class Lane:
+    """The writing end's shared-memory slots on one connection between two
+    processes of a node: memfds (shm.Memfd, never named in a file system)
+    that a frame's buffers are written into, the reader being handed a new
+    read-only open of the slot with the frame (SCM_RIGHTS). That open, in
+    flight in the socket and then held by the reader's mapping, is what
+    keeps a slot from being written again: a slot is reused only once no
+    one else has it open or mapped (Memfd.alone, a write lease), so a value
+    a reader still holds is never overwritten. At most ``max_slots`` slots
+    and SHM_SLOT_BYTES bytes: past them, with every slot held, a frame goes
+    through the socket as before (the socket's own backpressure). Used by
+    the connection's writing thread only."""
+
+    def __init__(self, max_slots=SHM_SLOTS):
+        self.max_slots = max(1, max_slots)
+        self.slots = []  # shm.Memfd
+        self.sent = 0  # frames sent through a slot (for tests and benches)
+
+    def take(self, total):
+        """A slot of at least total bytes no one else holds, or None."""
+        by_size = sorted(self.slots, key=lambda m: m.size)
+        for m in by_size:
+            if m.size >= total and m.alone():
+                return m
+        size = _slot_size(total)
+        held = sum(m.size for m in self.slots)
+        for m in by_size:  # idle ones too small make room
+            if len(self.slots) < self.max_slots and held + size <= SHM_SLOT_BYTES:
+                break
+            if m.alone():
+                self.slots.remove(m)
+                held -= m.size
+                m.close()
+        if len(self.slots) >= self.max_slots or held + size > SHM_SLOT_BYTES:
+            return None
+        m = shm.Memfd(size)
+        self.slots.append(m)
+        return m
+
+    def close(self):
+        while self.slots:
+            self.slots.pop().close()
+
+
+def _map_slot(fd, lens):
+    """The buffers of a frame from its slot (fd, which is closed): read-only
+    views of one new mapping, unmapped once the last of them is gone."""
+    offs, total = _shm_layout(lens)
+    try:
+        st = os.fstat(fd)
+        if st.st_size < total:
+            raise Closed("a compiled graph's shared-memory slot is smaller than its frame")
+        mapping = shm._map(fd, total, mmap.PROT_READ)  # not populated: a reader pays for the pages it reads
+    finally:
+        os.close(fd)
+    view = memoryview(mapping).cast("B").toreadonly()
+    return [view[o : o + n] for o, n in zip(offs, lens)]
+
+
 class Frame:
     __slots__ = ("kind", "flags", "key", "seq", "payload", "buffers")
 
@@ -407,15 +539,28 @@ class Conn:
     def __init__(self, sock):
         self.sock = sock
         self.fd = sock.fileno()
+        self._unix = sock.family == socket.AF_UNIX
+        self._fds = collections.deque()  # slots' fds received ahead of their frames
+        self.lane = None  # a Lane once enable_shm() turned it on
         self._rbuf = bytearray()
         self._state = None  # a frame being read: [hdr fields, lens, payload, bufs, index, offset]
         self._timeout = None
         self.closed = False
 
+    def enable_shm(self, max_slots=SHM_SLOTS):
+        """Large buffers written on this connection go through shared memory
+        (a Lane): only between processes of one node (a unix socket), and not
+        with BEAM_SHM=0."""
+        if self._unix and _SHM_ON and self.lane is None:
+            self.lane = Lane(max_slots)
+
     # writing
     def send(self, kind, key, seq, payload, buffers=(), flags=0):
         nb = len(buffers)
         views = [memoryview(b).cast("B") for b in buffers]
+        if self.lane is not None and nb and sum(v.nbytes for v in views) >= SHM_MIN:
+            if self._send_shm(kind, key, seq, payload, views, flags):
+                return
         head = HDR.pack(kind, flags, nb, key, seq, len(payload))
         if nb:
             head += b"".join(LEN.pack(v.nbytes) for v in views)
@@ -430,6 +575,34 @@ class Conn:
         except OSError as e:
             raise Closed(str(e)) from None
 
+    def _send_shm(self, kind, key, seq, payload, views, flags):
+        """The frame with its buffers in a slot; False (nothing sent) when no
+        slot is free or one cannot be made: the caller sends it whole."""
+        lens = [v.nbytes for v in views]
+        offs, total = _shm_layout(lens)
+        try:
+            m = self.lane.take(total)
+            if m is None:
+                return False
+            m.prepare()
+            for v, off in zip(views, offs):
+                m.view[off : off + v.nbytes] = v
+            rfd = os.open(f"/proc/self/fd/{m.fd}", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return False
+        data = HDR.pack(kind, flags | F_SHM, len(views), key, seq, len(payload))
+        data += b"".join(LEN.pack(n) for n in lens) + payload
+        try:
+            sent = self.sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [rfd]))])
+            if sent < len(data):
+                self.sock.sendall(memoryview(data)[sent:])
+        except OSError as e:
+            raise Closed(str(e)) from None
+        finally:
+            os.close(rfd)
+        self.lane.sent += 1
+        return True
+
     def shutdown(self):
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
@@ -443,6 +616,13 @@ class Conn:
             self.sock.close()
         except OSError:
             pass
+        if self._state is not None and self._state.fd is not None:
+            self._fds.append(self._state.fd)
+            self._state.fd = None
+        while self._fds:
+            os.close(self._fds.popleft())
+        if self.lane is not None:
+            self.lane.close()
 
     # reading
     def _set_timeout(self, deadline):
@@ -457,7 +637,7 @@ class Conn:
         while len(self._rbuf) < n:
             self._set_timeout(deadline)
             try:
-                chunk = self.sock.recv(max(n - len(self._rbuf), 1 << 16))
+                chunk = self._recv(max(n - len(self._rbuf), 1 << 16))
             except socket.timeout:
                 raise Timeout() from None
             except OSError as e:
@@ -465,6 +645,21 @@ class Conn:
             if not chunk:
                 raise Closed("the peer closed the connection")
             self._rbuf += chunk
+
+    def _recv(self, n):
+        """Up to n bytes; on a unix socket, with the fds that came with them
+        (queued in order: each is the slot of the F_SHM frame it came with)."""
+        if not self._unix:
+            return self.sock.recv(n)
+        data, anc, msg_flags, _ = self.sock.recvmsg(n, _ANC)
+        for level, typ, raw in anc:
+            if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+                fds = array.array("i")
+                fds.frombytes(raw[: len(raw) - len(raw) % fds.itemsize])
+                self._fds.extend(fds)
+        if msg_flags & socket.MSG_CTRUNC:
+            raise Closed("a compiled graph frame came with more fds than expected")
+        return data
 
     def _take(self, n):
         data = bytes(self._rbuf[:n])
@@ -479,6 +674,10 @@ class Conn:
             self._fill(HDR.size, deadline)
             kind, flags, nb, key, seq, plen = HDR.unpack(self._take(HDR.size))
             st = self._state = _Partial(Frame(kind, flags, key, seq, None, []), nb, plen)
+            if flags & F_SHM:  # its slot's fd came with its first byte
+                if not self._fds:
+                    raise Closed("a compiled graph frame in shared memory came without its slot")
+                st.fd = self._fds.popleft()
         if st.lens is None:
             self._fill(LEN.size * st.nbufs, deadline)
             raw = self._take(LEN.size * st.nbufs)
@@ -487,6 +686,11 @@ class Conn:
         if frame.payload is None:
             self._fill(st.plen, deadline)
             frame.payload = self._take(st.plen)
+        if st.fd is not None:
+            fd, st.fd = st.fd, None
+            frame.buffers = _map_slot(fd, st.lens)
+            self._state = None
+            return frame
         while len(frame.buffers) < st.nbufs or (frame.buffers and st.offset < st.lens[len(frame.buffers) - 1]):
             if not frame.buffers or st.offset >= st.lens[len(frame.buffers) - 1]:
                 frame.buffers.append(_alloc(st.lens[len(frame.buffers)]))
@@ -532,9 +736,10 @@ def _alloc(n):
 class _Partial:
     """A frame read in part: what is known of it so far."""
 
-    __slots__ = ("frame", "nbufs", "plen", "lens", "offset")
+    __slots__ = ("frame", "nbufs", "plen", "lens", "offset", "fd")
 
     def __init__(self, frame, nbufs, plen):
         self.frame, self.nbufs, self.plen = frame, nbufs, plen
         self.lens = None
         self.offset = 0
+        self.fd = None  # an F_SHM frame's slot, until it is mapped

@@ -26,6 +26,7 @@ import weakref
 
 import ray
 from ray import exceptions as _exc
+from ray._private import tensors
 from ray.dag import _runtime
 from ray.dag import _transport as T
 from ray.dag import dag_node as _nodes
@@ -241,6 +242,7 @@ class CompiledDAG:
                 "index": i,
                 "driver": self._driver_index,
                 "needs_input": i in self._needs_input,
+                "shm_slots": self._shm_slots(),
                 "expect": sorted({a for a, b in self._edges if b == i} | {self._driver_index}),
                 "connect": {
                     b: (infos[b]["address"], infos[b]["node_id"] == infos[i]["node_id"])
@@ -276,6 +278,7 @@ class CompiledDAG:
             self._conns[i] = T.connect(
                 infos[i]["address"], infos[i]["node_id"] == rt.node_id, secret, self._driver_index
             )
+            self._conns[i].enable_shm(self._shm_slots())  # on one node only (a unix socket)
         self._fd_actor = {c.fd: i for i, c in self._conns.items()}
         self._wake_r, self._wake_w = os.pipe()
         self._monitor = threading.Thread(
@@ -285,6 +288,12 @@ class CompiledDAG:
             daemon=True,
         )
         self._monitor.start()
+
+    def _shm_slots(self):
+        """Shared-memory slots a writer keeps per connection: one per
+        execution the capacity rule lets be in flight, and one more for the
+        one being written."""
+        return min(self._max_inflight_executions, 32) + 1
 
     # -- running --------------------------------------------------------------
 
@@ -316,7 +325,9 @@ class CompiledDAG:
         Returns a list of CompiledDAGRef (a MultiOutputNode) or one."""
         self._check_usable()
         self._check_inputs(args, kwargs)
-        payload, buffers = T.dumps((args, kwargs))
+        stage = tensors.host_stage()
+        stage.reset()  # this thread's last input was sent
+        payload, buffers = T.dumps((args, kwargs), stage=stage)
         with self._lock:
             self._check_usable()
             self._try_release_buffers()
