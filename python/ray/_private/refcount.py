@@ -16,6 +16,16 @@ _counts = ({}, {})
 _client = None
 _epoch = 0
 _tls = threading.local()
+_direct = None  # ray._private.direct, set by it when direct calls are on
+
+
+def _direct_hook(client, kind, id_bytes):
+    """Whether a released id was a direct call's result (kind 0); an
+    actor's last handle first closes its direct calls (kind 1)."""
+    if kind == 0:
+        return _direct.forget(id_bytes)
+    _direct.actor_released(client, id_bytes)
+    return False
 
 
 def attach(client):
@@ -70,6 +80,8 @@ def release(kind, id_bytes, epoch):
         if n <= 1:
             counts.pop(id_bytes, None)
             try:
+                if _direct is not None and _direct_hook(client, kind, id_bytes):
+                    return  # a direct call's result: the worker forgets it, beamd never had it
                 client.release(kind, id_bytes)
                 if kind == 1:
                     # an actor's last handle: send now, so an idle process
