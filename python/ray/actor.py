@@ -415,12 +415,12 @@ class ActorMethod:
             if ref is not None:
                 return ref
         ref = ObjectRef(oid, _owned=True)
-        if _direct.ON:
-            _direct.note_beamd(handle._ray_actor_id_bytes, ref)
         try:
             rt.client.submit(params)
         except ConnectionError as e:
             raise _worker._lost_connection(e) from None
+        if _direct.ON:
+            _direct.note_beamd(handle._ray_actor_id_bytes, oid)
         return ref
 
     def bind(self, *args, **kwargs):

@@ -362,6 +362,8 @@ def _recv_exact(sock, n):
 
 _actors = {}  # actor id -> _Actor (actors this driver made that the rule allows)
 _refs = {}  # obj -> _Actor: direct refs not promoted, live here
+_lasts = {}  # obj -> _Actor whose last call through beamd it is
+_OPEN_WAIT_S = 0.05  # how long a .remote() waits for the open call's answer (then it comes later)
 
 
 class _Actor:
@@ -376,8 +378,9 @@ class _Actor:
         self.reading = False
         self.direct = False  # calls go direct now
         self.off = False  # never again (not on this node, or its socket ended)
-        self.last = None  # the ObjectRef of the last call through beamd
-        self.opening = None  # the ObjectRef of the __beam_direct_open__ call
+        self.last = None  # the id of the last call through beamd (not held: the user's ref holds it)
+        self.last_done = True  # its result came (seen in _beam's table, or when its ref died)
+        self.opening = None  # the ObjectRef of the __beam_direct_open__ call, until answered
         self.sock = None  # blocking; sends and polls use MSG_DONTWAIT
         self.conn_id = 0
         self.reader = _Reader()
@@ -399,6 +402,7 @@ def reset():
         _close(a)
     _actors.clear()
     _refs.clear()
+    _lasts.clear()
 
 
 def _close(a):
@@ -411,11 +415,14 @@ def _close(a):
     a.direct = False
 
 
-def _done(rt, ref):
-    if ref is None:
-        return True
-    entry = rt.client.wait_result(ref._id, 0)
-    return entry is True or type(entry) is tuple
+def _done(client, a):
+    """Whether the last call through beamd has its result (so the worker
+    ran every earlier call of ours); a result never pushed here, or whose
+    ref died unseen, counts as not come."""
+    if not a.last_done:
+        entry = client.wait_result(a.last, 0)
+        a.last_done = entry is True or type(entry) is tuple
+    return a.last_done
 
 
 def submit(rt, actor_id, method, num_returns, data, objs, actors, oid, object_ref):
@@ -432,10 +439,9 @@ def submit(rt, actor_id, method, num_returns, data, objs, actors, oid, object_re
                 return None
             if a.sock is None:
                 _open_step(rt, a, object_ref)
-            if a.sock is None or not _done(rt, a.last):
+            if a.sock is None or not _done(rt.client, a):
                 return None
             a.direct = True  # the last call through beamd has come: the worker ran them all
-            a.last = None
         if not eligible or a.sock is None:
             _barrier(rt, a)
             a.direct = False
@@ -448,10 +454,20 @@ def submit(rt, actor_id, method, num_returns, data, objs, actors, oid, object_re
         return ref
 
 
-def note_beamd(actor_id, ref):
+def note_beamd(actor_id, oid):
     a = _actors.get(actor_id)
     if a is not None:
-        a.last = ref
+        _lasts.pop(a.last, None)
+        a.last, a.last_done = oid, False
+        _lasts[oid] = a
+
+
+def beamd_released(client, obj):
+    """The driver's last ref of a call through beamd died: if it was an
+    actor's last one, whether its result had come is read now."""
+    a = _lasts.pop(obj, None)
+    if a is not None and a.last == obj:
+        _done(client, a)
 
 
 def _take_forgets(a):
@@ -493,20 +509,27 @@ def _barrier(rt, a):
 
 
 def _open_step(rt, a, object_ref):
-    """One step of opening, never waiting: submit the open call once the
-    last call through beamd has come, connect once its answer has."""
+    """One step of opening: submit the open call once a call through beamd
+    has come and the last one has (the worker is free of ours), then
+    connect once its answer has come (waiting for it at most _OPEN_WAIT_S
+    here; else a later call looks again)."""
+    from ray._private import worker as _w  # here: worker imports this module
+
     if a.opening is None:
-        if a.last is None or not _done(rt, a.last):
+        if a.last is None or not _done(rt.client, a):
             return
         oid = _submit_beamd(rt, a, OPEN, ((), {}))
-        a.opening = a.last = object_ref(oid, _owned=True)
+        a.opening = object_ref(oid, _owned=True)
+        note_beamd(a.id, oid)
+        entry = _w._get_one(rt.client, a.opening, int(_OPEN_WAIT_S * 1000))
+    else:
+        entry = _w._get_one(rt.client, a.opening, 0)
+    if entry is None:
         return
-    if not _done(rt, a.opening):
-        return
-    ref, a.opening = a.opening, None
-    entry = rt.client.wait_result(ref._id, 0)
+    a.opening = None
+    a.last_done = True
     info = None
-    if type(entry) is tuple and entry[0] == 0:
+    if entry[0] == 0:
         info = _ser.loads(entry[1])
     if not info or bytes(info["node_id"]) != bytes(rt.node_id):
         a.off = True
@@ -596,7 +619,7 @@ def entry(rt, obj, deadline):
     a = _refs.get(obj)
     if a is None:
         return False
-    promote_now = False
+    promote_now = tried = False
     with a.lock:
         while True:
             got = a.results.get(obj)
@@ -609,7 +632,10 @@ def entry(rt, obj, deadline):
                 return False
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
-                return None
+                if tried or a.reading:
+                    return None
+                left = 0
+            tried = True
             if a.reading:
                 a.cv.wait(left)
             else:
