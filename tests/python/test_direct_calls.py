@@ -89,6 +89,20 @@ def test_calls_go_direct_and_keep_order_across_both_switches(ray_direct):
     assert st.sent > sent  # most of them went direct
 
 
+def test_a_deep_pipeline_of_large_values_fills_no_socket_for_good(ray_direct):
+    """Calls and results larger than the socket's buffers, none read until
+    all are sent: the driver reads results while its writes wait."""
+    ray = ray_direct
+    a = _log_actor(ray).remote()
+    st = _go_direct(ray, a)
+    sent = st.sent
+    big = b"x" * 200_000
+    refs = [a.sleep.remote(0) if i % 50 == 0 else a.add.remote(big) for i in range(300)]
+    assert st.sent - sent == 300
+    got = ray.get(refs, timeout=60)
+    assert got[0] == 0 and got[1] == big and got[-1] == big
+
+
 def test_errors_and_timeouts_as_through_beamd(ray_direct):
     ray = ray_direct
     a = _log_actor(ray).remote()

@@ -280,7 +280,7 @@ class Server:
         return False
 
     def _run_pushes(self):
-        while not self._barrier_holds():
+        while (self.pushes or self.barrier is not None) and not self._barrier_holds():
             with self.lock:
                 if not self.pushes:
                     return
@@ -376,6 +376,7 @@ class _Actor:
         self.lock = threading.Lock()
         self.cv = threading.Condition(self.lock)
         self.reading = False
+        self.waiting = 0  # threads in cv.wait
         self.direct = False  # calls go direct now
         self.off = False  # never again (not on this node, or its socket ended)
         self.last = None  # the id of the last call through beamd (not held: the user's ref holds it)
@@ -480,7 +481,16 @@ def _take_forgets(a):
 def _send(a, msg):
     """Writes msg whole (the lock held); while the socket is full, reads
     what came unless another thread is reading."""
-    data = memoryview(_frame(msg))
+    data = _frame(msg)
+    try:
+        n = a.sock.send(data, socket.MSG_DONTWAIT)
+    except (BlockingIOError, InterruptedError):
+        n = 0
+    except OSError:
+        return  # its end is read by the next _read
+    if n == len(data):
+        return
+    data = memoryview(data)[n:]
     while data and a.sock is not None:
         try:
             data = data[a.sock.send(data, socket.MSG_DONTWAIT) :]
@@ -578,7 +588,8 @@ def _read(a, timeout):
     finally:
         a.lock.acquire()
         a.reading = False
-        a.cv.notify_all()
+        if a.waiting:
+            a.cv.notify_all()
     if msgs is None:
         _ended(a)
         return
@@ -637,7 +648,11 @@ def entry(rt, obj, deadline):
                 left = 0
             tried = True
             if a.reading:
-                a.cv.wait(left)
+                a.waiting += 1
+                try:
+                    a.cv.wait(left)
+                finally:
+                    a.waiting -= 1
             else:
                 _read(a, left)
     if promote_now:
@@ -686,9 +701,7 @@ def actor_released(client, actor_id):
         from ray._private import worker as _w  # here: worker imports this module
 
         oid = _w.runtime().ids.object_id()
-        client.submit(
-            {"actor": a.id, "obj": oid, "method": BARRIER, "args": _ser.dumps(((a.conn_id, a.sent), {}))[0]}
-        )
+        client.submit({"actor": a.id, "obj": oid, "method": BARRIER, "args": _ser.dumps(((a.conn_id, a.sent), {}))[0]})
         client.release(0, oid)
     if not a.pending:
         _close(a)

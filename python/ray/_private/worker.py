@@ -633,7 +633,9 @@ def get(object_refs, *, timeout=None):
         timeout_ms = _timeout_ms(timeout)
         rt = runtime()
         if _direct.ON and object_refs._id in _direct._refs:
-            entry = _direct_entries(rt, [object_refs._id], timeout_ms)[0]
+            entry = _direct.entry(rt, object_refs._id, None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000)
+            if entry is False:  # promoted meanwhile: beamd's
+                entry = _get_one(rt.client, object_refs, timeout_ms)
         elif rt.is_task:
             with _Blocked(rt, timeout_ms):
                 entry = _get_one(rt.client, object_refs, timeout_ms)
