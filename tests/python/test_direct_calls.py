@@ -172,6 +172,23 @@ def test_refs_leaving_the_driver_are_promoted(ray_direct):
         ray.get(b.add_value_of.remote(failed))
     inner = ray.get(a.refs.remote())  # a result that carries a ref: read from beamd
     assert ray.get(inner[0]) == 41
+    big = a.add.remote(b"y" * 300_000)  # past shm.MIN_BYTES: put through shared memory
+    assert len(ray.get(big)) == 300_000
+    assert ray.get(b.add_value_of.remote(big)) == b"y" * 300_000
+
+
+def test_values_that_came_outlive_the_actor(ray_direct):
+    """Killed right after its calls returned: the driver owns their values,
+    so refs passed on afterwards still carry them (as in Ray)."""
+    ray = ray_direct
+    Log = _log_actor(ray)
+    a, b = Log.remote(), Log.remote()
+    _go_direct(ray, a)
+    refs = [a.add.remote(k) for k in range(10)]
+    assert ray.get(refs) == list(range(10))
+    ray.kill(a)
+    assert [ray.get(b.add_value_of.remote(r), timeout=30) for r in refs] == list(range(10))
+    assert ray.get(ray.put(refs))[3] == refs[3]
 
 
 def test_dropping_the_handle_lets_direct_calls_finish(ray_direct):

@@ -203,17 +203,26 @@ class Server:
             proof = _recv_exact(sock, 32)
             if not hmac.compare_digest(proof, hmac.new(self.secret, nonce, hashlib.sha256).digest()):
                 raise ConnectionError("bad proof")
-            with self.lock:
-                conn_id = self.next_id
-                self.next_id += 1
-            sock.sendall(b"\1" + struct.pack("<I", conn_id))
-            sock.setblocking(False)
         except (OSError, ConnectionError):
             self.refused += 1
             sock.close()
             return
+        # known before the caller hears its id: a barrier that names it
+        # (sent right after) must find it
         with self.lock:
-            self.fresh.append(_WConn(sock, conn_id))
+            conn = _WConn(sock, self.next_id)
+            self.next_id += 1
+            self.by_id[conn.id] = conn
+        try:
+            sock.sendall(b"\1" + struct.pack("<I", conn.id))
+            sock.setblocking(False)
+        except OSError:
+            self.by_id.pop(conn.id, None)
+            self.refused += 1
+            sock.close()
+            return
+        with self.lock:
+            self.fresh.append(conn)
         self._wake()
 
     # the main loop ---------------------------------------------------------
@@ -257,7 +266,6 @@ class Server:
             while self.fresh:
                 c = self.fresh.popleft()
                 self.conns[c.sock.fileno()] = c
-                self.by_id[c.id] = c
         self._run_pushes()
 
     def _close(self, conn):
@@ -609,7 +617,10 @@ def _ended(a):
     from ray._private.object_ref import ObjectRef  # here: object_ref reaches this module through refcount
 
     rt = _w.runtime()
-    probe = ObjectRef(_submit_beamd(rt, a, "__ray_ready__", ((), {})), _owned=True)
+    try:
+        probe = ObjectRef(_submit_beamd(rt, a, "__ray_ready__", ((), {})), _owned=True)
+    except ConnectionError as e:
+        raise _w._lost_connection(e) from None
     entry = _w._get_one(rt.client, probe, -1)
     if entry is None or entry[0] == 0:
         entry = (STATUS_ACTOR_DIED, b"The actor died unexpectedly before finishing this task.")
@@ -661,17 +672,27 @@ def entry(rt, obj, deadline):
 
 
 def promote(obj):
-    """The ref leaves this process: beamd gets its object first (the worker
-    answers a call whose return id is obj with the kept outcome)."""
+    """The ref leaves this process: beamd gets its object first. A value
+    that came here is put under the ref's id (the worker forgets it);
+    otherwise the worker answers a call whose return id is obj with the
+    kept outcome (an error, or a call not done)."""
     a = _refs.pop(obj, None)
     if a is None:
         return
     from ray._private import worker as _w  # here: worker imports this module
 
+    rt = _w.runtime()
     with a.lock:
-        a.results.pop(obj, None)
+        got = a.results.pop(obj, None)
         a.pending.discard(obj)
-        _submit_beamd(_w.runtime(), a, RESULT, ((), {}), oid=obj)
+        try:
+            if got is not None and got[0] == 0:
+                a.forgets.append(obj)
+                _w.send_value(rt, "put", {"obj": obj}, [got[1]], len(got[1]))
+            else:
+                _submit_beamd(rt, a, RESULT, ((), {}), oid=obj)
+        except ConnectionError:
+            pass  # beamd is gone: what uses the ref next says so
 
 
 def forget(obj):
