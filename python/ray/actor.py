@@ -196,7 +196,7 @@ def create_actor(actor_class, args, kwargs, _task=None):
             else _opts.DEFAULT_MAX_CONCURRENCY_THREADED
         )
     actor_id = rt.ids.actor_id()
-    data, objs, actors = _worker.dumps_args(args, kwargs)
+    data, objs, actors, puts = _worker.dumps_args(args, kwargs)  # puts: held until sent
     env = _request.env_vars(rt.runtime_env, opts.get("runtime_env"))
     sys_path = _request.sys_path()
     if "PYTHONPATH" in env:
@@ -399,7 +399,7 @@ class ActorMethod:
         if sigs is not None:
             _signature.check_call(sigs.get(self._name), args, kwargs)
         rt = _worker.runtime()
-        data, objs, actors = _worker.dumps_args(args, kwargs)
+        data, objs, actors, puts = _worker.dumps_args(args, kwargs)  # puts: held until sent
         oid = rt.ids.object_id()
         # submit sets push: beamd then sends the result here when it is
         # ready, so ray.get of this ref needs no round trip (worker.get)

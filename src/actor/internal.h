@@ -71,7 +71,6 @@ struct beam_actor_s {
     int stop_when_idle; /* unreferenced: it ends once its calls are done */
 
     int local_cut; /* its member takes no more of its results (localcalls.c) */
-    int doomed;    /* marked by a sweep, killed one at a time (sweeps.c) */
     struct beam_actor_s *pending_next;
     UT_hash_handle hh;
 };
@@ -159,9 +158,5 @@ int beam__actor_pool_retire(beam_node_t *node, beam_actor_t *a);
 int beam__actor_pool_start(beam_node_t *node, beam_actor_t *b);
 /* The job's driver is gone: its idle pooled workers are killed. */
 void beam__actors_pool_drop_job(beam_node_t *node, uint32_t job);
-
-/* sweeps.c */
-/* Kills every actor marked doomed, one at a time. */
-void beam__actors_kill_doomed(beam_node_t *node, const char *message);
 
 #endif

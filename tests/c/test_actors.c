@@ -482,6 +482,34 @@ static void test_pending_release_cancels_it_once(void **state)
 /* The lifecycle test's find: a queued call that carries its own actor's
  * handle holds the last pin; the death failing it must not free the record
  * under its walk. */
+static void test_an_owners_sweep_survives_a_death_that_frees_another(void **state)
+{
+    fixture_t *f = *state;
+    beam_actor_t *a = create(f, 1, 1, 0, 0), *b = create(f, 2, 2, 0, 0), *c = create(f, 3, 0.5, 0, 1);
+    assert_int_equal(info(b).state, BEAM_ACTOR_PENDING); /* no worker: its death frees it */
+    /* a's queued call carries b's handle: b is kept by that pin alone */
+    char obj[BEAM_OBJECT_ID_SIZE];
+    obj_id(obj, 1);
+    beam_object_t *o = beam_object_create(&f->node, obj);
+    assert_non_null(o);
+    assert_int_equal(beam_port_hold(&f->owner.port.held_objects, obj, sizeof obj), 1);
+    beam_object_hold(&f->node, o);
+    beam_refs_t refs = {.nactors = 1, .actors = malloc(BEAM_ACTOR_ID_SIZE)};
+    assert_non_null(refs.actors);
+    memcpy(refs.actors, beam_actor_id(b), BEAM_ACTOR_ID_SIZE);
+    beam_buf_t *args = beam_buf_wrap(dup_str("args"), 4);
+    beam_actor_submit(&f->node, a, obj, dup_str("incr"), args, args->data, 4, &refs);
+    drop_handle(f, b);
+    assert_int_equal(info(b).pins, 1);
+    assert_int_equal(beam_actors_count(&f->node), 3);
+    /* the owner's end: a dies, its call's failure frees b's record
+     * mid-sweep; c, detached, lives on */
+    beam_actors_conn_gone(&f->node, &f->owner.port);
+    assert_int_equal(info(a).state, BEAM_ACTOR_DEAD);
+    assert_int_equal(info(c).state, BEAM_ACTOR_STARTING);
+    assert_int_equal(beam_actors_count(&f->node), 2); /* a (its worker still running) and c; b freed */
+}
+
 static void test_death_while_a_queued_call_holds_its_own_handle(void **state)
 {
     fixture_t *f = *state;
@@ -994,6 +1022,7 @@ int main(void)
         T(test_transitions_from_the_wrong_state_change_nothing),
         T(test_pending_release_cancels_it_once),
         T(test_death_while_a_queued_call_holds_its_own_handle),
+        T(test_an_owners_sweep_survives_a_death_that_frees_another),
         T(test_an_unreferenced_actor_ends_once_its_calls_are_done),
         T(test_a_task_worker_retires_into_the_pool_and_is_reused),
         T(test_a_pooled_worker_that_exits_leaves_the_pool),

@@ -17,14 +17,7 @@
 #include <string.h>
 
 #include "beam/codec.h"
-
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                         \
-        }                                                                    \
-    } while (0)
+#include "check.h"
 
 static const char *const keys[] = {
     "objs", "timeout_ms", "num_returns", "obj", "data", "objects", "actors", "code",

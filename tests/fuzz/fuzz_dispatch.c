@@ -140,27 +140,15 @@ static int drain(fuzz_t *f)
     return any;
 }
 
-/* Runs the loop (without blocking unless timers is set) and drains the
- * clients until neither has anything to do. */
+/* One round of the clients: drains them (fuzz_pump's move). */
+static int move(void *target)
+{
+    return drain(target);
+}
+
 static void pump(fuzz_t *f, int timers)
 {
-    for (int round = 0; round < 10000; round++) {
-        int more = uv_run(&f->loop, UV_RUN_NOWAIT);
-        int got = drain(f);
-        if (!got && !more)
-            return;
-        if (!got && timers) {
-            /* a timer due soon (a get or wait with a short timeout): let it
-             * fire; a long one is left, as the loop would otherwise block */
-            int due = uv_backend_timeout(&f->loop);
-            if (due < 0 || due > 20)
-                return;
-            uv_run(&f->loop, UV_RUN_ONCE);
-            continue;
-        }
-        if (!got && !timers && round > 4)
-            return;
-    }
+    fuzz_pump(&f->loop, move, f, timers);
 }
 
 static int client_connect(fuzz_t *f, int i)

@@ -432,26 +432,18 @@ static int drain(fuzz_t *f)
     return any;
 }
 
-/* Runs the loop (without blocking unless timers is set), reads every peer
- * and sends what they queued, until nothing moves. */
+/* One round of the peers: reads every one and sends what they queued
+ * (fuzz_pump's move). */
+static int move(void *target)
+{
+    int got = drain(target);
+    got |= flush_out(target);
+    return got;
+}
+
 static void pump(fuzz_t *f, int timers)
 {
-    for (int round = 0; round < 10000; round++) {
-        int more = uv_run(&f->loop, UV_RUN_NOWAIT);
-        int got = drain(f);
-        got |= flush_out(f);
-        if (!got && !more)
-            break;
-        if (!got && timers) {
-            int due = uv_backend_timeout(&f->loop);
-            if (due < 0 || due > 20)
-                break;
-            uv_run(&f->loop, UV_RUN_ONCE);
-            continue;
-        }
-        if (!got && !timers && round > 4)
-            break;
-    }
+    fuzz_pump(&f->loop, move, f, timers);
 }
 
 static void peer_hangup(fuzz_t *f, int i)

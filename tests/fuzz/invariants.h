@@ -1,8 +1,8 @@
 /* invariants.h — the node and the checks the daemon fuzz targets (fuzz_dispatch.c,
  * fuzz_link.c) share, written once: fuzz_node_init sets up the node they
- * fuzz, CHECK aborts with the failed condition
- * (libFuzzer then keeps the input), and fuzz_check_tables_empty is what
- * must hold of a node's tables once every client and peer has hung up. */
+ * fuzz, fuzz_pump runs its loop until nothing moves, and
+ * fuzz_check_tables_empty is what must hold of a node's tables once every
+ * client and peer has hung up (CHECK: check.h). */
 #ifndef BEAM_FUZZ_INVARIANTS_H
 #define BEAM_FUZZ_INVARIANTS_H
 
@@ -12,6 +12,7 @@
 #include <uthash.h>
 
 #include "actors.h"
+#include "check.h"
 #include "ids.h"
 #include "node.h"
 #include "objects.h"
@@ -19,13 +20,6 @@
 #include "procs.h"
 #include "resources.h"
 
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                                 \
-        }                                                                            \
-    } while (0)
 
 /* The node both daemon targets fuzz: a head on loop with small limits (so
  * short inputs reach them), a fixed id and address, and cpus CPUs, memory,
@@ -96,6 +90,30 @@ static inline void fuzz_check_tables_empty(beam_node_t *node)
     if (!detached)
         for (size_t i = 0; i < node->pool.nres; i++)
             CHECK(node->pool.res[i].avail == node->pool.res[i].total);
+}
+
+/* Runs loop (without blocking unless timers is set) and move (which reads
+ * the target's peers and sends what they queued, and says whether anything
+ * moved) until nothing does. With timers, a timer due within 20 ms (a get
+ * or wait with a short timeout) is let fire; a longer one is left, as the
+ * loop would otherwise block. */
+static inline void fuzz_pump(uv_loop_t *loop, int (*move)(void *), void *target, int timers)
+{
+    for (int round = 0; round < 10000; round++) {
+        int more = uv_run(loop, UV_RUN_NOWAIT);
+        int got = move(target);
+        if (!got && !more)
+            return;
+        if (!got && timers) {
+            int due = uv_backend_timeout(loop);
+            if (due < 0 || due > 20)
+                return;
+            uv_run(loop, UV_RUN_ONCE);
+            continue;
+        }
+        if (!got && !timers && round > 4)
+            return;
+    }
 }
 
 #endif

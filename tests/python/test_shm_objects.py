@@ -167,6 +167,91 @@ def test_a_producer_writes_a_memfd_again_only_once_no_one_holds_it(node):
     assert wait_until(lambda: (_flush(ray), _shm(d))[1] == (0, 0), 10), _shm(d)
 
 
+def test_a_dropped_result_is_released_at_once_so_its_memfd_is_written_again(node):
+    """A reader's last ref to a value in shared memory sends its release at
+    once (refcount.prompt), not batched: by the next call the producer's
+    memfd is free again, so an actor returning a value each call, dropped
+    each time, writes one memfd again and again."""
+    d, ray = node
+    s = _store_class(ray).remote()
+    pid = ray.get(s.pid.remote())
+    for _ in range(6):
+        assert ray.get(s.make.remote(MIB)).nbytes == MIB
+    assert _memfds(pid) == 1
+    # a large argument is put, carried by the call and released at once
+    # after it is sent, never before: each call finds it
+    x = np.ones(MIB, dtype=np.uint8)
+    for _ in range(6):
+        assert ray.get(s.look.remote(x))[0] == MIB
+    assert wait_until(lambda: (_flush(ray), _shm(d))[1] == (0, 0), 10), _shm(d)
+
+
+def test_an_actor_writing_its_returned_array_again_changes_no_reader(node):
+    """What a reader got stays as it was returned: the actor's later writes
+    to its array, and the actor's later values of the same size (its memfd
+    pool), never show through a view the driver or another actor holds."""
+    d, ray = node
+
+    @ray.remote(num_cpus=0)
+    class Keeper:
+        def __init__(self):
+            self.x = np.zeros(MIB, dtype=np.uint8)
+
+        def give(self, k):
+            self.x[:] = k
+            return self.x
+
+        def scribble(self):
+            self.x[:] = 255
+            return int(self.x.sum())
+
+    @ray.remote(num_cpus=0)
+    class Reader:
+        def keep(self, x):
+            self.x = x  # a view of the mapping, kept
+            return int(x[0])
+
+        def check(self):
+            return int(self.x.min()), int(self.x.max())
+
+    k = Keeper.remote()
+    readers = [Reader.remote() for _ in range(2)]
+    held = ray.get(k.give.remote(1))  # held here
+    assert ray.get(k.scribble.remote()) == 255 * MIB
+    assert (held == 1).all()
+    kept = [ray.get(r.keep.remote(k.give.remote(2 + i))) for i, r in enumerate(readers)]
+    assert kept == [2, 3]  # two readers hold views of two results
+    for j in range(4, 10):  # more values of that size while all are held
+        assert (ray.get(k.give.remote(j)) == j).all()
+    ray.get(k.scribble.remote())
+    assert (held == 1).all()
+    assert ray.get([r.check.remote() for r in readers]) == [(2, 2), (3, 3)]
+
+
+def test_a_large_part_is_copied_whole_in_chunks_whoever_copies_them(monkeypatch):
+    """shm._copy: a part past COPY_SPLIT is cut in chunks that the caller
+    and the copy threads take; every byte lands once, and a copy thread
+    that never runs delays nothing (the caller takes every chunk)."""
+    from ray._private import shm
+
+    n = 3 * shm.COPY_CHUNK + 12345  # not a whole number of chunks
+    src = np.random.default_rng(7).integers(0, 256, n, dtype=np.uint8)
+    monkeypatch.setattr(shm, "COPY_SPLIT", shm.COPY_CHUNK)
+    monkeypatch.setattr(shm, "COPY_THREADS", 3)
+    dst = bytearray(n)
+    shm._copy(memoryview(dst), memoryview(src))
+    assert dst == src.tobytes()
+
+    class Idle:  # copy threads that are never scheduled
+        def submit(self, fn):
+            pass
+
+    monkeypatch.setattr(shm, "_copy_threads", Idle)
+    dst = bytearray(n)
+    shm._copy(memoryview(dst), memoryview(src))
+    assert dst == src.tobytes()
+
+
 # --- the budget ---
 
 

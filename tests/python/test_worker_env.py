@@ -7,11 +7,13 @@ and vLLM's CPU workers on one node ran ~100x slower than on Ray.
 
 ray_compat: the same tests pass on real Ray 2.43."""
 
+import json
 import os
 
 import pytest
 
 import ray
+from beamkit.daemon import run_driver
 
 
 def _omp():
@@ -114,14 +116,7 @@ print("PLACES " + json.dumps(out), flush=True)
 
 
 def _run_driver(tmp_path, **env):
-    import json
-    import subprocess
-    import sys
-
-    e = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "BEAM_SOCKET")}
-    e.update(env)
-    r = subprocess.run([sys.executable, "-c", DRIVER], env=e, cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+    r = run_driver(DRIVER, env=env, unset=("RAY_ADDRESS", "BEAM_SOCKET"), timeout=300, check=True, cwd=tmp_path)
     line = [x for x in r.stdout.splitlines() if x.startswith("PLACES ")][-1]
     return json.loads(line[len("PLACES ") :])
 

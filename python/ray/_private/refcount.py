@@ -5,14 +5,19 @@ A process is one holder of an id while it has at least one live ObjectRef or
 ActorHandle for it. The first ref of an id made here by ``.remote()`` or
 ``put`` is already held (the daemon counted the request that made it); the
 first ref unpickled from elsewhere sends ``hold``. The last ref to die queues
-a ``release``. Pickling a ref inside a value records it, so the value pins it
-while it travels (``collect``).
+a ``release``, which _beam batches (sent with a later request, or after
+50 ms), except an actor's and an object's this process read from or wrote
+into shared memory (``prompt``): their release is sent at once, so its
+producer can write the memfd again for its next value (shm.py). Pickling
+a ref inside a value records it, so the value pins it while it travels
+(``collect``).
 """
 
 import threading
 
 _lock = threading.RLock()  # RLock: a __del__ may run during a locked section
 _counts = ({}, {})
+_prompt = set()  # object ids whose release is sent at once (values in shared memory)
 _client = None
 _epoch = 0
 _tls = threading.local()
@@ -39,6 +44,7 @@ def attach(client):
         _epoch += 1
         _counts[0].clear()
         _counts[1].clear()
+        _prompt.clear()
         return _epoch
 
 
@@ -49,6 +55,16 @@ def detach():
         _epoch += 1
         _counts[0].clear()
         _counts[1].clear()
+        _prompt.clear()
+
+
+def prompt(id_bytes):
+    """The release of object id_bytes, when this process's last ref to it
+    dies, is sent at once: the value is in shared memory, which its producer
+    writes again only once no one holds it (shm.py's pool)."""
+    with _lock:
+        if id_bytes in _counts[0]:
+            _prompt.add(id_bytes)
 
 
 def acquire(kind, id_bytes, owned=False):
@@ -82,13 +98,18 @@ def release(kind, id_bytes, epoch):
         n = counts.get(id_bytes, 0)
         if n <= 1:
             counts.pop(id_bytes, None)
+            now = kind == 1
+            if kind == 0 and id_bytes in _prompt:
+                _prompt.discard(id_bytes)
+                now = True
             try:
                 if _direct is not None and _direct_hook(client, kind, id_bytes):
                     return  # a direct call's result: the worker forgets it, beamd never had it
                 client.release(kind, id_bytes)
-                if kind == 1:
-                    # an actor's last handle: send now, so an idle process
-                    # does not keep the worker (and its GPUs) alive
+                if now:
+                    # an actor's last handle: sent now, so an idle process
+                    # does not keep the worker (and its GPUs) alive; a value
+                    # in shared memory: so its memfd can be written again
                     client.flush()
             except Exception:
                 pass

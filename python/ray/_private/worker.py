@@ -419,6 +419,7 @@ def _value(status, data, ref):
     """Decodes one [status, data] entry; errors are returned, not raised."""
     if type(data) is dict:  # a value in shared memory: mapped, not copied
         data = _shm.read(data, runtime().daemon_pid)
+        _refcount.prompt(ref._id)  # its release is sent at once (refcount.py)
     if status == STATUS_OK:
         return _ser.loads(data), None
     if status == STATUS_TASK_ERROR:
@@ -760,12 +761,17 @@ def dumps_args(args, kwargs):
     each top-level argument of at least shm.MIN_BYTES (by its nbytes, or a
     bytes-like's length) is put first and passed as its ObjectRef, which the
     worker resolves: as Ray puts a large argument in its object store, so it
-    is written once into shared memory and mapped by the worker."""
+    is written once into shared memory and mapped by the worker.
+    Returns (bytes, [object ids], [actor ids], refs put): the caller holds
+    the refs until the request that carries their ids is sent, as their
+    release is sent at once (refcount.prompt) and would come first."""
     rt = runtime()
     if rt.shm and (any(map(_large, args)) or (kwargs and any(map(_large, kwargs.values())))):
         args = tuple(put(a) if _large(a) else a for a in args)
         kwargs = {k: put(v) if _large(v) else v for k, v in kwargs.items()}
-    return _ser.dumps((args, kwargs))
+        puts = [a for a in (*args, *kwargs.values()) if isinstance(a, ObjectRef)]
+        return (*_ser.dumps((args, kwargs)), puts)
+    return (*_ser.dumps((args, kwargs)), None)
 
 
 def _large(value):
@@ -794,6 +800,8 @@ def send_value(rt, op, params, parts, size):
         memfd = _shm.write(parts, size, lambda: _settle(rt))
         try:
             rt.client.request(op, dict(params, data=b"", shm_fd=memfd.fd, shm_size=size))
+            if op == "put":
+                _refcount.prompt(params["obj"])  # its release is sent at once (refcount.py)
             return
         except _beam.RemoteError as e:
             if e.args[:1] == ("store_full",):

@@ -470,15 +470,16 @@ def _driver_args(code, env, unset, wrap, names):
     return [*wrap, sys.executable, "-c", prelude + textwrap.dedent(code)], full_env
 
 
-def run_driver(code, env=None, timeout=60, unset=(), wrap=(), names=None, check=False):
+def run_driver(code, env=None, timeout=60, unset=(), wrap=(), names=None, check=False, cwd=None):
     """Runs code (dedented) as a separate driver process with this
     interpreter, in this process's environment less the variables in unset
     plus env, under the command prefix wrap (e.g. ``ip netns exec NS``),
-    with each of names ({name: value}) bound to its value's repr first;
-    returns the CompletedProcess (text). check: its exit status must be 0
-    (else AssertionError with the ends of its stdout and stderr)."""
+    with each of names ({name: value}) bound to its value's repr first, in
+    the folder cwd (None: this one); returns the CompletedProcess (text).
+    check: its exit status must be 0 (else AssertionError with the ends of
+    its stdout and stderr)."""
     args, full_env = _driver_args(code, env, unset, wrap, names)
-    out = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=full_env)
+    out = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=full_env, cwd=cwd)
     if check:
         assert out.returncode == 0, f"driver exited {out.returncode}:\n{out.stdout[-2000:]}{out.stderr[-4000:]}"
     return out
