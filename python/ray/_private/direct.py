@@ -14,7 +14,8 @@ little-endian length, then a pickled tuple:
   forgotten results only;
 - worker -> caller: ``("r", obj, status, data)`` a result (status as a get
   reply's: 0 value, 1 RayTaskError) or ``("r", obj, PROMOTE, None)``: the
-  value carries refs, read it from beamd.
+  value carries refs, or is large enough for shared memory: read it from
+  beamd.
 """
 
 import collections
@@ -31,6 +32,7 @@ import time
 
 from ray._private import refcount as _refcount
 from ray._private import serialization as _ser
+from ray._private import shm as _shm
 
 ON = os.environ.get("BEAM_DIRECT_CALLS", "") == "1"
 
@@ -343,9 +345,9 @@ class Server:
             ok, value = outcome
             if not ok:
                 raise value
-            parts, _, objs, actors = _ser.dumps_parts(value)
-            if objs or actors:
-                return PROMOTE, None
+            parts, size, objs, actors = _ser.dumps_parts(value)
+            if objs or actors or (size >= _shm.MIN_BYTES and self.worker.rt.shm):
+                return PROMOTE, None  # refs to hold, or a value for shared memory: through beamd
             return 0, parts[0] if len(parts) == 1 else b"".join(parts)
         except Exception as e:
             err = self.worker._error(method, e)
