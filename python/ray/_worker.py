@@ -30,6 +30,7 @@ import _beam
 import ray
 from ray import exceptions
 from ray import remote_function as _remote_function
+from ray._private import direct as _direct
 from ray._private import serialization as ser
 from ray._private import worker as rtmod
 from ray._private.object_ref import ObjectRef
@@ -156,6 +157,7 @@ class Worker:
         self.loop = None  # an asyncio actor's event loop
         self.slots = None  # its asyncio.Semaphore(max_concurrency)
         self._omp_set = False  # OMP_NUM_THREADS was set here, not by the user
+        self.direct = None  # the direct listener (direct.Server), once a driver opened it
 
     def construct(self, init):
         for p in reversed(init.get("sys_path") or []):
@@ -261,6 +263,8 @@ class Worker:
             return lambda: True
         if name == "__ray_call__":
             return lambda fn, *a, **k: fn(self.instance, *a, **k)
+        if name == _direct.OPEN:
+            return self._direct_open
         # the method comes from the class, as Ray's method table: neither an
         # instance attribute of the same name nor an instance __getattr__ counts
         cls = type(self.instance)
@@ -275,6 +279,30 @@ class Worker:
             raise AttributeError(f"'{self.class_name}' object has no attribute '{name}'") from None
         get = getattr(type(attr), "__get__", None)
         return get(attr, self.instance, cls) if get is not None else attr
+
+    def _direct_open(self):
+        """A driver asks for direct calls (docs/DESIGN.md, "Direct calls"):
+        only a plain serial actor's worker opens its socket; its main loop
+        then serves it beside beamd's pushes (serve)."""
+        if self.pool is not None or self.loop is not None or self.task:
+            return None
+        if self.direct is None:
+            self.direct = _direct.Server(self)
+            self.direct.start_reading_beamd(self.client, beamd_gone)
+        return self.direct.reply()
+
+    def run_direct(self, obj, name, args):
+        """Runs one direct call on this thread; returns its outcome."""
+        self.rt.task_id = obj[:24]
+        try:
+            args, kwargs = self.ser.loads(args)
+            return (True, self._method(name)(*args, **kwargs))
+        except Exception as e:
+            return (False, e)
+        except BaseException as e:
+            if isinstance(e, SystemExit) and _exit_code(e) == 0:
+                self._exits_on_purpose()
+            raise
 
     def _terminate(self, params):
         self.client.send("task_done", {"obj": params["obj"], "status": 0, "exiting": True, "data": ser.dumps(None)[0]})
@@ -450,6 +478,8 @@ class Worker:
 
     def serve(self):
         while True:
+            if self.direct is not None:
+                self.direct.serve_forever()  # beamd's pushes come through it now
             try:
                 push = self.client.next_push()
             except ConnectionError:

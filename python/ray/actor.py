@@ -18,6 +18,7 @@ import sys
 import weakref
 
 from ray._private import actor_request as _request
+from ray._private import direct as _direct
 from ray._private import ids as _ids
 from ray._private import options as _opts
 from ray._private import ray_option_utils
@@ -259,6 +260,15 @@ def create_actor(actor_class, args, kwargs, _task=None):
     object.__setattr__(handle, "_ray_method_sigs", method_sigs)
     try:
         rt.client.request("create_actor", params)
+        if (
+            _direct.ON
+            and rt.mode == "driver"
+            and not _task
+            and int(max_concurrency) == 1
+            and not _has_async_methods(actor_class._cls)
+            and not params["max_restarts"]
+        ):
+            _direct.register(actor_id)
     except _beam.RemoteError as e:
         handle._forget()
         code, message = (e.args + ("", ""))[:2]
@@ -396,11 +406,21 @@ class ActorMethod:
         params = _ser.with_refs(
             {"actor": handle._ray_actor_id_bytes, "obj": oid, "method": self._name, "args": data}, objs, actors
         )
+        if _direct.ON and rt.mode == "driver":
+            aid = handle._ray_actor_id_bytes
+            try:
+                ref = _direct.submit(rt, aid, self._name, self._num_returns, data, objs, actors, oid, ObjectRef)
+            except ConnectionError as e:
+                raise _worker._lost_connection(e) from None
+            if ref is not None:
+                return ref
         ref = ObjectRef(oid, _owned=True)
         try:
             rt.client.submit(params)
         except ConnectionError as e:
             raise _worker._lost_connection(e) from None
+        if _direct.ON:
+            _direct.note_beamd(handle._ray_actor_id_bytes, oid)
         return ref
 
     def bind(self, *args, **kwargs):

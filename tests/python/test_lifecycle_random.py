@@ -57,6 +57,20 @@ def test_lifecycle_random(seed, steps, monkeypatch):
         assert stats.get(what, 0) > 0, (what, stats)
 
 
+def test_lifecycle_random_direct_calls(monkeypatch):
+    """The fixed seed again with the drivers' direct calls on
+    (BEAM_DIRECT_CALLS=1, docs/DESIGN.md "Direct calls"): calls, kills,
+    deaths of workers and of drivers on both paths, the same invariants."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("BEAM_DIRECT_CALLS", "1")
+    steps = max(1, STEPS * 3 // 8)
+    print(f"lifecycle (direct calls): seed={FIXED_SEED} steps={steps}", flush=True)
+    stats = lifecycle.run(FIXED_SEED, steps, drivers=3, quiesce_every=50)
+    print("lifecycle:", sorted(stats.items()))
+    for what in ("create", "call", "get", "del", "quiesce"):
+        assert stats.get(what, 0) > 0, (what, stats)
+
+
 # --- what the randomized run found, as plain tests ---------------------------------
 
 import textwrap  # noqa: E402

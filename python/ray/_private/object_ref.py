@@ -82,6 +82,8 @@ class ObjectRef:
     __str__ = __repr__
 
     def __reduce__(self):
+        if _refcount._direct is not None and _refcount._direct.is_direct(self._id):
+            _refcount._direct.promote(self._id)  # it leaves this process: beamd's object first
         _refcount.note_contained(0, self._id)
         return (_deserialize_object_ref, (self._id,))
 

@@ -21,6 +21,19 @@ _prompt = set()  # object ids whose release is sent at once (values in shared me
 _client = None
 _epoch = 0
 _tls = threading.local()
+_direct = None  # ray._private.direct, set by it when direct calls are on
+
+
+def _direct_hook(client, kind, id_bytes):
+    """Whether a released id was a direct call's result (kind 0); an
+    actor's last handle first closes its direct calls (kind 1)."""
+    if kind == 0:
+        if _direct.forget(id_bytes):
+            return True
+        _direct.beamd_released(client, id_bytes)
+        return False
+    _direct.actor_released(client, id_bytes)
+    return False
 
 
 def attach(client):
@@ -90,6 +103,8 @@ def release(kind, id_bytes, epoch):
                 _prompt.discard(id_bytes)
                 now = True
             try:
+                if _direct is not None and _direct_hook(client, kind, id_bytes):
+                    return  # a direct call's result: the worker forgets it, beamd never had it
                 client.release(kind, id_bytes)
                 if now:
                     # an actor's last handle: sent now, so an idle process

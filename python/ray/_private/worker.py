@@ -23,6 +23,7 @@ import uuid
 
 from ray import exceptions as _exc
 from ray._private import auto_init_hook as _auto_init_hook
+from ray._private import direct as _direct
 from ray._private import ids as _ids
 from ray._private import refcount as _refcount
 from ray._private import serialization as _ser
@@ -314,6 +315,7 @@ def shutdown(_exiting_interpreter=False):
         _runtime = None
         _services.runtime_joined(None)
         _refcount.detach()
+        _direct.reset()
         _shm.drop_pool()  # the memfds kept to write again go with the connection
         try:
             rt.client.close()
@@ -600,6 +602,30 @@ def _get_one(client, ref, timeout_ms):
     return _get_values([ref._id], timeout_ms)[0]  # not pushed here, or pushed without its value
 
 
+def _direct_entries(rt, ids, timeout_ms):
+    """The entries of ids, some of them direct calls' refs (docs/DESIGN.md,
+    "Direct calls"): those from their socket, the rest as _get_entries; in
+    order, ending at the first error as a get does."""
+    deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+    out = [None] * len(ids)
+    rest = []
+    for i, obj in enumerate(ids):
+        e = _direct.entry(rt, obj, deadline) if obj in _direct._refs else False
+        if e is False:
+            rest.append(i)
+            continue
+        if e is None:
+            return out  # the timeout
+        out[i] = e
+        if e[0] != STATUS_OK:
+            return out
+    if rest:
+        got = _get_entries([ids[i] for i in rest], _left_ms(deadline))
+        for i, e in zip(rest, got):
+            out[i] = e
+    return out
+
+
 def get(object_refs, *, timeout=None):
     """ray.get: one ref or a list of refs; order kept, duplicates allowed."""
     single = isinstance(object_refs, ObjectRef)
@@ -607,7 +633,11 @@ def get(object_refs, *, timeout=None):
         # one ref (a sync call's): what the list path below does for [ref]
         timeout_ms = _timeout_ms(timeout)
         rt = runtime()
-        if rt.is_task:
+        if _direct.ON and object_refs._id in _direct._refs:
+            entry = _direct.entry(rt, object_refs._id, None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000)
+            if entry is False:  # promoted meanwhile: beamd's
+                entry = _get_one(rt.client, object_refs, timeout_ms)
+        elif rt.is_task:
             with _Blocked(rt, timeout_ms):
                 entry = _get_one(rt.client, object_refs, timeout_ms)
         else:  # (_Blocked does nothing outside a task's worker)
@@ -643,8 +673,11 @@ def get(object_refs, *, timeout=None):
     if not refs:
         return []
     timeout_ms = _timeout_ms(timeout)
-    with _Blocked(runtime(), timeout_ms):
-        values = _get_entries([r._id for r in refs], timeout_ms)
+    if _direct.ON and _direct._refs and any(r._id in _direct._refs for r in refs):
+        values = _direct_entries(runtime(), [r._id for r in refs], timeout_ms)
+    else:
+        with _Blocked(runtime(), timeout_ms):
+            values = _get_entries([r._id for r in refs], timeout_ms)
     out = []
     cache = {}
     for ref, entry in zip(refs, values):
@@ -688,6 +721,9 @@ def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
             % (num_returns, len(ray_waitables))
         )
     timeout_ms = _timeout_ms(timeout)
+    if _direct.ON:
+        for r in ray_waitables:
+            _direct.promote(r._id)  # beamd answers the wait: it needs them
     with _Blocked(runtime(), timeout_ms):
         reply = _request(
             "wait", {"objs": [r._id for r in ray_waitables], "num_returns": num_returns, "timeout_ms": timeout_ms}

@@ -1,0 +1,256 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Direct calls (docs/DESIGN.md, "Direct calls"; BEAM_DIRECT_CALLS=1): a
+driver's plain calls to a serial actor on its node go to the worker's own
+socket. Each test turns the switch on in this driver (direct.ON) and checks
+what Ray promises is unchanged: order across the switch both ways, errors,
+deaths and ray.kill with the same exceptions and texts as through beamd,
+refs that leave the driver, and a stranger at the worker's socket refused."""
+
+import hashlib
+import hmac
+import os
+import signal
+import socket
+import time
+
+import pytest
+
+from ray._private import direct
+
+pytestmark = pytest.mark.skipif(os.environ.get("BEAM_REAL_RAY") == "1", reason="beam's own path")
+
+
+@pytest.fixture
+def ray_direct(ray_start, monkeypatch):
+    monkeypatch.setattr(direct, "ON", True)
+    return ray_start
+
+
+def _log_actor(ray):
+    @ray.remote
+    class Log:
+        def __init__(self):
+            self.seen = []
+
+        def add(self, x):
+            self.seen.append(x)
+            return x
+
+        def add_value_of(self, x):  # x: a ref passed at top level, resolved
+            self.seen.append(x)
+            return x
+
+        def seen_all(self):
+            return list(self.seen)
+
+        def pid(self):
+            return os.getpid()
+
+        def sleep(self, s):
+            time.sleep(s)
+            return s
+
+        def fail(self):
+            raise ValueError("nope")
+
+        def refs(self):
+            return [ray.put(41)]
+
+    return Log
+
+
+def _state(handle):
+    return direct._actors.get(handle._ray_actor_id_bytes)
+
+
+def _go_direct(ray, a):
+    """A few sync calls: through beamd, then the open call, then direct."""
+    for _ in range(4):
+        ray.get(a.pid.remote())
+    st = _state(a)
+    assert st is not None and st.sock is not None and st.direct
+    return st
+
+
+def test_calls_go_direct_and_keep_order_across_both_switches(ray_direct):
+    ray = ray_direct
+    a = _log_actor(ray).remote()
+    st = _go_direct(ray, a)
+    sent = st.sent
+    expect, refs = [], []
+    for i in range(60):
+        if i % 7 == 3:
+            refs.append(a.add_value_of.remote(ray.put(i)))  # a ref in its args: through beamd
+        else:
+            refs.append(a.add.remote(i))
+        expect.append(i)
+    assert ray.get(refs) == expect
+    assert ray.get(a.seen_all.remote()) == expect
+    assert st.sent > sent  # most of them went direct
+
+
+def test_a_deep_pipeline_of_large_values_fills_no_socket_for_good(ray_direct):
+    """Calls and results larger than the socket's buffers, none read until
+    all are sent: the driver reads results while its writes wait."""
+    ray = ray_direct
+    a = _log_actor(ray).remote()
+    st = _go_direct(ray, a)
+    sent = st.sent
+    big = b"x" * 200_000
+    refs = [a.sleep.remote(0) if i % 50 == 0 else a.add.remote(big) for i in range(300)]
+    assert st.sent - sent == 300
+    got = ray.get(refs, timeout=60)
+    assert got[0] == 0 and got[1] == big and got[-1] == big
+
+
+def test_errors_and_timeouts_as_through_beamd(ray_direct):
+    ray = ray_direct
+    a = _log_actor(ray).remote()
+    st = _go_direct(ray, a)
+    with pytest.raises(ValueError, match="nope") as e:
+        ray.get(a.fail.remote())
+    assert isinstance(e.value, ray.exceptions.RayTaskError)
+    with pytest.raises(ray.exceptions.GetTimeoutError):
+        ray.get(a.sleep.remote(2), timeout=0.05)
+    assert ray.get([a.add.remote(1), a.add.remote(2)]) == [1, 2]
+    assert st.direct
+
+
+def _death_text(ray, a):
+    """The error of a call made after the actor's death (through beamd)."""
+    with pytest.raises(ray.exceptions.ActorDiedError) as e:
+        ray.get(a.pid.remote(), timeout=30)
+    return str(e.value)
+
+
+def test_worker_death_mid_call_fails_with_beamds_cause(ray_direct):
+    ray = ray_direct
+    a = _log_actor(ray).remote()
+    _go_direct(ray, a)
+    pid = ray.get(a.pid.remote())
+    pending = a.sleep.remote(30)
+    queued = a.add.remote(1)
+    os.kill(pid, signal.SIGKILL)
+    errors = []
+    for r in (pending, queued):
+        with pytest.raises(ray.exceptions.ActorDiedError) as e:
+            ray.get(r, timeout=30)
+        assert isinstance(e.value, ray.exceptions.RayActorError)
+        errors.append(str(e.value))
+    later = _death_text(ray, a)
+    assert errors == [later, later]
+
+
+def test_ray_kill_fails_pending_direct_calls(ray_direct):
+    ray = ray_direct
+    a = _log_actor(ray).remote()
+    _go_direct(ray, a)
+    pending = a.sleep.remote(30)
+    ray.kill(a)
+    with pytest.raises(ray.exceptions.ActorDiedError, match="ray.kill") as e:
+        ray.get(pending, timeout=30)
+    assert str(e.value) == _death_text(ray, a)
+
+
+def test_refs_leaving_the_driver_are_promoted(ray_direct):
+    ray = ray_direct
+    Log = _log_actor(ray)
+    a, b = Log.remote(), Log.remote()
+    _go_direct(ray, a)
+    done = a.add.remote(5)
+    assert ray.get(done) == 5
+    assert ray.get(b.add_value_of.remote(done)) == 5  # got here, then passed on
+    slow = a.sleep.remote(0.3)
+    assert ray.get(b.add_value_of.remote(slow)) == 0.3  # passed on while pending
+    boxed = ray.put([a.add.remote(7)])
+    assert ray.get(ray.get(boxed)[0]) == 7
+    r = a.add.remote(8)
+    ready, rest = ray.wait([r], timeout=30)
+    assert ready == [r] and rest == [] and ray.get(r) == 8
+    failed = a.fail.remote()
+    with pytest.raises(ValueError, match="nope"):
+        ray.get(b.add_value_of.remote(failed))
+    inner = ray.get(a.refs.remote())  # a result that carries a ref: read from beamd
+    assert ray.get(inner[0]) == 41
+    big = a.add.remote(b"y" * 300_000)  # past shm.MIN_BYTES: put through shared memory
+    assert len(ray.get(big)) == 300_000
+    assert ray.get(b.add_value_of.remote(big)) == b"y" * 300_000
+
+
+def test_values_that_came_outlive_the_actor(ray_direct):
+    """Killed right after its calls returned: the driver owns their values,
+    so refs passed on afterwards still carry them (as in Ray)."""
+    ray = ray_direct
+    Log = _log_actor(ray)
+    a, b = Log.remote(), Log.remote()
+    _go_direct(ray, a)
+    refs = [a.add.remote(k) for k in range(10)]
+    assert ray.get(refs) == list(range(10))
+    ray.kill(a)
+    assert [ray.get(b.add_value_of.remote(r), timeout=30) for r in refs] == list(range(10))
+    assert ray.get(ray.put(refs))[3] == refs[3]
+
+
+def test_dropping_the_handle_lets_direct_calls_finish(ray_direct):
+    ray = ray_direct
+    a = _log_actor(ray).remote()
+    _go_direct(ray, a)
+    refs = [a.sleep.remote(0.05) for _ in range(5)]
+    del a
+    assert ray.get(refs, timeout=30) == [0.05] * 5
+
+
+def _address(st):
+    return st.sock.getpeername()
+
+
+def test_a_stranger_at_the_workers_socket_is_refused(ray_direct):
+    ray = ray_direct
+    a = _log_actor(ray).remote()
+    st = _go_direct(ray, a)
+    address = _address(st)
+    # the wrong secret: the worker closes the connection, the actor lives
+    with pytest.raises(ConnectionError):
+        direct.connect(address, b"x" * 32)
+    # a proof of a nonce it was not sent
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(address)
+    s.recv(16)
+    s.sendall(hmac.new(b"y" * 32, b"z" * 16, hashlib.sha256).digest())
+    assert s.recv(5) == b""
+    s.close()
+    assert ray.get(a.add.remote(3)) == 3
+    if os.getuid() == 0:
+        # another uid: closed before it is sent anything (SO_PEERCRED)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                c.settimeout(10)
+                c.connect(address)
+                code = 0 if c.recv(16) == b"" else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    assert ray.get(a.add.remote(4)) == 4
+
+
+def test_not_direct_where_the_rule_says_beamd(ray_direct):
+    ray = ray_direct
+    Log = _log_actor(ray)
+    for opts in ({"max_concurrency": 2}, {"max_restarts": 1}):
+        h = Log.options(**opts).remote()
+        for _ in range(4):
+            ray.get(h.pid.remote())
+        assert _state(h) is None
+    named = Log.options(name="direct-named").remote()
+    ray.get(named.pid.remote())
+    other = ray.get_actor("direct-named")
+    for _ in range(4):
+        ray.get(other.pid.remote())
+    assert ray.get(other.add.remote(1)) == 1
