@@ -76,7 +76,9 @@ def _plain(value, budget):
 
 def dumps(value):
     """Returns (bytes, [object ids], [actor ids]) for value."""
-    parts, _, objs, actors = dumps_parts(value)
+    if _plain(value, _PLAIN_MAX) >= 0:  # (every small call's args: no list of parts made)
+        return pickle.dumps(value, protocol=PROTOCOL), [], []
+    parts, _, objs, actors = _dumps_pickled(value)
     return (parts[0] if len(parts) == 1 else b"".join(parts)), objs, actors
 
 
@@ -87,6 +89,12 @@ def dumps_parts(value):
     if _plain(value, _PLAIN_MAX) >= 0:
         data = pickle.dumps(value, protocol=PROTOCOL)
         return [data], len(data), [], []
+    return _dumps_pickled(value)
+
+
+def _dumps_pickled(value):
+    """dumps_parts of a value that is not plain: cloudpickle, collecting the
+    refs and handles it carries and its pickle-5 buffers."""
     buffers = []
     with _refcount.collect() as found:
         data = cloudpickle.dumps(value, protocol=PROTOCOL, buffer_callback=buffers.append)

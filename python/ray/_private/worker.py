@@ -766,12 +766,28 @@ def dumps_args(args, kwargs):
     the refs until the request that carries their ids is sent, as their
     release is sent at once (refcount.prompt) and would come first."""
     rt = runtime()
-    if rt.shm and (any(map(_large, args)) or (kwargs and any(map(_large, kwargs.values())))):
+    if rt.shm and _any_large(args, kwargs):
         args = tuple(put(a) if _large(a) else a for a in args)
         kwargs = {k: put(v) if _large(v) else v for k, v in kwargs.items()}
         puts = [a for a in (*args, *kwargs.values()) if isinstance(a, ObjectRef)]
         return (*_ser.dumps((args, kwargs)), puts)
     return (*_ser.dumps((args, kwargs)), None)
+
+
+# Types a top-level argument of a call most often has, which _large never
+# finds large (it puts bytes-likes and values with an nbytes: not a str).
+_NEVER_LARGE = frozenset((type(None), bool, int, float, str))
+
+
+def _any_large(args, kwargs):
+    for a in args:
+        if type(a) not in _NEVER_LARGE and _large(a):
+            return True
+    if kwargs:
+        for a in kwargs.values():
+            if type(a) not in _NEVER_LARGE and _large(a):
+                return True
+    return False
 
 
 def _large(value):
