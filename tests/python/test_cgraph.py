@@ -15,7 +15,7 @@ import time
 import pytest
 
 from beamkit.gloo import COMM_STATS, NEEDS_TORCH, GlooComm
-from beamkit.procs import free_port, wait_until
+from beamkit.procs import wait_until
 
 
 class TensorStage:
@@ -134,13 +134,15 @@ for _mark in NEEDS_TORCH:
 
 
 @pytest.mark.usefixtures("ray_start")
-def test_tensor_through_registered_gloo_communicator():
+def test_tensor_through_registered_gloo_communicator(tmp_path):
     pytest.importorskip("torch")
     import ray
     from ray.experimental.channel import accelerator_context
 
     ws = _two_stages(ray)
-    init = f"tcp://127.0.0.1:{free_port()}"
+    # a file rendezvous: a port picked free and bound later by the group's
+    # store can be taken meanwhile by another process ("Address already in use")
+    init = f"file://{tmp_path}/gloo-rendezvous"
     assert ray.get([w.init_dist.remote(i, 2, init) for i, w in enumerate(ws)], timeout=60) == [0, 1]
     accelerator_context.register_accelerator_context(torch_module_name="cuda", communicator_cls=GlooComm)
     try:

@@ -19,7 +19,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from beamkit.gloo import NEEDS_TORCH, GlooComm
-from beamkit.procs import beam_processes, free_port, wait_until
+from beamkit.procs import beam_processes, wait_until
 
 pytestmark = NEEDS_TORCH
 
@@ -173,7 +173,7 @@ def compiled_ray_dag(pp_tp_workers, channel_type="auto"):
     return forward_dag.experimental_compile(enable_asyncio=False, _overlap_gpu_communication=False)
 
 
-def test_ray_distributed_executor_v1_flow(beamd, monkeypatch):
+def test_ray_distributed_executor_v1_flow(beamd, monkeypatch, tmp_path):
     import ray
     from ray.experimental.channel import accelerator_context
     from ray.util.placement_group import placement_group
@@ -225,7 +225,7 @@ def test_ray_distributed_executor_v1_flow(beamd, monkeypatch):
         ([{"CUDA_VISIBLE_DEVICES": ",".join(map(str, all_gpus))} for _ in range(WORLD)],),
     )
     collective_rpc("init_worker", ([{"rank": r} for r in range(WORLD)],))
-    collective_rpc("init_device", (f"tcp://127.0.0.1:{free_port()}",))
+    collective_rpc("init_device", (f"file://{tmp_path}/gloo-rendezvous",))  # no port to lose to a race
     collective_rpc("load_model")
 
     pp_tp_workers = [workers[p * TP : (p + 1) * TP] for p in range(PP)]

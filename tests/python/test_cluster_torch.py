@@ -14,7 +14,6 @@ traffic leaves the machine. Skipped when torch is not installed."""
 import os
 
 from beamkit.gloo import NEEDS_TORCH
-from beamkit.procs import free_port
 
 pytestmark = NEEDS_TORCH
 
@@ -22,7 +21,7 @@ WORLD = 4
 N = 1 << 18  # floats per rank: 1 MiB on the wire each way
 
 
-def test_two_nodes_four_ranks_gloo_all_reduce(make_cluster):
+def test_two_nodes_four_ranks_gloo_all_reduce(make_cluster, tmp_path):
     c = make_cluster(members=1, gpus=2, member_gpu_ids=[[2, 3]])
     import ray
 
@@ -97,7 +96,9 @@ def test_two_nodes_four_ranks_gloo_all_reduce(make_cluster):
         sock = c.head.socket if info[i][1] == "127.0.0.1" else c.members[0].socket
         assert info[i][3] in beam_processes(sock)
 
-    init_method = f"tcp://127.0.0.1:{free_port()}"
+    # a file rendezvous (the ranks then connect over TCP between the nodes):
+    # a port picked free and bound later can be taken meanwhile
+    init_method = f"file://{tmp_path}/gloo-rendezvous"
     assert ray.get([w.init_group.remote(r, WORLD, init_method) for r, w in enumerate(ranked)], timeout=60) == [
         (r, WORLD) for r in range(WORLD)
     ]
