@@ -339,9 +339,15 @@ class ActorHandle:
         if name.startswith("_ray_") or (name.startswith("__") and name not in BUILTIN_METHODS):
             raise AttributeError(name)
         methods = object.__getattribute__(self, "_ray_methods")
-        if methods is not None and name not in methods:
+        if methods is None:
+            return ActorMethod(self, name)
+        if name not in methods:
             raise AttributeError(f"'ActorHandle' object has no attribute '{name}'")
-        return ActorMethod(self, name)
+        # kept as an attribute, as Ray's handle keeps its methods: the next
+        # handle.method is a plain lookup (the method holds the handle weakly)
+        method = ActorMethod(self, name)
+        object.__setattr__(self, name, method)
+        return method
 
     def __eq__(self, other):
         return isinstance(other, ActorHandle) and other._ray_actor_id_bytes == self._ray_actor_id_bytes
