@@ -63,6 +63,7 @@ class Run:
         self.group = procs.RunGroup(f"vllm-kit-{tag}")
         self.dirs = []
         self.procs = []
+        self.shm_before = _vllm_shm()
 
     def tmpdir(self, prefix):
         d = tempfile.mkdtemp(prefix=prefix, dir="/tmp")  # short: unix socket paths live below it
@@ -139,6 +140,26 @@ class Run:
         self.group.remove()
         for d in self.dirs:
             shutil.rmtree(d, ignore_errors=True)
+        # vLLM's CPU build leaves its shared-memory segments behind when its
+        # workers are stopped (on real Ray as on beam: 2 "<pid>-tp:..-cpushm_N"
+        # and 3 torch "psm_*" a run); the next run whose engine gets a pid
+        # used before then fails with "create shm in SHMManager failed.
+        # errno: 17". The run removes the ones it made.
+        for name in _vllm_shm() - self.shm_before:
+            try:
+                os.unlink(os.path.join("/dev/shm", name))
+            except OSError:
+                pass
+
+
+def _vllm_shm():
+    """The names in /dev/shm of vLLM's CPU communicator and torch's shared
+    memory manager."""
+    try:
+        names = os.listdir("/dev/shm")
+    except OSError:
+        return set()
+    return {n for n in names if "cpushm" in n or n.startswith("psm_")}
 
 
 def make_model(venv, out):
