@@ -15,23 +15,14 @@ import signal
 import pytest
 
 from beamkit.gloo import NEEDS_TORCH
-from beamkit.procs import wait_until
+from beamkit.procs import BEAM_MEMFD, wait_until
+from beamkit.procs import memfds as _memfds
 
 np = pytest.importorskip("numpy")
 
 MIB = 1 << 20
 SHM_MIN = int(os.environ.get("BEAM_CGRAPH_SHM_MIN", MIB))  # as ray/dag/_transport.py reads it
-MEMFD = "/memfd:beam-object"
-
-
-def _memfds(pid):
-    n = 0
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            n += os.readlink(f"/proc/{pid}/fd/{fd}").startswith(MEMFD)
-        except OSError:
-            pass
-    return n
+MEMFD = BEAM_MEMFD
 
 
 def _mappings(pid):

@@ -19,23 +19,13 @@ import textwrap
 import pytest
 
 from beamkit.daemon import Beamd, pointed_at
-from beamkit.procs import alive, wait_gone, wait_until
+from beamkit.procs import BEAM_MEMFD, alive, wait_gone, wait_until
+from beamkit.procs import memfds as _memfds
 
 np = pytest.importorskip("numpy")
 
 MIB = 1 << 20
-MEMFD = "/memfd:beam-object"
-
-
-def _memfds(pid):
-    """How many beam-object memfds pid holds open."""
-    n = 0
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            n += os.readlink(f"/proc/{pid}/fd/{fd}").startswith(MEMFD)
-        except OSError:
-            pass  # closed meanwhile
-    return n
+MEMFD = BEAM_MEMFD
 
 
 def _mappings(pid):

@@ -33,6 +33,7 @@ import time
 from ray._private import refcount as _refcount
 from ray._private import serialization as _ser
 from ray._private import shm as _shm
+from ray._private import utils as _utils
 
 ON = os.environ.get("BEAM_DIRECT_CALLS", "") == "1"
 
@@ -51,17 +52,6 @@ _FORGETS_MAX = 64  # forgotten results sent alone once this many wait
 def _frame(msg):
     body = pickle.dumps(msg, protocol=5)
     return _LEN.pack(len(body)) + body
-
-
-def peer_uid_allowed(sock):
-    """A unix peer may speak only if its uid (SO_PEERCRED) is ours or root's."""
-    try:
-        _pid, uid, _gid = struct.unpack(
-            "3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        )
-    except OSError:
-        return False
-    return uid in (os.getuid(), 0)
 
 
 class _Reader:
@@ -191,7 +181,7 @@ class Server:
                 sock, _ = self.listener.accept()
             except OSError:
                 return
-            if not peer_uid_allowed(sock):
+            if not _utils.peer_uid_allowed(sock):
                 self.refused += 1
                 sock.close()
                 continue

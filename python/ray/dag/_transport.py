@@ -54,6 +54,7 @@ import time
 import warnings
 
 from ray._private import shm, tensors
+from ray._private import utils as _utils
 
 HDR = struct.Struct("<BBHIQQ")
 LEN = struct.Struct("<Q")
@@ -305,21 +306,6 @@ HANDSHAKE_S = 2.0  # an accepted peer has this long to prove the secret
 MAX_HANDSHAKES = 128  # unproven peers held at once; past it the oldest is dropped
 
 
-def peer_uid_allowed(sock):
-    """Whether a unix peer may hand a proof at all: its uid (SO_PEERCRED) is
-    this process's or root's, as beamd admits its local clients. TCP peers
-    (other nodes) are not checked here; the secret is their only proof."""
-    if sock.family != socket.AF_UNIX:
-        return True
-    try:
-        _pid, uid, _gid = struct.unpack(
-            "3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        )
-    except OSError:
-        return False
-    return uid in (os.getuid(), 0)
-
-
 class _Handshake:
     """One accepted peer that has its nonce and owes its proof."""
 
@@ -389,7 +375,7 @@ class Acceptor:
                 if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
                     return  # the peers held now may free some
                 raise Closed(str(e)) from None
-            if not peer_uid_allowed(sock):
+            if not _utils.peer_uid_allowed(sock):
                 self.refused += 1
                 sock.close()
                 continue

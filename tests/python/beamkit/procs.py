@@ -217,3 +217,17 @@ def read_match(proc, pattern, timeout=30):
         if m:
             return m
     raise AssertionError(f"no line matching {pattern!r}; lines: {seen[-20:]}")
+
+
+BEAM_MEMFD = "/memfd:beam-object"  # how beam's shared-memory values (and graph slots) show in /proc/<pid>/fd
+
+
+def memfds(pid, name=BEAM_MEMFD):
+    """How many memfds called name pid holds open."""
+    n = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            n += os.readlink(f"/proc/{pid}/fd/{fd}").startswith(name)
+        except OSError:
+            pass  # closed meanwhile
+    return n
