@@ -349,13 +349,7 @@ class Server:
 
 
 def _recv_exact(sock, n):
-    data = bytearray()
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("the peer closed the connection")
-        data += chunk
-    return bytes(data)
+    return _utils.recv_exact(sock, n, lambda: ConnectionError("the peer closed the connection"))
 
 
 # ---------------------------------------------------------------- caller side

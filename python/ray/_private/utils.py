@@ -29,3 +29,15 @@ def peer_uid_allowed(sock):
     except OSError:
         return False
     return uid in (os.getuid(), 0)
+
+
+def recv_exact(sock, n, closed):
+    """Exactly n bytes from a blocking socket; closed(), an exception, is
+    raised if the peer ends first (the direct sockets' handshakes)."""
+    data = bytearray()
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise closed()
+        data += chunk
+    return bytes(data)

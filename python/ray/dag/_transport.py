@@ -269,13 +269,7 @@ def _tune(sock):
 
 
 def _recv_exact(sock, n):
-    data = bytearray()
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise Closed("the peer closed the connection during the handshake")
-        data += chunk
-    return bytes(data)
+    return _utils.recv_exact(sock, n, lambda: Closed("the peer closed the connection during the handshake"))
 
 
 def connect(address, same_node, secret, src, timeout=30.0):
