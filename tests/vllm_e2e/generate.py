@@ -85,7 +85,7 @@ def main(argv=None):
         outs = llm.generate(ps, params, use_tqdm=False)
         dt = time.perf_counter() - t
         n = sum(len(o.outputs[0].token_ids) for o in outs)
-        rounds.append({"seconds": dt, "tokens": n, "tok_per_s": n / dt})
+        rounds.append({"end": time.time(), "seconds": dt, "tokens": n, "tok_per_s": n / dt})
         if last:
             cpu = cpu_per_token(before, cpu_by_process(), n)
     result = {
