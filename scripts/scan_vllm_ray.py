@@ -124,41 +124,27 @@ OUT_OF_SCOPE = [
     },
 ]
 
+
 # Option keywords: Ray's names (2.43's ray_option_utils.py and
 # ray.method, plus later ones vLLM passes). A keyword of ``.options(...)``
 # counts only when it is one of these, in a file that touches ray, so
 # unrelated ``.options(...)`` methods are not reported; every keyword of
 # ``ray.remote(...)`` and ``ray.method(...)`` counts.
+def _ray_option_names():
+    """Ray 2.43's option names, from beam's one list of them
+    (python/ray/_private/option_names.py, loaded by its path: the ray
+    package is not imported for it)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(os.path.dirname(here), "python", "ray", "_private", "option_names.py")
+    spec = importlib.util.spec_from_file_location("_beam_option_names", path)
+    names = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(names)
+    return names.COMMON_OPTIONS + names.ACTOR_ONLY_OPTIONS + names.TASK_ONLY_OPTIONS
+
+
 RAY_OPTION_NAMES = frozenset(
-    (
-        "accelerator_type",
-        "memory",
-        "name",
-        "num_cpus",
-        "num_gpus",
-        "object_store_memory",
-        "placement_group",
-        "placement_group_bundle_index",
-        "placement_group_capture_child_tasks",
-        "resources",
-        "runtime_env",
-        "scheduling_strategy",
-        "_metadata",
-        "enable_task_events",
-        "_labels",
-        "concurrency_groups",
-        "lifetime",
-        "max_concurrency",
-        "max_restarts",
-        "max_task_retries",
-        "max_pending_calls",
-        "namespace",
-        "get_if_exists",
-        "max_calls",
-        "max_retries",
-        "num_returns",
-        "retry_exceptions",
-        "_generator_backpressure_num_objects",
+    _ray_option_names()
+    + (
         # ray.method
         "concurrency_group",
         # after 2.43

@@ -11,44 +11,10 @@ repeated here: ``ray_option_utils`` holds them.
 """
 
 from ray._private import utils as _utils
+from ray._private.option_names import ACTOR_ONLY_OPTIONS, COMMON_OPTIONS, TASK_ONLY_OPTIONS
 from ray.util import scheduling_strategies as ss
 from ray.util.placement_group import PlacementGroup
 
-# Ray 2.43's names (ray/_private/ray_option_utils.py): common, actor-only, task-only.
-COMMON_OPTIONS = (
-    "accelerator_type",
-    "memory",
-    "name",
-    "num_cpus",
-    "num_gpus",
-    "object_store_memory",
-    "placement_group",
-    "placement_group_bundle_index",
-    "placement_group_capture_child_tasks",
-    "resources",
-    "runtime_env",
-    "scheduling_strategy",
-    "_metadata",
-    "enable_task_events",
-    "_labels",
-)
-ACTOR_ONLY_OPTIONS = (
-    "concurrency_groups",
-    "lifetime",
-    "max_concurrency",
-    "max_restarts",
-    "max_task_retries",
-    "max_pending_calls",
-    "namespace",
-    "get_if_exists",
-)
-TASK_ONLY_OPTIONS = (
-    "max_calls",
-    "max_retries",
-    "num_returns",
-    "retry_exceptions",
-    "_generator_backpressure_num_objects",
-)
 ACTOR_OPTIONS = COMMON_OPTIONS + ACTOR_ONLY_OPTIONS
 TASK_OPTIONS = COMMON_OPTIONS + TASK_ONLY_OPTIONS
 
