@@ -49,7 +49,8 @@ int pb_dsock_write(pb_dsock_t *s, const struct iovec *iov, int cnt);
 size_t pb_dsock_flush(pb_dsock_t *s);
 size_t pb_dsock_unwritten(pb_dsock_t *s);
 
-/* Waits at most wait_ms (-1: without end, 0: not at all) for the socket,
+/* Waits at most wait_ms (-1: without end, 0: not at all, reading without
+ * a poll first) for the socket,
  * writing the unwritten bytes as it takes them and reading what comes,
  * until at least one more whole frame came or the socket ended. Appends
  * the whole frames to the list at *head (the caller frees them with pb_dframes_free).
