@@ -407,11 +407,6 @@ class ActorMethod:
         rt = _worker.runtime()
         data, objs, actors, puts = _worker.dumps_args(args, kwargs)  # puts: held until sent
         oid = rt.ids.object_id()
-        # submit sets push: beamd then sends the result here when it is
-        # ready, so ray.get of this ref needs no round trip (worker.get)
-        params = _ser.with_refs(
-            {"actor": handle._ray_actor_id_bytes, "obj": oid, "method": self._name, "args": data}, objs, actors
-        )
         if _direct.ON and rt.mode == "driver":
             aid = handle._ray_actor_id_bytes
             try:
@@ -420,6 +415,11 @@ class ActorMethod:
                 raise _worker._lost_connection(e) from None
             if ref is not None:
                 return ref
+        # submit sets push: beamd then sends the result here when it is
+        # ready, so ray.get of this ref needs no round trip (worker.get)
+        params = _ser.with_refs(
+            {"actor": handle._ray_actor_id_bytes, "obj": oid, "method": self._name, "args": data}, objs, actors
+        )
         ref = ObjectRef(oid, _owned=True)
         try:
             rt.client.submit(params)

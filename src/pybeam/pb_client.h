@@ -28,6 +28,7 @@ typedef struct pb_module_state_s {
     PyObject *RemoteError;
     PyTypeObject *ClientType;
     PyTypeObject *FrameBytesType;
+    PyTypeObject *DirectType; /* DirectConn (direct.h) */
 } pb_module_state_t;
 
 /* One request waiting for its reply; lives on the waiting thread's stack. */

@@ -6,7 +6,8 @@
  * wait releases the GIL. The parts: wire.h (send, read, file, wait),
  * release.h (batched releases and the background thread), convert.h
  * (values), termlog.h (terminal lines), results.h and pushed.h (the
- * results beamd pushes: the table, waiting for them). */
+ * results beamd pushes: the table, waiting for them), direct.h (the
+ * DirectConn type: a direct-call socket). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -36,6 +37,7 @@ static int PyModule_AddObjectRef(PyObject *m, const char *name, PyObject *v)
 #include "beam/protocol.h"
 #include "client.h"
 #include "convert.h"
+#include "direct.h"
 #include "pb_client.h"
 #include "pushed.h"
 #include "release.h"
@@ -595,6 +597,9 @@ static int module_exec(PyObject *m)
     st->FrameBytesType = (PyTypeObject *)PyType_FromModuleAndSpec(m, &pb_frame_bytes_spec, NULL);
     if (!st->FrameBytesType)
         return -1;
+    st->DirectType = (PyTypeObject *)PyType_FromModuleAndSpec(m, &pb_direct_spec, NULL);
+    if (!st->DirectType || PyModule_AddObjectRef(m, "DirectConn", (PyObject *)st->DirectType) < 0)
+        return -1;
     return 0;
 }
 
@@ -604,6 +609,7 @@ static int module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->RemoteError);
     Py_VISIT(st->ClientType);
     Py_VISIT(st->FrameBytesType);
+    Py_VISIT(st->DirectType);
     return 0;
 }
 
@@ -613,6 +619,7 @@ static int module_clear(PyObject *m)
     Py_CLEAR(st->RemoteError);
     Py_CLEAR(st->ClientType);
     Py_CLEAR(st->FrameBytesType);
+    Py_CLEAR(st->DirectType);
     return 0;
 }
 

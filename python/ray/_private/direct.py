@@ -6,23 +6,25 @@ through beamd. Off unless ``BEAM_DIRECT_CALLS=1``.
 The caller's side (``submit``, ``entry``, ``promote``, ``forget``,
 ``actor_released``) keeps one ``_Actor`` per actor this driver created with
 the options the rule allows; the worker's side is ``Server``, started by the
-``__beam_direct_open__`` call that beamd carries. Frames both ways: a 4-byte
-little-endian length, then a pickled tuple:
+``__beam_direct_open__`` call that beamd carries. Once the handshake is
+done, the socket is a ``_beam.DirectConn`` at both ends: beam frames of
+push envelopes, written and read in C with the GIL let go only around the
+wait:
 
-- caller -> worker: ``("c", obj, method, args, forgets)`` a call (its
-  return id, the method, the pickled (args, kwargs)), ``("f", forgets)``
-  forgotten results only;
-- worker -> caller: ``("r", obj, status, data)`` a result (status as a get
-  reply's: 0 value, 1 RayTaskError) or ``("r", obj, PROMOTE, None)``: the
-  value carries refs, or is large enough for shared memory: read it from
-  beamd.
+- caller -> worker: ``call`` {obj, method, args, forgets} a call (its
+  return id, the method, the pickled (args, kwargs), results forgotten),
+  ``forget`` {objs} forgotten results only;
+- worker -> caller: ``result`` {obj, status, data} a result (status as a
+  get reply's: 0 value, 1 RayTaskError) or status PROMOTE (data empty):
+  the value carries refs, or is large enough for shared memory: read it
+  from beamd.
 """
 
 import collections
 import hashlib
 import hmac
+import math
 import os
-import pickle
 import select
 import socket
 import struct
@@ -43,81 +45,32 @@ RESULT = "__beam_direct_result__"
 PROMOTE = -1  # a result status: promote the ref, read it from beamd
 STATUS_ACTOR_DIED = 2
 
-_LEN = struct.Struct("<I")
 _NONCE = 16
 _HANDSHAKE_S = 2.0
 _FORGETS_MAX = 64  # forgotten results sent alone once this many wait
+_READABLE = select.POLLIN | select.POLLHUP | select.POLLERR
+_WRITE_WAIT_MS = 10  # a driver's full socket: how long one wait for room (or a result) lasts
 
 
-def _frame(msg):
-    body = pickle.dumps(msg, protocol=5)
-    return _LEN.pack(len(body)) + body
+def _conn(sock):
+    """The admitted socket as a _beam.DirectConn, which owns its fd now."""
+    from _beam import DirectConn  # here, not at the top: `import ray` works without the extension
 
-
-class _Reader:
-    """Frames out of a non-blocking socket's bytes."""
-
-    def __init__(self):
-        self.buf = bytearray()
-
-    def feed(self, sock, flags=socket.MSG_DONTWAIT):
-        """Reads once (flags 0: waits on a blocking socket); returns the whole
-        messages, or None at EOF."""
-        try:
-            chunk = sock.recv(1 << 16, flags)
-        except (BlockingIOError, InterruptedError):
-            return []
-        except OSError:
-            return None
-        if not chunk:
-            return None
-        self.buf += chunk
-        out = []
-        while len(self.buf) >= 4:
-            (n,) = _LEN.unpack_from(self.buf)
-            if len(self.buf) < 4 + n:
-                break
-            out.append(pickle.loads(memoryview(self.buf)[4 : 4 + n]))
-            del self.buf[: 4 + n]
-        return out
+    return DirectConn(sock.detach())
 
 
 # ---------------------------------------------------------------- worker side
 
 
 class _WConn:
-    """One admitted caller on the worker's side."""
+    """One admitted caller on the worker's side: its DirectConn (never
+    blocks: what the socket does not take is written when it can)."""
 
-    def __init__(self, sock, conn_id):
-        self.sock = sock
+    def __init__(self, dc, conn_id):
+        self.dc = dc
+        self.fd = dc.fileno()
         self.id = conn_id
-        self.reader = _Reader()
-        self.out = bytearray()
         self.executed = 0
-
-    def send(self, msg):
-        data = _frame(msg)
-        if not self.out:
-            try:
-                n = self.sock.send(data)
-            except (BlockingIOError, InterruptedError):
-                n = 0
-            except OSError:
-                return
-            if n == len(data):
-                return
-            data = data[n:]
-        self.out += data
-
-    def flush(self):
-        try:
-            n = self.sock.send(self.out)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            self.out.clear()
-            return
-        del self.out[:n]
 
 
 class Server:
@@ -144,6 +97,7 @@ class Server:
         self.wanted = {}  # obj -> the __beam_direct_result__ call waiting for it
         self.barrier = None  # (conn id, n, params) holding beamd's pushes
         self.refused = 0
+        self.poller = select.poll()  # the main loop's (serve_forever)
         threading.Thread(target=self._accept, name="beam-direct-accept", daemon=True).start()
 
     def reply(self):
@@ -202,16 +156,19 @@ class Server:
         # known before the caller hears its id: a barrier that names it
         # (sent right after) must find it
         with self.lock:
-            conn = _WConn(sock, self.next_id)
+            conn = _WConn(_conn(sock), self.next_id)
             self.next_id += 1
             self.by_id[conn.id] = conn
         try:
-            sock.sendall(b"\1" + struct.pack("<I", conn.id))
-            sock.setblocking(False)
+            # 5 bytes into a socket nothing was written to since the nonce the
+            # caller read: the socket (non-blocking now) takes them whole
+            sent = os.write(conn.fd, b"\1" + struct.pack("<I", conn.id))
         except OSError:
+            sent = 0
+        if sent != 5:
             self.by_id.pop(conn.id, None)
             self.refused += 1
-            sock.close()
+            conn.dc.close()
             return
         with self.lock:
             self.fresh.append(conn)
@@ -219,34 +176,28 @@ class Server:
 
     # the main loop ---------------------------------------------------------
     def serve_forever(self):
-        poller = select.poll()
-        poller.register(self.wake_r, select.POLLIN)
-        registered = {}
+        """One poll on the wake pipe and the callers' sockets (a socket asks
+        for POLLOUT only while its DirectConn holds unwritten bytes)."""
+        self.poller.register(self.wake_r, select.POLLIN)
+        conns = self.conns
         while True:
-            for fd, conn in self.conns.items():
-                want = select.POLLIN | (select.POLLOUT if conn.out else 0)
-                if registered.get(fd) != want:
-                    (poller.modify if fd in registered else poller.register)(fd, want)
-                    registered[fd] = want
-            for fd, ev in poller.poll():
-                if fd == self.wake_r:
-                    self._drain_wake()
-                    continue
-                conn = self.conns.get(fd)
+            for fd, ev in self.poller.poll():
+                conn = conns.get(fd)
                 if conn is None:
+                    if fd == self.wake_r:
+                        self._drain_wake()
                     continue
-                if ev & select.POLLOUT:
-                    conn.flush()
-                if ev & (select.POLLIN | select.POLLHUP | select.POLLERR):
-                    msgs = conn.reader.feed(conn.sock)
+                if ev & select.POLLOUT and not conn.dc.flush():
+                    self.poller.modify(fd, select.POLLIN)
+                if ev & _READABLE:
+                    msgs = conn.dc.read(0)
                     if msgs is None:
                         self._close(conn)
-                        poller.unregister(fd)
-                        registered.pop(fd, None)
                     else:
                         for m in msgs:
                             self._direct(conn, m)
-                self._run_pushes()
+                if self.pushes or self.barrier is not None:
+                    self._run_pushes()
 
     def _drain_wake(self):
         try:
@@ -257,13 +208,15 @@ class Server:
         with self.lock:
             while self.fresh:
                 c = self.fresh.popleft()
-                self.conns[c.sock.fileno()] = c
+                self.conns[c.fd] = c
+                self.poller.register(c.fd, select.POLLIN)
         self._run_pushes()
 
     def _close(self, conn):
-        self.conns.pop(conn.sock.fileno(), None)
+        self.conns.pop(conn.fd, None)
+        self.poller.unregister(conn.fd)
         self.by_id.pop(conn.id, None)
-        conn.sock.close()
+        conn.dc.close()
         for obj in [o for o, r in self.retained.items() if r[2] == conn.id and o not in self.wanted]:
             del self.retained[obj]
         self._run_pushes()
@@ -307,12 +260,15 @@ class Server:
         self.worker.finish(dict(params, method=kept[0]), kept[1])
 
     def _direct(self, conn, msg):
-        if msg[0] == "f":
-            self._forget(msg[1])
+        op, p = msg
+        if op == "forget":
+            self._forget(p["objs"])
             return
-        _, obj, method, args, forgets = msg
-        self._forget(forgets)
-        outcome = self.worker.run_direct(obj, method, args)
+        if op != "call":
+            return
+        obj, method = p["obj"], p["method"]
+        self._forget(p["forgets"])
+        outcome = self.worker.run_direct(obj, method, p["args"])
         conn.executed += 1
         try:
             self.worker.client.flush()  # the call's refs died with it
@@ -324,7 +280,12 @@ class Server:
             return
         self.retained[obj] = (method, outcome, conn.id)
         status, data = self._pickle(method, outcome)
-        conn.send(("r", obj, status, data))
+        try:
+            left = conn.dc.send("result", {"obj": obj, "status": status, "data": data})
+        except ValueError:  # over the frame limit: beamd's path says so
+            left = conn.dc.send("result", {"obj": obj, "status": PROMOTE, "data": None})
+        if left:
+            self.poller.modify(conn.fd, select.POLLIN | select.POLLOUT)
 
     def _forget(self, objs):
         for obj in objs:
@@ -376,9 +337,9 @@ class _Actor:
         self.last = None  # the id of the last call through beamd (not held: the user's ref holds it)
         self.last_done = True  # its result came (seen in _beam's table, or when its ref died)
         self.opening = None  # the ObjectRef of the __beam_direct_open__ call, until answered
-        self.sock = None  # blocking; sends and polls use MSG_DONTWAIT
+        self.conn = None  # the socket's _beam.DirectConn, once connected
+        self.address = None  # the worker's socket address
         self.conn_id = 0
-        self.reader = _Reader()
         self.sent = 0
         self.pending = set()  # direct calls sent, result not come
         self.results = {}  # obj -> (status, data) come, not taken
@@ -401,12 +362,9 @@ def reset():
 
 
 def _close(a):
-    if a.sock is not None:
-        try:
-            a.sock.close()
-        except OSError:
-            pass
-        a.sock = None
+    if a.conn is not None:
+        a.conn.close()
+        a.conn = None
     a.direct = False
 
 
@@ -432,12 +390,12 @@ def submit(rt, actor_id, method, num_returns, data, objs, actors, oid, object_re
         if not a.direct:
             if not eligible:
                 return None
-            if a.sock is None:
+            if a.conn is None:
                 _open_step(rt, a, object_ref)
-            if a.sock is None or not _done(rt.client, a):
+            if a.conn is None or not _done(rt.client, a):
                 return None
             a.direct = True  # the last call through beamd has come: the worker ran them all
-        if not eligible or a.sock is None:
+        if not eligible or a.conn is None:
             _barrier(rt, a)
             a.direct = False
             return None
@@ -445,7 +403,7 @@ def submit(rt, actor_id, method, num_returns, data, objs, actors, oid, object_re
         _refs[oid] = a
         a.pending.add(oid)
         a.sent += 1
-        _send(a, ("c", oid, method, data, _take_forgets(a)))
+        _send(a, "call", {"obj": oid, "method": method, "args": data, "forgets": _take_forgets(a)})
         return ref
 
 
@@ -472,29 +430,19 @@ def _take_forgets(a):
     return out
 
 
-def _send(a, msg):
-    """Writes msg whole (the lock held); while the socket is full, reads
-    what came unless another thread is reading."""
-    data = _frame(msg)
-    try:
-        n = a.sock.send(data, socket.MSG_DONTWAIT)
-    except (BlockingIOError, InterruptedError):
-        n = 0
-    except OSError:
-        return  # its end is read by the next _read
-    if n == len(data):
-        return
-    data = memoryview(data)[n:]
-    while data and a.sock is not None:
-        try:
-            data = data[a.sock.send(data, socket.MSG_DONTWAIT) :]
-        except (BlockingIOError, InterruptedError):
-            if a.reading:
-                select.select([], [a.sock], [], 0.01)
-            else:
-                _read(a, 0.01)
-        except OSError:
-            return  # its end is read by the next _read
+def _send(a, op, params):
+    """Sends a frame and returns once it is written whole (the lock held: a
+    barrier through beamd may count it); while the socket is full, reads
+    what came unless another thread is reading. A socket that ended drops
+    it: its end is read by the next _read."""
+    conn = a.conn
+    left = conn.send(op, params)
+    while left and a.conn is conn and not conn.ended:
+        if a.reading:
+            left = conn.wait_writable(_WRITE_WAIT_MS)
+        else:
+            _read(a, _WRITE_WAIT_MS / 1000)
+            left = conn.pending
 
 
 def _submit_beamd(rt, a, method, args, oid=None):
@@ -506,7 +454,7 @@ def _submit_beamd(rt, a, method, args, oid=None):
 def _barrier(rt, a):
     """The worker runs this connection's direct calls sent so far before any
     call beamd sends it after this one."""
-    if a.sock is None or a.sent == 0:
+    if a.conn is None or a.sent == 0:
         return
     oid = _submit_beamd(rt, a, BARRIER, ((a.conn_id, a.sent), {}))
     rt.client.release(0, oid)
@@ -539,9 +487,12 @@ def _open_step(rt, a, object_ref):
         a.off = True
         return
     try:
-        a.sock, a.conn_id = connect(info["address"], info["secret"])
+        sock, a.conn_id = connect(info["address"], info["secret"])
     except (OSError, ConnectionError):
         a.off = True
+        return
+    a.address = info["address"]
+    a.conn = _conn(sock)
 
 
 def connect(address, secret, timeout=5.0):
@@ -567,18 +518,13 @@ def _read(a, timeout):
     """Reads what comes within timeout s (None: until something does), the
     lock held on entry and exit but let go meanwhile; files results; at the
     socket's end, fails the pending calls."""
-    sock = a.sock
-    if sock is None:
+    conn = a.conn
+    if conn is None:
         return
     a.reading = True
     a.lock.release()
     try:
-        if timeout is None:
-            msgs = a.reader.feed(sock, 0)
-        elif select.select([sock], [], [], timeout)[0]:
-            msgs = a.reader.feed(sock, socket.MSG_DONTWAIT)
-        else:
-            msgs = []
+        msgs = conn.read(-1 if timeout is None else math.ceil(timeout * 1000))
     finally:
         a.lock.acquire()
         a.reading = False
@@ -587,10 +533,11 @@ def _read(a, timeout):
     if msgs is None:
         _ended(a)
         return
-    for m in msgs:
-        if m[0] == "r" and m[1] in a.pending:
-            a.pending.discard(m[1])
-            a.results[m[1]] = (m[2], m[3])
+    for op, p in msgs:
+        obj = p["obj"] if op == "result" else None
+        if obj in a.pending:
+            a.pending.discard(obj)
+            a.results[obj] = (p["status"], p["data"])
 
 
 def _ended(a):
@@ -636,7 +583,7 @@ def entry(rt, obj, deadline):
                     return got
                 promote_now = True
                 break
-            if obj not in a.pending or a.sock is None:
+            if obj not in a.pending or a.conn is None:
                 return False
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
@@ -690,9 +637,9 @@ def forget(obj):
     a.results.pop(obj, None)
     a.pending.discard(obj)
     a.forgets.append(obj)
-    if len(a.forgets) >= _FORGETS_MAX and a.sock is not None and a.lock.acquire(blocking=False):
+    if len(a.forgets) >= _FORGETS_MAX and a.conn is not None and a.lock.acquire(blocking=False):
         try:
-            _send(a, ("f", _take_forgets(a)))
+            _send(a, "forget", {"objs": _take_forgets(a)})
         finally:
             a.lock.release()
     return True
@@ -702,7 +649,7 @@ def actor_released(client, actor_id):
     """The driver's last handle died: a barrier first, so the actor (which
     ends once its calls through beamd are done) runs the direct ones."""
     a = _actors.pop(actor_id, None)
-    if a is None or a.sock is None:
+    if a is None or a.conn is None:
         return
     if a.sent:
         from ray._private import worker as _w  # here: worker imports this module

@@ -1,0 +1,254 @@
+/* direct.c — _beam.DirectConn (direct.h): dsock.h's socket as a Python
+ * object: frames encoded from Python values (convert.h), read with the GIL
+ * let go and turned into Python values as beamd's pushes are. */
+#include <errno.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+
+#include "beam/codec.h"
+#include "convert.h"
+#include "direct.h"
+#include "dsock.h"
+#include "pb_client.h"
+
+/* A read waits in slices this long, so the main thread runs Python's
+ * signal handlers (^C) while it waits. */
+#define DIRECT_SLICE_MS PB_RCVTIMEO_MS
+
+typedef struct direct_s {
+    PyObject_HEAD
+    pb_dsock_t s;
+    int reading;        /* a thread is in read (set and read with the GIL held) */
+    int close_deferred; /* close() came while a read was in progress */
+} direct_t;
+
+static PyObject *direct_send(direct_t *d, PyObject *args)
+{
+    const char *op;
+    PyObject *params;
+    if (!PyArg_ParseTuple(args, "sO!:send", &op, &PyDict_Type, &params))
+        return NULL;
+    if (d->s.fd < 0) {
+        PyErr_SetString(PyExc_ConnectionError, "the direct connection is closed");
+        return NULL;
+    }
+    pb_out_t out;
+    pb_out_init(&out);
+    msgpack_pack_array(&out.enc.pk, 3);
+    msgpack_pack_uint8(&out.enc.pk, BEAM_MSG_PUSH);
+    beam_pack_str(&out.enc.pk, op);
+    if (pb_encode(&out, params) < 0) {
+        pb_out_destroy(&out);
+        return NULL;
+    }
+    int rc = pb_out_end(&out, d->s.limits.max_frame);
+    if (rc == -EMSGSIZE) {
+        pb_out_destroy(&out);
+        return PyErr_Format(PyExc_ValueError, "beam: the direct '%s' frame is larger than the frame limit (%u bytes)",
+                            op, d->s.limits.max_frame);
+    }
+    struct iovec small[9];
+    int cnt = (int)(2 * out.n_parts + 1);
+    struct iovec *iov = rc < 0 ? NULL : cnt <= 9 ? small : PyMem_Malloc((size_t)cnt * sizeof *iov);
+    if (iov)
+        rc = pb_dsock_write(&d->s, iov, pb_out_iov(&out, iov, cnt));
+    if (iov && iov != small)
+        PyMem_Free(iov);
+    pb_out_destroy(&out);
+    if (!iov || rc < 0)
+        return PyErr_NoMemory();
+    return PyLong_FromSize_t(pb_dsock_unwritten(&d->s));
+}
+
+static PyObject *direct_flush(direct_t *d, PyObject *unused)
+{
+    return PyLong_FromSize_t(pb_dsock_flush(&d->s));
+}
+
+static PyObject *direct_wait_writable(direct_t *d, PyObject *args)
+{
+    int timeout_ms;
+    if (!PyArg_ParseTuple(args, "i:wait_writable", &timeout_ms))
+        return NULL;
+    if (d->s.fd >= 0 && pb_dsock_unwritten(&d->s) > 0) {
+        struct pollfd p = {.fd = d->s.fd, .events = POLLOUT};
+        Py_BEGIN_ALLOW_THREADS
+        poll(&p, 1, timeout_ms);
+        Py_END_ALLOW_THREADS
+    }
+    return direct_flush(d, NULL);
+}
+
+/* The frames as [(op, params), ...]; frees them. GIL held. */
+static PyObject *direct_decode(direct_t *d, pb_dframe_t *head)
+{
+    PyTypeObject *frame_type = ((pb_module_state_t *)PyType_GetModuleState(Py_TYPE(d)))->FrameBytesType;
+    PyObject *list = PyList_New(0);
+    while (head) {
+        pb_dframe_t *g = head;
+        head = g->next;
+        pb_frame_t *f = g->frame;
+        free(g);
+        PyObject *op = list ? PyUnicode_DecodeUTF8(f->msg.op, (Py_ssize_t)f->msg.op_len, "surrogateescape") : NULL;
+        if (!op) {
+            pb_frame_free(f); /* and the rest, once an error is set */
+            Py_CLEAR(list);
+            continue;
+        }
+        pb_decoding_t dec;
+        pb_decoding_init(&dec, frame_type, f);
+        PyObject *params = pb_decode(&dec, &f->msg.params);
+        pb_decoding_done(&dec);
+        PyObject *item = params ? PyTuple_Pack(2, op, params) : NULL;
+        Py_DECREF(op);
+        Py_XDECREF(params);
+        if (!item || PyList_Append(list, item) < 0)
+            Py_CLEAR(list);
+        Py_XDECREF(item);
+    }
+    return list;
+}
+
+static PyObject *direct_read(direct_t *d, PyObject *args)
+{
+    int timeout_ms = -1;
+    if (!PyArg_ParseTuple(args, "|i:read", &timeout_ms))
+        return NULL;
+    if (d->reading) {
+        PyErr_SetString(PyExc_RuntimeError, "another thread reads this direct connection");
+        return NULL;
+    }
+    int64_t deadline = timeout_ms < 0 ? -1 : pb_now_ns() + (int64_t)timeout_ms * 1000000;
+    pb_dframe_t *head = NULL;
+    d->reading = 1;
+    for (;;) {
+        int ms = DIRECT_SLICE_MS;
+        if (deadline >= 0) {
+            int64_t left = deadline - pb_now_ns();
+            left = left <= 0 ? 0 : (left + 999999) / 1000000;
+            ms = left < ms ? (int)left : ms;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        (void)pb_dsock_pump(&d->s, ms, &head); /* -EINTR: as the end of a slice */
+        Py_END_ALLOW_THREADS
+        if (head || d->s.ended || ms == 0 || (deadline >= 0 && pb_now_ns() >= deadline))
+            break;
+        /* a slice or a signal: the handlers run now (a no-op off the main thread) */
+        if (PyErr_CheckSignals() < 0) {
+            d->reading = 0;
+            return NULL;
+        }
+    }
+    d->reading = 0;
+    if (d->close_deferred)
+        pb_dsock_close(&d->s);
+    if (head)
+        return direct_decode(d, head);
+    if (d->s.ended)
+        Py_RETURN_NONE;
+    return PyList_New(0);
+}
+
+/* ---------- the type ---------- */
+
+static PyObject *direct_fileno(direct_t *d, PyObject *unused)
+{
+    return PyLong_FromLong(d->s.fd);
+}
+
+static PyObject *direct_close(direct_t *d, PyObject *unused)
+{
+    if (d->reading) {
+        /* the reader is in poll on the fd: the end wakes it, and it closes */
+        if (d->s.fd >= 0)
+            shutdown(d->s.fd, SHUT_RDWR);
+        d->close_deferred = 1;
+    } else {
+        pb_dsock_close(&d->s);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *direct_get_pending(direct_t *d, void *unused)
+{
+    return PyLong_FromSize_t(pb_dsock_unwritten(&d->s));
+}
+
+static PyObject *direct_get_ended(direct_t *d, void *unused)
+{
+    return PyBool_FromLong(d->s.ended || d->s.fd < 0);
+}
+
+static PyObject *direct_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"fd", NULL};
+    int fd;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "i:DirectConn", kwlist, &fd))
+        return NULL;
+    direct_t *d = (direct_t *)type->tp_alloc(type, 0);
+    if (!d)
+        return NULL;
+    int rc = pb_dsock_init(&d->s, fd);
+    if (rc < 0) {
+        d->s.fd = -1;
+        d->s.out = NULL;
+        Py_DECREF(d);
+        errno = -rc;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    return (PyObject *)d;
+}
+
+static void direct_dealloc(direct_t *d)
+{
+    PyTypeObject *tp = Py_TYPE(d);
+    PyObject_GC_UnTrack(d);
+    pb_dsock_destroy(&d->s);
+    tp->tp_free(d);
+    Py_DECREF(tp);
+}
+
+static int direct_traverse(direct_t *d, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(d));
+    return 0;
+}
+
+static PyMethodDef direct_methods[] = {
+    {"send", (PyCFunction)direct_send, METH_VARARGS,
+     "send(op, params) -> bytes unwritten. Sends the push [2, op, params]: what the socket takes now, the rest kept."},
+    {"flush", (PyCFunction)direct_flush, METH_NOARGS, "flush() -> bytes unwritten, after writing what the socket takes."},
+    {"wait_writable", (PyCFunction)direct_wait_writable, METH_VARARGS,
+     "wait_writable(timeout_ms) -> bytes unwritten, after waiting at most timeout_ms for the socket to take more."},
+    {"read", (PyCFunction)direct_read, METH_VARARGS,
+     "read(timeout_ms=-1) -> [(op, params), ...] the whole frames come (at least one unless [] at the timeout),\n"
+     "writing what is unwritten meanwhile; None once the socket ended or sent a bad frame."},
+    {"fileno", (PyCFunction)direct_fileno, METH_NOARGS, "fileno() -> the socket's fd (-1 once closed)."},
+    {"close", (PyCFunction)direct_close, METH_NOARGS, "close(). Closes the socket (at once, or when a read ends)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef direct_getset[] = {
+    {"pending", (getter)direct_get_pending, NULL, "Bytes sent but not yet written to the socket.", NULL},
+    {"ended", (getter)direct_get_ended, NULL, "True once the socket ended, sent a bad frame or was closed.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot direct_slots[] = {
+    {Py_tp_new, direct_new},
+    {Py_tp_dealloc, direct_dealloc},
+    {Py_tp_traverse, direct_traverse},
+    {Py_tp_methods, direct_methods},
+    {Py_tp_getset, direct_getset},
+    {Py_tp_doc, "DirectConn(fd): a direct-call socket's frames (docs/DESIGN.md, \"Direct calls\"); owns fd."},
+    {0, NULL},
+};
+
+PyType_Spec pb_direct_spec = {
+    .name = "_beam.DirectConn",
+    .basicsize = sizeof(direct_t),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = direct_slots,
+};
