@@ -250,8 +250,10 @@ def main():
     c = args.calls
     print(f"{args.size} MiB argument, {c} calls after {args.warm} warm-up; load {os.getloadavg()[0]:.2f}")
     print(f"call (median): {statistics.median(totals):.2f} ms  [min {min(totals):.2f}, max {max(totals):.2f}]")
-    print(f"pool hits: {hits}/{c}; minor faults per call: driver {d_faults / c:.0f}, worker {w_faults / c:.0f}, "
-          f"beamd {(b_f1 - b_f0) / c:.0f}; beamd CPU per call {(b_cpu1 - b_cpu0) / c * 1e3:.2f} ms")
+    print(
+        f"pool hits: {hits}/{c}; minor faults per call: driver {d_faults / c:.0f}, worker {w_faults / c:.0f}, "
+        f"beamd {(b_f1 - b_f0) / c:.0f}; beamd CPU per call {(b_cpu1 - b_cpu0) / c * 1e3:.2f} ms"
+    )
     print(f"{'step':44} {'median ms':>10} {'n':>4} {'ends at ms':>11}")
     order = sorted(per_step, key=lambda k: statistics.median(offsets[k]) if offsets[k] else 0)
     for k in order:

@@ -159,8 +159,8 @@ def _tree_env(base, tree):
             if k in env:
                 env[k] = env[k].replace(here + "/", tree + "/")
         return env
-    paths = env.get("PYTHONPATH", "").split(":")
-    env["PYTHONPATH"] = ":".join(os.path.join(tree, "python") if p == os.path.join(here, "python") else p for p in paths)
+    mine, theirs = os.path.join(here, "python"), os.path.join(tree, "python")
+    env["PYTHONPATH"] = ":".join(theirs if p == mine else p for p in env.get("PYTHONPATH", "").split(":"))
     return env
 
 
