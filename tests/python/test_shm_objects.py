@@ -284,6 +284,24 @@ def test_a_large_part_is_copied_whole_in_chunks_whoever_copies_them(monkeypatch)
     assert dst == src.tobytes()
 
 
+def test_copy_nt_copies_any_span_and_refuses_what_it_cannot_write():
+    """_beam.copy_nt (ntcopy.h), each chunk's copy: any offset and length
+    of either side lands whole; lengths that differ, or a destination that
+    cannot be written, raise instead of copying."""
+    import _beam
+
+    src = np.random.default_rng(3).integers(0, 256, 5 * 16384 + 77, dtype=np.uint8)
+    for so, do, n in ((0, 0, src.nbytes), (1, 13, 4 * 16384 + 5), (63, 0, 16384), (5, 7, 100)):
+        dst = bytearray(src.nbytes + 64)
+        _beam.copy_nt(memoryview(dst)[do : do + n], memoryview(src)[so : so + n])
+        assert dst[do : do + n] == src[so : so + n].tobytes()
+        assert not any(dst[:do]) and not any(dst[do + n :])
+    with pytest.raises(ValueError):
+        _beam.copy_nt(bytearray(10), b"x" * 11)
+    with pytest.raises(TypeError):
+        _beam.copy_nt(b"y" * 10, b"x" * 10)
+
+
 # --- the budget ---
 
 
