@@ -8,10 +8,18 @@ medians and the ratio beam/Ray (lower is better for beam).
 For numpy arrays of 64 KiB, 1 MiB and 64 MiB: put+get (``ray.get(ray.put(x))``),
 an actor's return (``ray.get(a.make.remote(n))``, the array made in the
 actor) and an actor argument (``ray.get(a.size.remote(x))``, the actor
-reads one byte of it). Each side runs in its own interpreter (bench_vs_ray.py's
+reads one byte of it). Every row is warmed the same way on both sides
+before it is timed: ``WARM`` calls of it first (3 at 64 MiB, 10 below;
+one with --quick), discarded, so neither side's store or pool meets the
+row cold, whatever rows ran before it (Ray's store costs new pages on its
+first pass over its memory: a 64 MiB put 25 ms cold, 6.5 ms warm; beam's
+producer pool likewise). Each side runs in its own interpreter (bench_vs_ray.py's
 way: Ray with /opt/ray-venv, beam's python/ off its path); the sides take
 turns, --rounds times, and each figure is the median over every round's
-medians. The beam side also prints beamd's RSS before and after (kB).
+medians. ``--before TREE`` adds a third side in the same turns, the beam
+of another checkout (its build if it has one, else its python/ on this
+build), with its own ratio to Ray; ``--no-cgraph`` leaves out the
+compiled-graph rows. The beam side also prints beamd's RSS before and after (kB).
 
 "cgraph edge": a step of a 2-actor compiled graph on one node whose edge
 carries a numpy array of that size (the first actor returns one it keeps,
@@ -26,6 +34,7 @@ skips them.
 
 import argparse
 import json
+import os
 import statistics
 import sys
 
@@ -33,6 +42,7 @@ from benchutil import fmt, side_envs, side_in_subprocess, timed
 
 SIZES = (("64 KiB", 64 << 10), ("1 MiB", 1 << 20), ("64 MiB", 64 << 20))
 KINDS = ("put+get", "return", "argument")
+WARM = (10, 3)  # calls of a row before it is timed, discarded: below 32 MiB, at or past it
 
 
 class Store:
@@ -71,13 +81,15 @@ def run_side(quick):
     out = {"rss_before": _daemon_rss(ray)}
     for label, n in SIZES:
         reps = (3 if quick else 10) if n >= 32 << 20 else (20 if quick else 100)
+        warm = 1 if quick else WARM[n >= 32 << 20]
         x = numpy.ones(n, dtype=numpy.uint8)
         for kind, fn in (
             ("put+get", lambda: ray.get(ray.put(x))),
             ("return", lambda: ray.get(a.make.remote(n))),
             ("argument", lambda: ray.get(a.size.remote(x))),
         ):
-            fn()
+            for _ in range(warm):
+                fn()
             out[f"{kind} {label}"] = timed(fn, reps)
     out["rss_after"] = _daemon_rss(ray)
     ray.shutdown()
@@ -93,6 +105,8 @@ def main():
     ap.add_argument("--side-kind", default="data", help=argparse.SUPPRESS)
     ap.add_argument("--cgraph-only", action="store_true", help="only the cgraph edge rows")
     ap.add_argument("--gpu", action="store_true", help="add the CUDA-tensor figures (beam and torch)")
+    ap.add_argument("--before", metavar="TREE", help="a third side: the beam of another checkout (e.g. main's)")
+    ap.add_argument("--no-cgraph", action="store_true", help="without the cgraph edge rows")
     args = ap.parse_args()
     if args.side:
         run = {"data": run_side, "cgraph": cgraph_side, "gpu": gpu_side}[args.side_kind]
@@ -107,22 +121,47 @@ def main():
         return
     base, ray_env = side_envs()
     extra = ["--quick"] if args.quick else []
-    beam, real = [], []
+    sides = [("beam", sys.executable, base), ("Ray", args.ray_python, ray_env)]
+    if args.before:
+        sides.insert(1, ("before", sys.executable, _tree_env(base, args.before)))
+    got = {name: [] for name, _, _ in sides}
     for r in range(args.rounds):
-        print(f"round {r + 1}: beam ...", file=sys.stderr, flush=True)
-        beam.append(side_in_subprocess(__file__, sys.executable, base, extra))
-        print(f"round {r + 1}: Ray ...", file=sys.stderr, flush=True)
-        real.append(side_in_subprocess(__file__, args.ray_python, ray_env, extra))
-    print(f"{'workload':22} {'beam':>10} {'Ray 2.43':>10} {'beam/Ray':>9}")
+        for name, python, env in sides:
+            print(f"round {r + 1}: {name} ...", file=sys.stderr, flush=True)
+            got[name].append(side_in_subprocess(__file__, python, env, extra))
+    before = f" {'before':>10} {'before/Ray':>10}" if args.before else ""
+    print(f"{'workload':22} {'beam':>10} {'Ray 2.43':>10} {'beam/Ray':>9}{before}")
     for label, _ in SIZES:
         for kind in KINDS:
             w = f"{kind} {label}"
-            b = statistics.median(s[w] for s in beam)
-            r = statistics.median(s[w] for s in real)
-            print(f"{w:22} {fmt(b):>10} {fmt(r):>10} {b / r:>9.2f}")
-    rss = [(s["rss_before"], s["rss_after"]) for s in beam]
-    print("beamd RSS (kB) before/after each round:", rss)
-    cgraph_table(args)
+            b, r = (statistics.median(s[w] for s in got[name]) for name in ("beam", "Ray"))
+            line = f"{w:22} {fmt(b):>10} {fmt(r):>10} {b / r:>9.2f}"
+            if args.before:
+                o = statistics.median(s[w] for s in got["before"])
+                line += f" {fmt(o):>10} {o / r:>10.2f}"
+            print(line)
+    for name in ("beam", "before") if args.before else ("beam",):
+        rss = [(s["rss_before"], s["rss_after"]) for s in got[name]]
+        print(f"beamd RSS (kB) before/after each round, {name}:", rss)
+    if not args.no_cgraph:
+        cgraph_table(args)
+
+
+def _tree_env(base, tree):
+    """base with another checkout's beam: its build (tree/build) when it
+    has one, else only its python/ in place of this one's (this build's
+    beamd and _beam)."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tree = os.path.abspath(tree)
+    env = dict(base)
+    if os.path.exists(os.path.join(tree, "build", "beamd")):
+        for k in ("PYTHONPATH", "BEAM_BEAMD", "BEAM_BEAMCTL"):
+            if k in env:
+                env[k] = env[k].replace(here + "/", tree + "/")
+        return env
+    mine, theirs = os.path.join(here, "python"), os.path.join(tree, "python")
+    env["PYTHONPATH"] = ":".join(theirs if p == mine else p for p in env.get("PYTHONPATH", "").split(":"))
+    return env
 
 
 # -- compiled-graph edges -----------------------------------------------------

@@ -330,6 +330,10 @@ class Worker:
             args, kwargs = ser.loads(params["args"])
             args, kwargs = _resolve_args(args, kwargs)
             outcome = (True, self._method(name)(*args, **kwargs))
+            # the arguments go before the result is sent: a large one's
+            # mapping with them, so its producer finds its memfd free for
+            # its next value once it has this result (shm.py's pool)
+            del args, kwargs
         except Exception as e:
             outcome = (False, e)
         except BaseException as e:
@@ -388,6 +392,7 @@ class Worker:
                 if inspect.isawaitable(result):
                     result = await result
                 outcome = (True, result)
+                del args, kwargs  # before the result is sent, as in call()
             except Exception as e:
                 outcome = (False, e)
             self.finish(params, outcome)

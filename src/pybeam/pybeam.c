@@ -38,6 +38,7 @@ static int PyModule_AddObjectRef(PyObject *m, const char *name, PyObject *v)
 #include "client.h"
 #include "convert.h"
 #include "direct.h"
+#include "ntcopy.h"
 #include "pb_client.h"
 #include "pushed.h"
 #include "release.h"
@@ -576,11 +577,33 @@ static PyObject *default_socket_path(PyObject *m, PyObject *unused)
     return PyUnicode_FromString(path);
 }
 
+static PyObject *copy_nt(PyObject *m, PyObject *args)
+{
+    Py_buffer dst, src;
+    if (!PyArg_ParseTuple(args, "w*y*:copy_nt", &dst, &src))
+        return NULL;
+    if (dst.len != src.len) {
+        PyErr_Format(PyExc_ValueError, "copy_nt: %zd bytes into %zd", src.len, dst.len);
+        PyBuffer_Release(&dst);
+        PyBuffer_Release(&src);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    pb_ntcopy(dst.buf, src.buf, (size_t)src.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&dst);
+    PyBuffer_Release(&src);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"set_parent_death_signal", set_parent_death_signal, METH_VARARGS,
      "set_parent_death_signal(sig) -> parent pid. This process gets sig when its parent dies."},
     {"default_socket_path", default_socket_path, METH_NOARGS,
      "default_socket_path() -> str. $BEAM_SOCKET, else the per-user default."},
+    {"copy_nt", copy_nt, METH_VARARGS,
+     "copy_nt(dst, src). dst[:] = src (contiguous buffers of one length) with non-temporal stores, "
+     "the GIL released (ntcopy.h)."},
     {NULL, NULL, 0, NULL},
 };
 

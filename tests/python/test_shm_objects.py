@@ -176,6 +176,48 @@ def test_a_dropped_result_is_released_at_once_so_its_memfd_is_written_again(node
     assert wait_until(lambda: (_flush(ray), _shm(d))[1] == (0, 0), 10), _shm(d)
 
 
+def test_a_call_unmaps_its_arguments_before_its_result_is_sent(node):
+    """A worker drops a call's arguments before it sends the result, so a
+    large argument's mapping is gone by the time its caller has the result:
+    the caller's memfd is free for its next argument (shm.py's pool)."""
+    d, ray = node
+    s = _store_class(ray).remote()
+    pid = ray.get(s.pid.remote())
+    before = _memfds(os.getpid())
+    for k in range(6):
+        x = np.full(MIB, k, dtype=np.uint8)
+        assert ray.get(s.look.remote(x))[0] == k * MIB
+        assert _mappings(pid) == 0
+    assert _memfds(os.getpid()) <= before + 1  # one memfd, written again each call
+
+
+def test_an_argument_an_actor_keeps_is_never_written_again(node):
+    """The caller's pool writes a memfd again only when no one holds it: an
+    actor that keeps a large argument (a view of its mapping) sees it as it
+    was passed while later arguments of that size are written."""
+    d, ray = node
+
+    @ray.remote(num_cpus=0)
+    class Keeper:
+        def keep(self, x):
+            self.x = x
+            return int(x[0])
+
+        def look(self, x):
+            return int(x.min()), int(x.max())
+
+        def kept(self):
+            return int(self.x.min()), int(self.x.max())
+
+    k = Keeper.remote()
+    x = np.full(MIB, 1, dtype=np.uint8)
+    assert ray.get(k.keep.remote(x)) == 1
+    x[:] = 9  # the caller's own array: the actor's copy is as it was at the call
+    for j in range(2, 8):
+        assert ray.get(k.look.remote(np.full(MIB, j, dtype=np.uint8))) == (j, j)
+    assert ray.get(k.kept.remote()) == (1, 1)
+
+
 def test_an_actor_writing_its_returned_array_again_changes_no_reader(node):
     """What a reader got stays as it was returned: the actor's later writes
     to its array, and the actor's later values of the same size (its memfd
@@ -240,6 +282,24 @@ def test_a_large_part_is_copied_whole_in_chunks_whoever_copies_them(monkeypatch)
     dst = bytearray(n)
     shm._copy(memoryview(dst), memoryview(src))
     assert dst == src.tobytes()
+
+
+def test_copy_nt_copies_any_span_and_refuses_what_it_cannot_write():
+    """_beam.copy_nt (ntcopy.h), each chunk's copy: any offset and length
+    of either side lands whole; lengths that differ, or a destination that
+    cannot be written, raise instead of copying."""
+    import _beam
+
+    src = np.random.default_rng(3).integers(0, 256, 5 * 16384 + 77, dtype=np.uint8)
+    for so, do, n in ((0, 0, src.nbytes), (1, 13, 4 * 16384 + 5), (63, 0, 16384), (5, 7, 100)):
+        dst = bytearray(src.nbytes + 64)
+        _beam.copy_nt(memoryview(dst)[do : do + n], memoryview(src)[so : so + n])
+        assert dst[do : do + n] == src[so : so + n].tobytes()
+        assert not any(dst[:do]) and not any(dst[do + n :])
+    with pytest.raises(ValueError):
+        _beam.copy_nt(bytearray(10), b"x" * 11)
+    with pytest.raises(TypeError):
+        _beam.copy_nt(b"y" * 10, b"x" * 10)
 
 
 # --- the budget ---
