@@ -82,7 +82,9 @@ int pb_out_end(pb_out_t *out, uint32_t max_frame)
     return 0;
 }
 
-int pb_out_iov(const pb_out_t *out, struct iovec *iov, int cnt)
+/* The frame as at most cnt iovecs (2 * n_parts + 1 suffice); how many it
+ * filled. */
+static int out_iov(const pb_out_t *out, struct iovec *iov, int cnt)
 {
     int k = 0;
     size_t from = 0;
@@ -94,6 +96,19 @@ int pb_out_iov(const pb_out_t *out, struct iovec *iov, int cnt)
     if (k < cnt)
         iov[k++] = (struct iovec){out->enc.sbuf.data + from, out->enc.sbuf.size - from};
     return k;
+}
+
+int pb_out_write(const pb_out_t *out, pb_out_writer_t write, void *to)
+{
+    struct iovec small[9];
+    int cnt = (int)(2 * out->n_parts + 1);
+    struct iovec *iov = cnt <= 9 ? small : PyMem_Malloc((size_t)cnt * sizeof *iov);
+    if (!iov)
+        return -ENOMEM;
+    int rc = write(to, iov, out_iov(out, iov, cnt));
+    if (iov != small)
+        PyMem_Free(iov);
+    return rc;
 }
 
 /* A bin from any bytes-like: a long one is kept as a part, not copied. */

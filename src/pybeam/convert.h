@@ -48,9 +48,13 @@ void pb_out_destroy(pb_out_t *out);
  * Returns 0, -EMSGSIZE when it is over max_frame, -ENOMEM when packing ran
  * out of memory (no Python exception set). */
 int pb_out_end(pb_out_t *out, uint32_t max_frame);
-/* The frame as at most cnt iovecs (2 * n_parts + 1 suffice). Returns how
- * many it filled. Valid until pb_out_destroy. */
-int pb_out_iov(const pb_out_t *out, struct iovec *iov, int cnt);
+/* A writer of one frame's iovecs (pb_sendv, pb_dsock_write): 0 or a
+ * negative errno; it may advance the iovecs as it writes. */
+typedef int (*pb_out_writer_t)(void *to, struct iovec *iov, int cnt);
+/* Hands the frame to write as one array of iovecs (the bytes packed, each
+ * part from its own buffer), on the stack when out has few parts. write's
+ * result, or -ENOMEM. GIL held. */
+int pb_out_write(const pb_out_t *out, pb_out_writer_t write, void *to);
 
 /* Packs o into out's frame. Returns 0, or a negative errno with a Python
  * exception set (-EINVAL for a value beam does not send, -EOVERFLOW for an

@@ -24,6 +24,11 @@ typedef struct direct_s {
     int close_deferred; /* close() came while a read was in progress */
 } direct_t;
 
+static int dsock_write_to(void *s, struct iovec *iov, int cnt)
+{
+    return pb_dsock_write(s, iov, cnt);
+}
+
 static PyObject *direct_send(direct_t *d, PyObject *args)
 {
     const char *op;
@@ -49,15 +54,10 @@ static PyObject *direct_send(direct_t *d, PyObject *args)
         return PyErr_Format(PyExc_ValueError, "beam: the direct '%s' frame is larger than the frame limit (%u bytes)",
                             op, d->s.limits.max_frame);
     }
-    struct iovec small[9];
-    int cnt = (int)(2 * out.n_parts + 1);
-    struct iovec *iov = rc < 0 ? NULL : cnt <= 9 ? small : PyMem_Malloc((size_t)cnt * sizeof *iov);
-    if (iov)
-        rc = pb_dsock_write(&d->s, iov, pb_out_iov(&out, iov, cnt));
-    if (iov && iov != small)
-        PyMem_Free(iov);
+    if (rc == 0)
+        rc = pb_out_write(&out, dsock_write_to, &d->s);
     pb_out_destroy(&out);
-    if (!iov || rc < 0)
+    if (rc < 0)
         return PyErr_NoMemory();
     return PyLong_FromSize_t(pb_dsock_unwritten(&d->s));
 }

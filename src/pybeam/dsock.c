@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "dsock.h"
 
 int pb_dsock_init(pb_dsock_t *s, int fd)
@@ -139,13 +139,6 @@ size_t pb_dsock_unwritten(pb_dsock_t *s)
 
 /* ---------- reading ---------- */
 
-static int64_t dsock_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Takes every whole frame out of the decoder onto *tail, parsed. 0, or -1
  * on a bad frame or no memory (the socket then ends). */
 static int dsock_take(pb_dsock_t *s, pb_dframe_t ***tail)
@@ -196,7 +189,7 @@ int pb_dsock_pump(pb_dsock_t *s, int wait_ms, pb_dframe_t **head)
         tail = &(*tail)->next;
     pb_dframe_t **first_new = tail;
     int first = 1;
-    int64_t deadline = wait_ms < 0 ? -1 : dsock_now_ns() + (int64_t)wait_ms * 1000000;
+    int64_t deadline = wait_ms < 0 ? -1 : pb_now_ns() + (int64_t)wait_ms * 1000000;
     for (;;) {
         if (s->ended || s->fd < 0)
             return 0;
@@ -208,7 +201,7 @@ int pb_dsock_pump(pb_dsock_t *s, int wait_ms, pb_dframe_t **head)
             return 0;
         int ms = -1;
         if (deadline >= 0) {
-            int64_t left = deadline - dsock_now_ns();
+            int64_t left = deadline - pb_now_ns();
             ms = left <= 0 ? 0 : (int)((left + 999999) / 1000000);
         }
         if (!first && ms == 0)

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "beam/codec.h"
+#include "clock.h"
 #include "frame.h"
 #include "results.h"
 
@@ -75,7 +76,5 @@ typedef struct pb_client_s {
     int64_t rel_since;
 } pb_client_t;
 
-/* CLOCK_MONOTONIC in nanoseconds. */
-int64_t pb_now_ns(void);
 
 #endif

@@ -74,18 +74,15 @@ static int encode_request(client_t *c, pb_out_t *out, uint64_t msgid, const char
     return rc < 0 ? -1 : 0;
 }
 
+static int sendv_to(void *c, struct iovec *iov, int cnt)
+{
+    return pb_sendv(c, iov, cnt);
+}
+
 /* Writes out's frame (GIL released meanwhile). 0 or a negative errno. */
 static int send_out(client_t *c, const pb_out_t *out)
 {
-    struct iovec small[9];
-    int cnt = (int)(2 * out->n_parts + 1);
-    struct iovec *iov = cnt <= 9 ? small : PyMem_Malloc((size_t)cnt * sizeof *iov);
-    if (!iov)
-        return -ENOMEM;
-    int rc = pb_sendv(c, iov, pb_out_iov(out, iov, cnt));
-    if (iov != small)
-        PyMem_Free(iov);
-    return rc;
+    return pb_out_write(out, sendv_to, c);
 }
 
 /* The Python value of a received frame's part o; frees the frame (or hands

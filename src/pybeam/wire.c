@@ -12,13 +12,6 @@
 #include "termlog.h"
 #include "wire.h"
 
-int64_t pb_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 int pb_wire_init(pb_client_t *c)
 {
     c->stage = malloc(PB_STAGE_SIZE);
