@@ -60,15 +60,6 @@ def role(title):
     return "other ray"
 
 
-def cpu_of(pid):
-    """The CPU pid last ran on (field 39 of /proc/pid/stat), or None."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[36])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 class Placement:
     """Samples, every 20 ms while a run generates, whether its two vLLM
     workers last ran on the same CPU."""
@@ -86,7 +77,7 @@ class Placement:
             if len(workers) < 2:
                 workers = [p for p in self.group.pids() if kp.is_vllm_worker(p)][:2]
                 continue
-            cpus = [cpu_of(p) for p in workers]
+            cpus = [kp.last_cpu(p) for p in workers]
             if None not in cpus:
                 self.samples.append((time.time(), cpus[0] == cpus[1]))
 

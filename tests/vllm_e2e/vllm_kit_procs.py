@@ -17,7 +17,7 @@ import uuid
 # the /proc and polling helpers
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from beamkit import procs as _bk  # noqa: E402
-from beamkit.procs import alive, free_port, wait_until  # noqa: E402, F401
+from beamkit.procs import alive, free_port, last_cpu, wait_until  # noqa: E402, F401
 
 ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup")
 

@@ -27,14 +27,28 @@ def wait_until(pred, timeout=10.0, interval=0.02):
     return pred()
 
 
+def _stat(pid):
+    """The fields of /proc/PID/stat after the command name (the state
+    first), or None if there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
 def state(pid):
     """The one-letter state of pid (R, S, Z, ...), or None if there is no
     such process."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return None
+    fields = _stat(pid)
+    return fields[0] if fields else None
+
+
+def last_cpu(pid):
+    """The CPU pid's main thread last ran on (stat's field 39), or None if
+    there is no such process."""
+    fields = _stat(pid)
+    return int(fields[36]) if fields else None
 
 
 def alive(pid):
