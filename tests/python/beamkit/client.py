@@ -140,7 +140,9 @@ def expect_closed_with_error(conn, *words, timeout=5.0):
 
 class Watcher(threading.Thread):
     """A second client that keeps asking for status while a test misbehaves;
-    it records the slowest answer and any failure."""
+    it records the slowest answer and any failure. It is a ctl client of
+    the daemon from the moment the constructor returns, so a snapshot of
+    the daemon's clients taken after it counts the watcher."""
 
     def __init__(self, path):
         super().__init__(daemon=True)
@@ -150,7 +152,9 @@ class Watcher(threading.Thread):
         self.errors = []
         self.max_latency = 0.0
         self.count = 0
+        self.connected = threading.Event()  # hello answered, or gave up
         self.start()
+        self.connected.wait(15)
 
     def run(self):
         try:
@@ -159,6 +163,8 @@ class Watcher(threading.Thread):
         except Exception as e:  # noqa: BLE001 - recorded for the test to report
             self.errors.append(f"watcher could not connect: {e!r}")
             return
+        finally:
+            self.connected.set()
         while not self.stopping.wait(0.005):
             t0 = time.monotonic()
             try:
