@@ -659,7 +659,7 @@ static const op_t ops[] = {
     {"status", beam_status},      {"get_actor", op_get_actor}, {"actor_ready", op_actor_ready},
     {"task_done", op_task_done}, {"pg_create", op_pg_create}, {"pg_remove", op_pg_remove},
     {"pg_ready", op_pg_ready},   {"pg_table", beam_status_pg_table}, {"blocked", op_blocked}, {"shm", op_shm},
-    {"exiting", op_exiting},
+    {"exiting", op_exiting},     {"board", beam_status_board},
     {NULL, NULL},
 };
 

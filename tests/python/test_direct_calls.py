@@ -1,10 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Direct calls (docs/DESIGN.md, "Direct calls"; BEAM_DIRECT_CALLS=1): a
-driver's plain calls to a serial actor on its node go to the worker's own
-socket. Each test turns the switch on in this driver (direct.ON) and checks
-what Ray promises is unchanged: order across the switch both ways, errors,
-deaths and ray.kill with the same exceptions and texts as through beamd,
-refs that leave the driver, and a stranger at the worker's socket refused."""
+"""Direct calls (docs/DESIGN.md, "Direct calls"; on unless
+BEAM_DIRECT_CALLS=0): a driver's plain calls to a serial actor on its node
+go to the worker's own socket. Each test turns the switch on in this driver
+(direct.ON, whatever the suite's environment says) and checks what Ray
+promises is unchanged: order across the switch both ways, errors, deaths
+and ray.kill with the same exceptions and texts as through beamd, refs that
+leave the driver, and a stranger at the worker's socket refused; and that
+beamd still counts them from the worker's call board (`status`: an actor's
+running calls, direct_calls, results_pushed, a member's local_calls), and
+refuses a board that is not one."""
 
 import hashlib
 import hmac
@@ -15,6 +19,7 @@ import time
 
 import pytest
 
+from beamkit.procs import wait_until
 from ray._private import direct
 
 pytestmark = pytest.mark.skipif(os.environ.get("BEAM_REAL_RAY") == "1", reason="beam's own path")
@@ -254,6 +259,113 @@ def test_not_direct_where_the_rule_says_beamd(ray_direct):
     for _ in range(4):
         ray.get(other.pid.remote())
     assert ray.get(other.add.remote(1)) == 1
+
+
+def _actor_row(beamd, handle):
+    for row in beamd.status()["actors"]:
+        if row["actor_id"] == handle._actor_id.hex():
+            return row
+    return None
+
+
+def _board_maps(pid):
+    """Mappings of call boards in process pid."""
+    with open(f"/proc/{pid}/maps") as f:
+        return sum("memfd:beam-board" in line for line in f)
+
+
+def test_beamd_counts_direct_calls_from_the_call_board(ray_direct, beamd):
+    """The counterparts of test_result_push's and test_faults' counters:
+    beamd sees no direct call, but reads the worker's board when asked."""
+    ray = ray_direct
+    a = _log_actor(ray).remote()
+    st = _go_direct(ray, a)
+    before = beamd.status()
+    sent = st.sent
+    for i in range(30):
+        assert ray.get(a.add.remote(i)) == i
+    after = beamd.status()
+    assert st.sent - sent == 30  # every one direct
+    assert after["direct_calls"] - before["direct_calls"] == 30
+    assert after["results_pushed"] - before["results_pushed"] >= 30
+    assert after["gets"] == before["gets"]  # not one get reached beamd
+    assert _actor_row(beamd, a)["running"] == 0  # counted finished before its result was sent
+    # a direct call that runs is one of the actor's calls running
+    slow = a.sleep.remote(30)
+    assert direct.is_direct(slow._id)
+    assert wait_until(lambda: _actor_row(beamd, a)["running"] == 1, 10), _actor_row(beamd, a)
+    queued = a.add.remote(1)  # sent, not started: the worker runs one at a time
+    assert _actor_row(beamd, a)["running"] == 1
+    # the board's counts outlive the worker, which is killed mid-call
+    beamd_pid = beamd.status()["pid"]
+    assert _board_maps(beamd_pid) == 1
+    ray.kill(a)
+    for r in (slow, queued):
+        with pytest.raises(ray.exceptions.ActorDiedError):
+            ray.get(r, timeout=30)
+    assert wait_until(lambda: _board_maps(beamd_pid) == 0, 10)
+    end = beamd.status()
+    assert end["direct_calls"] - before["direct_calls"] == 31
+    assert end["results_pushed"] - after["results_pushed"] >= 0
+    assert all(row["running"] == 0 for row in end["actors"])
+
+
+def test_a_board_that_is_not_one_is_refused(ray_direct, beamd):
+    """The `board` request (docs/PROTOCOL.md): only from an actor's worker,
+    only a sealed memfd of 4096 bytes, only once; each refusal is a clear
+    error and the daemon and the worker go on."""
+    ray = ray_direct
+    import _beam
+
+    @ray.remote
+    class Boards:
+        def pid(self):
+            return os.getpid()
+
+        def try_boards(self):
+            from ray._private import worker as rtmod
+
+            client = rtmod.runtime().client
+
+            def ask(fd, size=4096):
+                try:
+                    client.request("board", {"fd": fd, "size": size}, 10)
+                    return ["ok", ""]
+                except _beam.RemoteError as e:
+                    return list(e.args)
+
+            r, w = os.pipe()
+            plain = os.memfd_create("beam-board", os.MFD_CLOEXEC)  # not sealed: it could shrink
+            os.ftruncate(plain, 4096)
+            big, another = _beam.Board(), _beam.Board()
+            out = {
+                "pipe": ask(r),
+                "unsealed": ask(plain),
+                "size": ask(big.fileno(), 8192),
+                "no_fd": ask(1 << 20),
+                "second": ask(another.fileno()),  # the worker handed its own when it opened
+            }
+            for fd in (r, w, plain):
+                os.close(fd)
+            return out
+
+    b = Boards.remote()
+    _go_direct(ray, b)
+    out = ray.get(b.try_boards.remote(), timeout=30)
+    assert out["pipe"][0] == "bad_request" and "sealed" in out["pipe"][1], out
+    assert out["unsealed"][0] == "bad_request" and "sealed" in out["unsealed"][1], out
+    assert out["size"][0] == "bad_request" and "size" in out["size"][1], out
+    assert out["no_fd"][0] == "denied" and "call board" in out["no_fd"][1], out
+    assert out["second"][0] == "bad_request" and "second board" in out["second"][1], out
+    # a driver is no actor's worker
+    client, mine = ray._private.worker.runtime().client, _beam.Board()
+    with pytest.raises(_beam.RemoteError) as e:
+        client.request("board", {"fd": mine.fileno(), "size": 4096}, 10)
+    assert e.value.args[0] == "denied"
+    # the daemon and the worker go on, its calls still direct and counted
+    before = beamd.status()["direct_calls"]
+    assert ray.get(b.try_boards.remote(), timeout=30)["second"][0] == "bad_request"
+    assert beamd.status()["direct_calls"] - before == 1
 
 
 def test_direct_conn_frames_over_a_socketpair():
