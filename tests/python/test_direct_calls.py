@@ -196,6 +196,31 @@ def test_values_that_came_outlive_the_actor(ray_direct):
     assert ray.get(ray.put(refs))[3] == refs[3]
 
 
+def test_errors_that_came_outlive_the_actor(ray_direct):
+    """A task error that came, passed on after its worker died: the task's
+    error, as through beamd (the driver puts it under the ref's id), not
+    the worker's death."""
+    ray = ray_direct
+    Log = _log_actor(ray)
+    a, b = Log.remote(), Log.remote()
+    _go_direct(ray, a)
+    failed = a.fail.remote()
+    assert direct.is_direct(failed._id)
+    with pytest.raises(ValueError, match="nope"):
+        ray.get(failed)
+    pid = ray.get(a.pid.remote())
+    os.kill(pid, signal.SIGKILL)
+    _death_text(ray, a)  # beamd knows the worker died
+    for use in (
+        lambda: ray.get(b.add_value_of.remote(failed), timeout=30),
+        lambda: ray.get(ray.get(ray.put([failed]))[0]),
+    ):
+        with pytest.raises(ValueError, match="nope") as e:
+            use()
+        assert isinstance(e.value, ray.exceptions.RayTaskError)
+        assert not isinstance(e.value, ray.exceptions.ActorDiedError)
+
+
 def test_dropping_the_handle_lets_direct_calls_finish(ray_direct):
     ray = ray_direct
     a = _log_actor(ray).remote()

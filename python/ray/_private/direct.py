@@ -608,9 +608,10 @@ def entry(rt, obj, deadline):
 
 def promote(obj):
     """The ref leaves this process: beamd gets its object first. A value
-    that came here is put under the ref's id (the worker forgets it);
-    otherwise the worker answers a call whose return id is obj with the
-    kept outcome (an error, or a call not done)."""
+    or a task error that came here is put under the ref's id (the worker
+    forgets it), so it outlives the worker as through beamd; otherwise the
+    worker answers a call whose return id is obj with the kept outcome (a
+    call not done)."""
     a = _refs.pop(obj, None)
     if a is None:
         return
@@ -621,9 +622,10 @@ def promote(obj):
         got = a.results.pop(obj, None)
         a.pending.discard(obj)
         try:
-            if got is not None and got[0] == 0:
+            if got is not None and got[0] in (0, 1):
                 a.forgets.append(obj)
-                _w.send_value(rt, "put", {"obj": obj}, [got[1]], len(got[1]))
+                params = {"obj": obj, "status": 1} if got[0] else {"obj": obj}
+                _w.send_value(rt, "put", params, [got[1]], len(got[1]))
             else:
                 _submit_beamd(rt, a, RESULT, ((), {}), oid=obj)
         except ConnectionError:
