@@ -182,6 +182,30 @@ def test_refs_leaving_the_driver_are_promoted(ray_direct):
     assert ray.get(b.add_value_of.remote(big)) == b"y" * 300_000
 
 
+def test_wait_on_direct_refs_is_answered_in_the_driver(ray_direct):
+    """ray.wait of direct refs only: the results come on the socket answer
+    it, none promoted, and a ready one does not wait behind the worker's
+    running call (issue 25's program: two quick calls, two slow ones)."""
+    ray = ray_direct
+    a = _log_actor(ray).remote()
+    _go_direct(ray, a)
+    refs = [a.sleep.remote(0.01), a.fail.remote(), a.sleep.remote(3), a.sleep.remote(3)]
+    assert all(direct.is_direct(r._id) for r in refs)
+    t0 = time.monotonic()
+    ready, rest = ray.wait(refs, num_returns=2, timeout=10)
+    assert time.monotonic() - t0 < 2.5
+    assert ready == refs[:2] and rest == refs[2:]  # an error is ready too
+    assert all(direct.is_direct(r._id) for r in refs)  # none left the driver
+    t0 = time.monotonic()
+    ready, rest = ray.wait(refs[2:], timeout=0.2)
+    assert ready == [] and rest == refs[2:] and time.monotonic() - t0 < 2
+    ready, rest = ray.wait(refs, num_returns=4, timeout=30)
+    assert ready == refs and rest == []
+    assert ray.get(refs[0]) == 0.01 and ray.get(refs[2:]) == [3, 3]
+    with pytest.raises(ValueError, match="nope"):
+        ray.get(refs[1])
+
+
 def test_values_that_came_outlive_the_actor(ray_direct):
     """Killed right after its calls returned: the driver owns their values,
     so refs passed on afterwards still carry them (as in Ray)."""
