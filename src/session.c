@@ -48,7 +48,6 @@ static void session_end(beam_session_t *s, const char *why)
     beam_log(p->role == BEAM_ROLE_CTL ? BEAM_LOG_DEBUG : BEAM_LOG_INFO, "client %u (pid %ld) closed: %s", p->id,
              p->pid, why);
     beam_waiters_cancel(node, p);
-    beam_boards_drop(node, p); /* its direct calls' last counts kept in the totals */
     /* groups first: a worker's pass to its driver, found through its actor */
     beam_pgs_conn_gone(node, p, p->role == BEAM_ROLE_WORKER ? beam_actors_job_driver(p) : NULL);
     if (p->actor) /* local: a worker gone takes no more results */
@@ -59,6 +58,8 @@ static void session_end(beam_session_t *s, const char *why)
     if (p->member)
         p->member->clients--;
     s->kind->ended(s);
+    /* after ended: a member's worker's last counts go up first (localbatch.h) */
+    beam_boards_drop(node, p); /* its direct calls' last counts kept in the totals */
     free(s);
 }
 

@@ -5,7 +5,6 @@
 #include "status.h"
 
 #include <errno.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "actors.h"
@@ -45,36 +44,24 @@ void beam_status_pg_table(beam_req_t *r)
 
 /* --- board --- */
 
-enum { B_FD, B_SIZE };
-static const beam_field_spec_t board_fields[] = {
-    [B_FD] = BEAM_FIELD("fd", BEAM_F_INT, BEAM_F_REQUIRED, .min = 0, .max = INT32_MAX, .bound = "must be an fd"),
-    [B_SIZE] = BEAM_FIELD("size", BEAM_F_INT, BEAM_F_REQUIRED, .min = BEAM_BOARD_SIZE, .max = BEAM_BOARD_SIZE,
-                          .bound = "must be the board's size (4096)"),
-};
-
 /* A worker hands over its call board, to its own node's daemon only (the
- * one that can open its fds: as for the `shm` op). */
+ * one that can open its fds: as for the `shm` op; a member's shortcut takes
+ * its own workers' boards before they reach the head). */
 void beam_status_board(beam_req_t *r)
 {
-    beam_field_val_t v[2];
+    beam_field_val_t v[BEAM_BOARD_NFIELDS];
     beam_port_t *c = r->conn;
     if (c->role != BEAM_ROLE_WORKER || !c->actor) {
         beam_port_reply_error(c, r->msgid, "denied", "only an actor's worker may send this");
         return;
     }
-    if (BEAM_REQ_FIELDS(r, board_fields, v) < 0)
+    if (BEAM_REQ_FIELDS(r, beam_board_fields, v) < 0)
         return;
     int local = c->member == r->node->self && !r->node->is_member;
-    int rc = local ? beam_boards_adopt(r->node, c, beam_actor_id(c->actor), c->pid, v[B_FD].i, v[B_SIZE].i)
-                   : -EXDEV;
-    if (rc == 0)
-        beam_port_reply_empty(c, r->msgid);
-    else if (rc == -EEXIST || rc == -EINVAL)
-        beam_req_bad(r, "fd", rc == -EEXIST ? "names a second board: this worker has one"
-                                            : "must be a memfd of 4096 bytes sealed against grow and shrink");
-    else
-        beam_port_reply_error(c, r->msgid, "denied", "could not adopt the call board: %s",
-                              rc == -EXDEV ? "only its node's daemon reads it" : strerror(-rc));
+    beam_boards_reply(c, r->msgid,
+                      local ? beam_boards_adopt(r->node, c, beam_actor_id(c->actor), c->pid, v[BEAM_BOARD_F_FD].i,
+                                                v[BEAM_BOARD_F_SIZE].i)
+                            : -EXDEV);
 }
 
 /* --- status --- */

@@ -2,7 +2,8 @@
  * page of counters (include/beam/board.h) adopted from this process's own
  * memfd through /proc, read while the "worker" bumps it, refused when it is
  * not a sealed memfd of the board's size or a second one, and folded into
- * the totals and unmapped when its owner goes. */
+ * the totals and unmapped when its owner goes; a member's walk of what
+ * changed, and the head's record of what a member reports. */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stddef.h>
@@ -135,11 +136,65 @@ static void refuses_what_is_not_a_board_or_a_second_one(void **state)
     close(pipefd[1]);
 }
 
+static void note(void *arg, const void *owner, beam_board_counts_t now)
+{
+    beam_board_counts_t *seen = arg;
+    (void)owner;
+    *seen = now;
+    seen[1].started++; /* how many boards changed */
+}
+
+static void a_member_reads_what_changed_and_the_head_keeps_what_it_reports(void **state)
+{
+    (void)state;
+    beam_node_t member = {0}, head = {0};
+    int worker, remote;
+    uint64_t *page;
+    int fd = make_board(BEAM_BOARD_SIZE, SEALS, &page);
+    assert_int_equal(beam_boards_adopt(&member, &worker, ACTOR_A, getpid(), fd, BEAM_BOARD_SIZE), 0);
+    close(fd);
+    beam_board_counts_t seen[2] = {{0}};
+    beam_boards_changed(&member, note, seen);
+    assert_int_equal(seen[1].started, 0); /* nothing counted yet: nothing to send */
+    beam_board_bump(page, BEAM_BOARD_STARTED);
+    beam_boards_changed(&member, note, seen);
+    assert_int_equal(seen[1].started, 1);
+    assert_int_equal(seen[0].started, 1);
+    beam_boards_changed(&member, note, seen);
+    assert_int_equal(seen[1].started, 1); /* unchanged since */
+    /* the head: what the member sent, for a member's worker it cannot open */
+    assert_int_equal(beam_boards_report(&head, &remote, ACTOR_A, seen[0]), 1);
+    assert_int_equal(beam_boards_running(&head, ACTOR_A), 1);
+    beam_board_bump(page, BEAM_BOARD_FINISHED);
+    beam_board_bump(page, BEAM_BOARD_PUSHED);
+    beam_board_bump(page, BEAM_BOARD_STARTED);
+    beam_board_bump(page, BEAM_BOARD_STARTED);
+    beam_boards_changed(&member, note, seen);
+    assert_int_equal(seen[1].started, 2);
+    assert_int_equal(beam_boards_report(&head, &remote, ACTOR_A, seen[0]), 2); /* two more started */
+    assert_int_equal(beam_boards_report(&head, &remote, ACTOR_A, seen[0]), 0); /* the same again */
+    assert_int_equal(beam_boards_running(&head, ACTOR_A), 2);
+    beam_board_counts_t t = beam_boards_totals(&head);
+    assert_int_equal(t.started, 3);
+    assert_int_equal(t.pushed, 1);
+    beam_boards_drop(&head, &remote); /* the worker's remote session ends */
+    assert_int_equal(beam_boards_running(&head, ACTOR_A), 0);
+    assert_int_equal(beam_boards_totals(&head).started, 3);
+    /* a report for an adopted board is ignored: its page is the truth */
+    assert_int_equal(beam_boards_report(&member, &worker, ACTOR_A, (beam_board_counts_t){100, 0, 0}), 0);
+    assert_int_equal(beam_boards_totals(&member).started, 3);
+    beam_boards_free(&head);
+    beam_boards_free(&member);
+    munmap(page, BEAM_BOARD_SIZE);
+    assert_int_equal(count_maps(), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(counts_are_read_live_and_folded_when_the_owner_goes),
         cmocka_unit_test(refuses_what_is_not_a_board_or_a_second_one),
+        cmocka_unit_test(a_member_reads_what_changed_and_the_head_keeps_what_it_reports),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -541,7 +541,7 @@ def _fake_join(ip):
 BAD_BATCHES = [
     {"msgs": "not an array"},
     {"msgs": [[1, 5]]},
-    {"msgs": [[2, 5, b"x"]]},
+    {"msgs": [[3, 5, b"x"]]},
     {"msgs": [[-1, 5, b"x"]]},
     {"msgs": [[0, 0, b"x"]]},
     {"msgs": [[0, 1 << 40, b"x"]]},

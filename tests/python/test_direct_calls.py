@@ -7,19 +7,24 @@ promises is unchanged: order across the switch both ways, errors, deaths
 and ray.kill with the same exceptions and texts as through beamd, refs that
 leave the driver, and a stranger at the worker's socket refused; and that
 beamd still counts them from the worker's call board (`status`: an actor's
-running calls, direct_calls, results_pushed, a member's local_calls), and
-refuses a board that is not one."""
+running calls, also in beamctl's table, direct_calls, results_pushed, a
+member's on the head with its local_calls),
+and refuses a board that is not one."""
 
 import hashlib
 import hmac
+import json
 import os
 import signal
 import socket
+import subprocess
+import textwrap
 import time
 
 import pytest
 
-from beamkit.procs import wait_until
+from beamkit.daemon import driver_env, start_driver
+from beamkit.procs import read_line, wait_until
 from ray._private import direct
 
 pytestmark = pytest.mark.skipif(os.environ.get("BEAM_REAL_RAY") == "1", reason="beam's own path")
@@ -345,6 +350,12 @@ def test_beamd_counts_direct_calls_from_the_call_board(ray_direct, beamd):
     assert wait_until(lambda: _actor_row(beamd, a)["running"] == 1, 10), _actor_row(beamd, a)
     queued = a.add.remote(1)  # sent, not started: the worker runs one at a time
     assert _actor_row(beamd, a)["running"] == 1
+    # and beamctl's table says so (RUNNING, QUEUED)
+    out = subprocess.run(
+        [os.environ["BEAM_BEAMCTL"], "--socket", beamd.socket, "status"], capture_output=True, text=True, timeout=30
+    )
+    row = next(line.split() for line in out.stdout.splitlines() if a._actor_id.hex() in line)
+    assert row[5:7] == ["1", "0"], out.stdout
     # the board's counts outlive the worker, which is killed mid-call
     beamd_pid = beamd.status()["pid"]
     assert _board_maps(beamd_pid) == 1
@@ -415,6 +426,70 @@ def test_a_board_that_is_not_one_is_refused(ray_direct, beamd):
     before = beamd.status()["direct_calls"]
     assert ray.get(b.try_boards.remote(), timeout=30)["second"][0] == "bad_request"
     assert beamd.status()["direct_calls"] - before == 1
+
+
+MEMBER_DRIVER = textwrap.dedent("""
+    import json, sys, time
+    import ray
+    from ray._private import direct
+
+    ray.init()
+
+    @ray.remote(num_cpus=0)
+    class Log:
+        def add(self, x):
+            return x
+
+        def sleep(self, s):
+            time.sleep(s)
+            return s
+
+    a = Log.options(resources={"node:127.0.0.2": 0.001}).remote()
+    for _ in range(4):
+        ray.get(a.add.remote(0), timeout=30)
+    st = direct._actors[a._ray_actor_id_bytes]
+    sent = st.sent
+    got = [ray.get(a.add.remote(i), timeout=30) for i in range(30)]
+    print("CALLED", json.dumps({"direct": st.direct, "sent": st.sent - sent, "got": got}), flush=True)
+    slow = a.sleep.remote(60)
+    print("RUNNING", a._actor_id.hex(), flush=True)
+    sys.stdin.readline()
+""")
+
+
+def test_a_members_direct_calls_are_counted_by_the_head(cluster):
+    """A driver and an actor on a member: the member's daemon adopts the
+    worker's board (the head cannot open its fds) and sends its counts up,
+    so the head's local_calls, direct_calls, results_pushed and the actor's
+    running count them; a worker's last counts outlive it."""
+    before = cluster.head.status()
+    proc = start_driver(MEMBER_DRIVER, driver_env(cluster.members[0], BEAM_DIRECT_CALLS="1"), stdin=subprocess.PIPE)
+    try:
+        called = json.loads(read_line(proc, "CALLED ", timeout=60))
+        assert called == {"direct": True, "sent": 30, "got": list(range(30))}
+        actor = read_line(proc, "RUNNING ", timeout=30)
+
+        seen = {}
+
+        def counted():
+            st = seen["status"] = cluster.head.status()
+            row = next((r for r in st["actors"] if r["actor_id"] == actor), None)
+            return (
+                st["local_calls"] - before["local_calls"] >= 30
+                and st["direct_calls"] - before["direct_calls"] >= 31  # and the warm-up's that went direct
+                and st["results_pushed"] - before["results_pushed"] >= 30
+                and row is not None
+                and row["running"] == 1
+            )
+
+        assert wait_until(counted, 10), cluster.head.status()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=10)
+    # the driver is gone, and with it its actor: the totals keep its counts
+    assert wait_until(lambda: all(r["running"] == 0 for r in cluster.head.status()["actors"]), 20)
+    assert cluster.head.status()["direct_calls"] == seen["status"]["direct_calls"]
 
 
 def test_direct_conn_frames_over_a_socketpair():
