@@ -295,14 +295,14 @@ class Worker:
 
     def _hand_board(self):
         """The call board beamd reads this worker's direct calls from
-        (docs/DESIGN.md, "Direct calls"): made and handed over once. Only
-        the daemon of the worker's node can take it; a refusal leaves the
-        calls uncounted there, never stops them."""
+        (docs/DESIGN.md, "Direct calls"): made and handed over once (on a
+        member, its own daemon takes it). A refusal leaves the calls
+        uncounted, never stops them."""
         self.board = _beam.Board()
         try:
             self.client.request("board", {"fd": self.board.fileno(), "size": self.board.size})
         except _beam.RemoteError:
-            pass  # a member's worker: its head cannot open the fd
+            pass  # e.g. beamd could not open the fd: the calls go on, uncounted
 
     def run_direct(self, obj, name, args):
         """Runs one direct call on this thread; returns its outcome (the
