@@ -50,6 +50,8 @@ LAYERS = {
     "placement": 3,
     "cluster": 3,
     "objects": 3,
+    "boards": 3,
+    "board": 0,
     # 4 session
     "session": 4,
     "clientmsg": 4,
@@ -69,13 +71,14 @@ LAYERS = {
 # Inside one layer, who may include whom (a module may include the ones
 # listed after it); anything not listed may include nothing of its own layer.
 SAME_LAYER_ORDER = [
-    ["actors", "spec", "calls", "fit", "placement", "cluster", "objects"],
+    ["actors", "spec", "calls", "fit", "placement", "cluster", "objects", "boards"],
     ["beamd", "hooks", "dispatch", "status", "request"],
     ["server", "conn", "outq"],
     ["link", "handshake", "heartbeat", "outq"],
     [
         "shm",
         "node",
+        "board",
         "resources",
         "gpu",
         "client",

@@ -21,7 +21,8 @@ static void usage(FILE *f)
             "\n"
             "commands:\n"
             "  status            the daemon's view: nodes (id, ip, alive), resources used/total\n"
-            "                    per node, actors (id, class, state, pid, GPUs, node), placement\n"
+            "                    per node, actors (id, class, state, pid, GPUs, calls running, direct\n"
+            "                    ones included, and queued, node), placement\n"
             "                    groups (id, strategy, state, bundles and where they are), objects\n"
             "options:\n"
             "  --socket PATH     the daemon's socket (default $BEAM_SOCKET, else\n"
@@ -270,7 +271,8 @@ static void print_actors(const msgpack_object *st)
         return;
     printf("Actors (%u)\n", actors->size);
     if (actors->size)
-        printf("  %-32s %-20s %-16s %-8s %-8s %s\n", "ACTOR ID", "CLASS", "STATE", "PID", "GPUS", "NODE");
+        printf("  %-32s %-20s %-16s %-8s %-8s %-8s %-8s %s\n", "ACTOR ID", "CLASS", "STATE", "PID", "GPUS", "RUNNING",
+               "QUEUED", "NODE");
     for (uint32_t i = 0; i < actors->size; i++) {
         const msgpack_object *a = &actors->ptr[i];
         char id[64], cls[300], state[32], node[128], gpus[256] = "";
@@ -281,9 +283,10 @@ static void print_actors(const msgpack_object *st)
             text(&g->ptr[j], one, sizeof one);
             snprintf(gpus + len, sizeof gpus - len, "%s%s", j ? "," : "", one);
         }
-        printf("  %-32s %-20s %-16s %-8.0f %-8s %.12s\n", str(a, "actor_id", id, sizeof id),
+        printf("  %-32s %-20s %-16s %-8.0f %-8s %-8.0f %-8.0f %.12s\n", str(a, "actor_id", id, sizeof id),
                str(a, "class_name", cls, sizeof cls), str(a, "state", state, sizeof state), num(a, "pid"),
-               *gpus ? gpus : "-", *str(a, "node_id", node, sizeof node) ? node : "-");
+               *gpus ? gpus : "-", num(a, "running"), num(a, "queued"),
+               *str(a, "node_id", node, sizeof node) ? node : "-");
     }
 }
 

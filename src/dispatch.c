@@ -150,15 +150,18 @@ static beam_object_t *new_object(req_t *r, const char *id, const char **why)
     return o;
 }
 
-enum { PUT_OBJ, PUT_DATA };
+enum { PUT_OBJ, PUT_DATA, PUT_STATUS };
 static const beam_field_spec_t put_fields[] = {
     [PUT_OBJ] = OBJECT_ID("obj", BEAM_F_REQUIRED),
     [PUT_DATA] = BEAM_FIELD("data", BEAM_F_BIN, BEAM_F_REQUIRED),
+    /* a task error the client owns: a direct call's, promoted (docs/DESIGN.md, "Direct calls") */
+    [PUT_STATUS] = BEAM_FIELD("status", BEAM_F_INT, 0, .min = BEAM_OBJ_OK, .max = BEAM_OBJ_TASK_ERROR,
+                              .bound = "must be 0 (a value) or 1 (a task error)"),
 };
 
 static void op_put(req_t *r)
 {
-    beam_field_val_t v[2];
+    beam_field_val_t v[3];
     beam_refs_t rf = {0};
     beam_buf_t *kept = NULL;
     const char *data;
@@ -170,7 +173,7 @@ static void op_put(req_t *r)
     beam_object_t *o = new_object(r, v[PUT_OBJ].s, &why);
     if (!o)
         goto cleanup;
-    beam_object_complete_buf(r->node, o, BEAM_OBJ_OK, kept, data, len, &rf);
+    beam_object_complete_buf(r->node, o, (int)v[PUT_STATUS].i, kept, data, len, &rf);
     kept = NULL;
     rf = (beam_refs_t){0};
     beam_port_reply_empty(r->conn, r->msgid);
@@ -659,7 +662,7 @@ static const op_t ops[] = {
     {"status", beam_status},      {"get_actor", op_get_actor}, {"actor_ready", op_actor_ready},
     {"task_done", op_task_done}, {"pg_create", op_pg_create}, {"pg_remove", op_pg_remove},
     {"pg_ready", op_pg_ready},   {"pg_table", beam_status_pg_table}, {"blocked", op_blocked}, {"shm", op_shm},
-    {"exiting", op_exiting},
+    {"exiting", op_exiting},     {"board", beam_status_board},
     {NULL, NULL},
 };
 

@@ -2,6 +2,7 @@
 #include "hooks.h"
 
 #include "actors.h"
+#include "boards.h"
 #include "cluster.h"
 #include "dispatch.h"
 #include "link.h"
@@ -80,5 +81,6 @@ void beam_node_free(beam_node_t *node)
     beam_cluster_destroy(node);
     beam_links_destroy(node);
     beam_shortcut_destroy(node);
+    beam_boards_free(node);
     beam_pool_destroy(&node->pool);
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "actors.h"
+#include "boards.h"
 #include "cluster.h"
 #include "fieldspec.h"
 #include "shortcut.h"
@@ -87,11 +88,30 @@ cleanup:
 enum { REC_KIND, REC_VCONN, REC_FRAME, REC_NFIELDS };
 static const beam_field_spec_t record_fields[REC_NFIELDS] = {
     [REC_KIND] = BEAM_FIELD("kind", BEAM_F_INT, BEAM_F_REQUIRED, .min = BEAM_LOCAL_REC_FRAME,
-                            .max = BEAM_LOCAL_REC_SUBMIT, .bound = "must be 0 (a frame) or 1 (a submit)"),
+                            .max = BEAM_LOCAL_REC_BOARD, .bound = "must be 0 (a frame), 1 (a submit) or 2 (a board)"),
     [REC_VCONN] = BEAM_FIELD("vconn", BEAM_F_INT, BEAM_F_REQUIRED, .min = 1, .max = UINT32_MAX,
                              .bound = "is out of range (1..4294967295)"),
     [REC_FRAME] = BEAM_FIELD("frame", BEAM_F_BIN, BEAM_F_REQUIRED),
 };
+
+static uint64_t get_le64(const char *in)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | (unsigned char)in[i];
+    return v;
+}
+
+/* A board record of remote client c, a worker: its direct calls as its
+ * member read them; the calls started since the last one are local calls
+ * too (the member ran them). One of another length is ignored. */
+static void local_board(beam_node_t *node, beam_session_t *c, const char *frame, uint32_t len)
+{
+    if (len != BEAM_LOCAL_BOARD_BYTES || !c->port.actor)
+        return;
+    beam_board_counts_t now = {get_le64(frame), get_le64(frame + 8), get_le64(frame + 16)};
+    node->local_calls += beam_boards_report(node, &c->port, beam_actor_id(c->port.actor), now);
+}
 
 int beam_intake_batch(beam_node_t *node, beam_link_t *l, const msgpack_object_array *msgs, char *err,
                       size_t errlen)
@@ -113,8 +133,12 @@ int beam_intake_batch(beam_node_t *node, beam_link_t *l, const msgpack_object_ar
         beam_session_t *c;
         if (v[REC_KIND].i == BEAM_LOCAL_REC_FRAME)
             beam_intake_frame(node, l, vconn, v[REC_FRAME].s, v[REC_FRAME].len);
-        else if ((c = beam_session_find_remote(node, l, vconn)) && !beam_port_closing(&c->port))
+        else if (!(c = beam_session_find_remote(node, l, vconn)) || beam_port_closing(&c->port))
+            continue;
+        else if (v[REC_KIND].i == BEAM_LOCAL_REC_SUBMIT)
             local_submit(node, c, v[REC_FRAME].s, v[REC_FRAME].len);
+        else
+            local_board(node, c, v[REC_FRAME].s, v[REC_FRAME].len);
     }
     return 0;
 }

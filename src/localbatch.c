@@ -3,7 +3,9 @@
 
 #include <errno.h>
 
+#include "boards.h"
 #include "link.h"
+#include "port.h"
 
 void beam_localbatch_flush(beam_localbatch_t *b)
 {
@@ -64,6 +66,44 @@ void beam_localbatch_done(beam_localbatch_t *b)
     }
 }
 
+static void put_le64(char *out, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        out[i] = (char)(v >> (8 * i));
+}
+
+static void hold_board(void *arg, const void *owner, beam_board_counts_t now)
+{
+    beam_localbatch_t *b = arg;
+    char frame[BEAM_LOCAL_BOARD_BYTES];
+    put_le64(frame, now.started);
+    put_le64(frame + 8, now.finished);
+    put_le64(frame + 16, now.pushed);
+    /* owner: the worker's local session, alive while its board is (session.c drops it last) */
+    beam_pack_bin(beam_localbatch_start(b, BEAM_LOCAL_REC_BOARD, ((const beam_port_t *)owner)->id), frame,
+                  sizeof frame);
+    beam_localbatch_done(b);
+}
+
+void beam_localbatch_boards(beam_localbatch_t *b)
+{
+    beam_boards_changed(b->node, hold_board, b);
+}
+
+static void on_boards(uv_timer_t *t)
+{
+    beam_localbatch_t *b = t->data;
+    beam_localbatch_boards(b);
+    if (beam_boards_count(b->node) == 0)
+        uv_timer_stop(t);
+}
+
+void beam_localbatch_boards_start(beam_localbatch_t *b)
+{
+    if (!uv_is_active((uv_handle_t *)&b->boards) && !uv_is_closing((uv_handle_t *)&b->boards))
+        uv_timer_start(&b->boards, on_boards, BEAM_LOCAL_BOARDS_MS, BEAM_LOCAL_BOARDS_MS);
+}
+
 int beam_localbatch_hold_frame(beam_localbatch_t *b, uint32_t vconn, const char *body, size_t len)
 {
     if (len > BEAM_SHORTCUT_HOLD_BYTES / 4)
@@ -80,9 +120,11 @@ void beam_localbatch_reset(beam_localbatch_t *b)
     b->n = 0;
     uv_timer_stop(&b->quiet);
     uv_prepare_stop(&b->age);
+    uv_timer_stop(&b->boards);
     if (b->node->stopping && !uv_is_closing((uv_handle_t *)&b->quiet)) {
         uv_close((uv_handle_t *)&b->quiet, NULL);
         uv_close((uv_handle_t *)&b->age, NULL);
+        uv_close((uv_handle_t *)&b->boards, NULL);
     }
 }
 
@@ -94,4 +136,6 @@ void beam_localbatch_init(beam_localbatch_t *b, beam_node_t *node)
     b->quiet.data = b;
     uv_prepare_init(node->loop, &b->age);
     b->age.data = b;
+    uv_timer_init(node->loop, &b->boards);
+    b->boards.data = b;
 }

@@ -27,9 +27,16 @@
 #define BEAM_SHORTCUT_HOLD_MAX 256
 #define BEAM_SHORTCUT_HOLD_BYTES (256u << 10)
 /* A held record's kind, as local_batch carries it (intake.c reads them): a
- * local client's frame (a local call's task_done), or a local call's
- * submit. */
-enum { BEAM_LOCAL_REC_FRAME = 0, BEAM_LOCAL_REC_SUBMIT = 1 };
+ * local client's frame (a local call's task_done), a local call's submit,
+ * or a local worker's call board (boards.h) as read now: its counts
+ * started, finished and pushed, three little-endian uint64 (the frame's
+ * BEAM_LOCAL_BOARD_BYTES). */
+enum { BEAM_LOCAL_REC_FRAME = 0, BEAM_LOCAL_REC_SUBMIT = 1, BEAM_LOCAL_REC_BOARD = 2 };
+#define BEAM_LOCAL_BOARD_BYTES 24
+/* While the member has boards, they are read this often and each one whose
+ * counts changed goes up as a record (direct calls wake the member for
+ * nothing else); a worker's last counts go up before its end does. */
+#define BEAM_LOCAL_BOARDS_MS 20
 
 typedef struct beam_localbatch_s {
     beam_node_t *node;
@@ -38,6 +45,7 @@ typedef struct beam_localbatch_s {
     uint64_t since;      /* loop time the first record was held */
     uv_prepare_t age;    /* before each wait: sends what is BEAM_SHORTCUT_HOLD_MS old */
     uv_timer_t quiet;    /* sends what is held after BEAM_LOCAL_QUIET_MS */
+    uv_timer_t boards;   /* reads the boards every BEAM_LOCAL_BOARDS_MS while there are any */
 } beam_localbatch_t;
 
 /* b is the caller's (its handles are closed by beam_localbatch_reset once the
@@ -52,6 +60,11 @@ void beam_localbatch_done(beam_localbatch_t *b);
  * record: 0, or -EMSGSIZE (too large to hold: the caller forwards it, after
  * beam_localbatch_flush). */
 int beam_localbatch_hold_frame(beam_localbatch_t *b, uint32_t vconn, const char *body, size_t len);
+/* A board was adopted: the boards are read from now on. */
+void beam_localbatch_boards_start(beam_localbatch_t *b);
+/* Holds a record for each board whose counts changed since the last read
+ * (a board's owner is a local client's port: the record names its number). */
+void beam_localbatch_boards(beam_localbatch_t *b);
 /* Sends what is held to the head as one local_batch (one frame, one
  * write). A batch that ran out of memory while it was built has lost
  * records of calls the member already ran: the link is closed then (the

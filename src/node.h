@@ -23,6 +23,7 @@ struct beam_member_s;
 struct beam_link_s;
 struct beam_shortcut_s;
 struct beam_member_ops_s;
+struct beam_boards_s;
 
 /* The head: clients one member may relay at once (client_open), as a
  * daemon's own clients are bounded by its fds (beamd raises its limit to at
@@ -70,6 +71,7 @@ typedef struct beam_node_s {
     uint64_t local_calls;          /* the head: calls members ran the local way (their submit records in local_batch) */
     uint64_t gets;                 /* get requests this node answered or parked (dispatch.c, localresults.c) */
     uint64_t results_pushed;       /* `result` pushes sent to submitting clients (beam_result_push in objects.c: the head's objects and a member's kept results) */
+    struct beam_boards_s *boards;  /* workers' call boards and what dropped ones counted (boards.h) */
     struct beam_session_s *closing_sessions; /* remote clients to end next turn (session.c) */
     uv_timer_t reaper;
 

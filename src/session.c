@@ -9,6 +9,7 @@
 #include <utlist.h>
 
 #include "actors.h"
+#include "boards.h"
 #include "clientmsg.h"
 #include "cluster.h"
 #include "link.h"
@@ -57,6 +58,8 @@ static void session_end(beam_session_t *s, const char *why)
     if (p->member)
         p->member->clients--;
     s->kind->ended(s);
+    /* after ended: a member's worker's last counts go up first (localbatch.h) */
+    beam_boards_drop(node, p); /* its direct calls' last counts kept in the totals */
     free(s);
 }
 

@@ -46,6 +46,34 @@ static int check_sealed(int fd, size_t len, uint64_t *ino)
     return 0;
 }
 
+int beam_shm_map(long pid, int64_t fd_num, size_t len, void **map, int *fd_out, uint64_t *ino)
+{
+    *map = NULL;
+    *fd_out = -1;
+    if (len == 0 || fd_num < 0 || pid <= 0)
+        return -EINVAL;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/fd/%lld", pid, (long long)fd_num);
+    /* non-blocking and no tty: whatever the client named, the open cannot hang or take a terminal */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+    uint64_t inode = 0;
+    int rc = check_sealed(fd, len, &inode);
+    void *m = rc == 0 ? mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (rc == 0 && m == MAP_FAILED)
+        rc = -errno;
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    *map = m;
+    *fd_out = fd;
+    if (ino)
+        *ino = inode;
+    return 0;
+}
+
 int beam_shm_adopt(beam_node_t *node, long pid, int64_t fd_num, size_t len, beam_buf_t **out)
 {
     *out = NULL;
@@ -53,23 +81,15 @@ int beam_shm_adopt(beam_node_t *node, long pid, int64_t fd_num, size_t len, beam
         return -EINVAL;
     if (len > node->shm_budget - node->shm_used || node->shm_used > node->shm_budget)
         return -ENOSPC;
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%ld/fd/%lld", pid, (long long)fd_num);
-    /* non-blocking and no tty: whatever the client named, the open cannot hang or take a terminal */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0)
-        return -errno;
-    uint64_t ino = 0;
-    int rc = check_sealed(fd, len, &ino);
-    shm_buf_t *s = rc == 0 ? malloc(sizeof *s) : NULL;
-    if (rc == 0 && !s)
-        rc = -ENOMEM;
-    void *map = rc == 0 ? mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
-    if (rc == 0 && map == MAP_FAILED)
-        rc = -errno;
+    shm_buf_t *s = malloc(sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    void *map;
+    int fd;
+    uint64_t ino;
+    int rc = beam_shm_map(pid, fd_num, len, &map, &fd, &ino);
     if (rc < 0) {
         free(s);
-        close(fd);
         return rc;
     }
     *s = (shm_buf_t){.b = {.refs = 1, .len = len, .data = map, .release = shm_release},

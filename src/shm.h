@@ -18,6 +18,14 @@
 #include "beam/buf.h"
 #include "node.h"
 
+/* Opens the memfd process pid holds as its fd fd_num through /proc, checks
+ * it (a memfd of len bytes sealed against grow and shrink) and maps it
+ * read-only, charging nothing: *map (len bytes) and *fd_out (this process's
+ * own fd, close-on-exec) are the caller's to munmap and close; *ino (may be
+ * NULL) is its inode. The one adopting code: beam_shm_adopt for values, and
+ * a worker's call board (boards.h). 0; -EINVAL: not such a memfd; another
+ * negative errno when it cannot be opened or mapped (nothing is left then). */
+int beam_shm_map(long pid, int64_t fd_num, size_t len, void **map, int *fd_out, uint64_t *ino);
 /* Adopts the memfd process pid holds as its fd, len bytes: *out is a buffer
  * whose data is the read-only mapping (one reference to the caller; the
  * last one unmaps it, closes the fd and gives len back to the budget).

@@ -23,6 +23,7 @@
 #include <utlist.h>
 
 #include "localbatch.h"
+#include "boards.h"
 #include "fieldspec.h"
 #include "localresults.h"
 #include "link.h"
@@ -387,6 +388,20 @@ static int up_kill(local_msg_t *x, const beam_field_val_t *v)
     return 0;
 }
 
+/* A local worker's call board: adopted here (its fd opens here), read for the head (localbatch.h). */
+static int up_board(local_msg_t *x, const beam_field_val_t *v)
+{
+    beam_session_t *s = beam_session_find_local(x->lo->node, x->vconn);
+    if (!s)
+        return 0;
+    int rc = beam_boards_adopt(x->lo->node, &s->port, x->cl->actor, s->port.pid, v[BEAM_BOARD_F_FD].i,
+                               v[BEAM_BOARD_F_SIZE].i);
+    beam_boards_reply(&s->port, x->m->msgid, rc);
+    if (rc == 0)
+        beam_localbatch_boards_start(&x->lo->batch);
+    return 1;
+}
+
 static const local_op_t up_ops[] = {
     LOCAL_OP("submit", LOCAL_ALWAYS, beam_submit_fields, up_submit),
     LOCAL_OP_NOFIELDS("hello", LOCAL_ALWAYS, up_hello),
@@ -397,6 +412,7 @@ static const local_op_t up_ops[] = {
     LOCAL_OP("task_done", LOCAL_FROM_WORKER, task_done_fields, up_task_done),
     LOCAL_OP("actor_ready", LOCAL_FROM_WORKER, actor_ready_fields, up_actor_ready),
     LOCAL_OP("kill", LOCAL_ALWAYS, actor_fields, up_kill),
+    LOCAL_OP("board", LOCAL_FROM_WORKER, beam_board_fields, up_board),
 };
 
 /* The row of op in ops[0..n), or NULL. */
@@ -608,6 +624,8 @@ void beam_shortcut_client_closed(beam_node_t *node, uint32_t vconn)
 {
     beam_shortcut_t *lo = table(node);
     lclient_t *cl = lo ? find_client(lo, vconn, 0) : NULL;
+    if (cl && cl->is_worker)
+        beam_localbatch_boards(&lo->batch); /* its board's last counts go up before its end */
     if (cl) {
         lworker_t *w = cl->is_worker ? find_worker(lo, cl->actor) : NULL;
         if (w && w->vconn == vconn)

@@ -1,10 +1,14 @@
 /* status.c — the daemon's views: the `status` op (this node, the cluster's
- * nodes, actors, placement groups, objects, clients) and `pg_table`. */
+ * nodes, actors, placement groups, objects, clients), `pg_table`, and the
+ * `board` op by which a worker hands over the call board those views read
+ * its direct calls from (boards.h). */
 #include "status.h"
 
+#include <errno.h>
 #include <unistd.h>
 
 #include "actors.h"
+#include "boards.h"
 #include "cluster.h"
 #include "port.h"
 #include "session.h"
@@ -38,6 +42,28 @@ void beam_status_pg_table(beam_req_t *r)
     beam_port_send_enc(r->conn, &enc);
 }
 
+/* --- board --- */
+
+/* A worker hands over its call board, to its own node's daemon only (the
+ * one that can open its fds: as for the `shm` op; a member's shortcut takes
+ * its own workers' boards before they reach the head). */
+void beam_status_board(beam_req_t *r)
+{
+    beam_field_val_t v[BEAM_BOARD_NFIELDS];
+    beam_port_t *c = r->conn;
+    if (c->role != BEAM_ROLE_WORKER || !c->actor) {
+        beam_port_reply_error(c, r->msgid, "denied", "only an actor's worker may send this");
+        return;
+    }
+    if (BEAM_REQ_FIELDS(r, beam_board_fields, v) < 0)
+        return;
+    int local = c->member == r->node->self && !r->node->is_member;
+    beam_boards_reply(c, r->msgid,
+                      local ? beam_boards_adopt(r->node, c, beam_actor_id(c->actor), c->pid, v[BEAM_BOARD_F_FD].i,
+                                                v[BEAM_BOARD_F_SIZE].i)
+                            : -EXDEV);
+}
+
 /* --- status --- */
 
 static void pack_resources(msgpack_packer *pk, const beam_pool_t *pool, int avail)
@@ -49,7 +75,7 @@ static void pack_resources(msgpack_packer *pk, const beam_pool_t *pool, int avai
     }
 }
 
-static void pack_actor(msgpack_packer *pk, const beam_actor_t *actor)
+static void pack_actor(msgpack_packer *pk, const beam_node_t *node, const beam_actor_t *actor)
 {
     beam_actor_info_t info, *a = &info;
     beam_actor_info(actor, a);
@@ -85,7 +111,7 @@ static void pack_actor(msgpack_packer *pk, const beam_actor_t *actor)
     beam_pack_key(pk, "queued");
     msgpack_pack_uint32(pk, a->queued);
     beam_pack_key(pk, "running");
-    msgpack_pack_uint32(pk, a->sent);
+    msgpack_pack_uint32(pk, a->sent + beam_boards_running(node, beam_actor_id(actor)));
     beam_pack_key(pk, "death");
     beam_pack_str(pk, a->death);
 }
@@ -146,13 +172,16 @@ void beam_status(beam_req_t *r)
     beam_enc_init(&enc);
     beam_enc_reply_ok(&enc, r->msgid);
     msgpack_packer *pk = &enc.pk;
-    msgpack_pack_map(pk, 20);
+    beam_board_counts_t direct = beam_boards_totals(node);
+    msgpack_pack_map(pk, 21);
+    beam_pack_key(pk, "direct_calls"); /* direct calls workers of this node started (boards.h) */
+    msgpack_pack_uint64(pk, direct.started);
     beam_pack_key(pk, "local_calls"); /* calls members ran the local way (actors.h, localcalls.c) */
     msgpack_pack_uint64(pk, node->local_calls);
     beam_pack_key(pk, "gets"); /* get requests answered or held here */
     msgpack_pack_uint64(pk, node->gets);
-    beam_pack_key(pk, "results_pushed"); /* results pushed to their callers (submit's push) */
-    msgpack_pack_uint64(pk, node->results_pushed);
+    beam_pack_key(pk, "results_pushed"); /* results pushed to their callers (submit's push, or direct) */
+    msgpack_pack_uint64(pk, node->results_pushed + direct.pushed);
     beam_pack_key(pk, "nodes");
     msgpack_pack_array(pk, beam_cluster_count(node));
     for (const beam_member_t *m = node->members; m; m = m->next)
@@ -180,7 +209,7 @@ void beam_status(beam_req_t *r)
     beam_pack_key(pk, "actors");
     msgpack_pack_array(pk, beam_actors_count(node));
     for (beam_actor_t *a = beam_actors_first(node); a; a = beam_actors_next(a))
-        pack_actor(pk, a);
+        pack_actor(pk, node, a);
     beam_pack_key(pk, "placement_groups");
     msgpack_pack_array(pk, HASH_COUNT(node->pgs));
     for (beam_pg_t *pg = node->pgs; pg; pg = pg->hh.next)

@@ -158,6 +158,7 @@ class Worker:
         self.slots = None  # its asyncio.Semaphore(max_concurrency)
         self._omp_set = False  # OMP_NUM_THREADS was set here, not by the user
         self.direct = None  # the direct listener (direct.Server), once a driver opened it
+        self.board = None  # its call board (_beam.Board): the direct calls beamd reads, once opened
 
     def construct(self, init):
         for p in reversed(init.get("sys_path") or []):
@@ -287,13 +288,27 @@ class Worker:
         if self.pool is not None or self.loop is not None or self.task:
             return None
         if self.direct is None:
+            self._hand_board()
             self.direct = _direct.Server(self)
             self.direct.start_reading_beamd(self.client, beamd_gone)
         return self.direct.reply()
 
+    def _hand_board(self):
+        """The call board beamd reads this worker's direct calls from
+        (docs/DESIGN.md, "Direct calls"): made and handed over once (on a
+        member, its own daemon takes it). A refusal leaves the calls
+        uncounted, never stops them."""
+        self.board = _beam.Board()
+        try:
+            self.client.request("board", {"fd": self.board.fileno(), "size": self.board.size})
+        except _beam.RemoteError:
+            pass  # e.g. beamd could not open the fd: the calls go on, uncounted
+
     def run_direct(self, obj, name, args):
-        """Runs one direct call on this thread; returns its outcome."""
+        """Runs one direct call on this thread; returns its outcome (the
+        board counts it started and finished before its result is sent)."""
         self.rt.task_id = obj[:24]
+        self.board.start()
         try:
             args, kwargs = self.ser.loads(args)
             return (True, self._method(name)(*args, **kwargs))
@@ -303,6 +318,8 @@ class Worker:
             if isinstance(e, SystemExit) and _exit_code(e) == 0:
                 self._exits_on_purpose()
             raise
+        finally:
+            self.board.finish()
 
     def _terminate(self, params):
         self.client.send("task_done", {"obj": params["obj"], "status": 0, "exiting": True, "data": ser.dumps(None)[0]})

@@ -7,7 +7,8 @@
  * release.h (batched releases and the background thread), convert.h
  * (values), termlog.h (terminal lines), results.h and pushed.h (the
  * results beamd pushes: the table, waiting for them), direct.h (the
- * DirectConn type: a direct-call socket). */
+ * DirectConn type: a direct-call socket), board.h (the Board type: a
+ * worker's call board). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -37,6 +38,7 @@ static int PyModule_AddObjectRef(PyObject *m, const char *name, PyObject *v)
 #include "beam/protocol.h"
 #include "client.h"
 #include "convert.h"
+#include "board.h"
 #include "direct.h"
 #include "ntcopy.h"
 #include "pb_client.h"
@@ -620,6 +622,13 @@ static int module_exec(PyObject *m)
     st->DirectType = (PyTypeObject *)PyType_FromModuleAndSpec(m, &pb_direct_spec, NULL);
     if (!st->DirectType || PyModule_AddObjectRef(m, "DirectConn", (PyObject *)st->DirectType) < 0)
         return -1;
+    /* kept by the module's dict alone: nothing in C looks it up */
+    PyObject *board_type = PyType_FromModuleAndSpec(m, &pb_board_spec, NULL);
+    if (!board_type || PyModule_AddObjectRef(m, "Board", board_type) < 0) {
+        Py_XDECREF(board_type);
+        return -1;
+    }
+    Py_DECREF(board_type);
     return 0;
 }
 

@@ -202,7 +202,7 @@ static void test_bad_records(void **st)
             msgpack_pack_uint8(&pk, 5);
             break;
         case 2: /* an unknown kind */
-            pack_record(&pk, 2, 5, "x", 1);
+            pack_record(&pk, 3, 5, "x", 1);
             break;
         case 3: /* vconn 0 */
             pack_record(&pk, BEAM_LOCAL_REC_FRAME, 0, "x", 1);
@@ -308,8 +308,8 @@ static void test_malformed_record_is_named(void **st)
     static const struct {
         const char *err;
     } cases[] = {
-        {"(record 1's 'kind' must be 0 (a frame) or 1 (a submit))"},
-        {"(record 1's 'kind' must be 0 (a frame) or 1 (a submit))"},
+        {"(record 1's 'kind' must be 0 (a frame), 1 (a submit) or 2 (a board))"},
+        {"(record 1's 'kind' must be 0 (a frame), 1 (a submit) or 2 (a board))"},
         {"(record 1's 'kind' must be an int)"},
         {"(record 1's 'vconn' is out of range (1..4294967295))"},
         {"(record 1's 'vconn' is out of range (1..4294967295))"},
@@ -329,7 +329,7 @@ static void test_malformed_record_is_named(void **st)
         msgpack_pack_array(&pk, 3);
         pack_record(&pk, BEAM_LOCAL_REC_FRAME, 5, "one", 3);
         switch (bad) {
-        case 0: pack_record(&pk, 2, 5, "x", 1); break;
+        case 0: pack_record(&pk, 3, 5, "x", 1); break;
         case 1:
             msgpack_pack_array(&pk, 3);
             msgpack_pack_int8(&pk, -1);

@@ -90,6 +90,9 @@ SESSIONS = {
                                   + req(3, "task_done", {"obj": obj(1, 1, 0), "status": 0, "data": b""})
                                   + req(4, "nope") + req(0, "nope")
                                   + req(5, "hello", {"role": "driver"}) + req(0, "put", {"obj": 5})),
+    # a call board handed over by a driver (only a worker may), bad fields
+    "board": bytes([1]) + write(0, req(2, "board", {"fd": 0, "size": 4096}) + req(3, "board", {"fd": -1, "size": 1})
+                                + req(4, "board", {}) + req(0, "board", {"fd": 2, "size": 4096})),
     # a frame split across writes, then a bad one
     "split": bytes([1]) + write(0, req(2, "status")[:3]) + write(0, req(2, "status")[3:])
     + write(0, struct.pack(">I", 3) + b"\x93\x00\x01"),

@@ -93,15 +93,17 @@ SESSIONS = {
     "raw": bytes([JOIN0]) + raw(b"\x00\x00\x00\x05\x93\x02\xa4auth\x80") + raw(b"\xff" * 8)
     + raw(b"\x00\x00\x00\x03\x93\x02\xa1x", member=0) + reconnect(0) + reconnect(2) + sealed(0, "heartbeat", {}),
     # a member's local calls: a submit record (for an actor the head does not
-    # know: its object fails), its task_done as a frame record, then a batch
+    # know: its object fails), its task_done as a frame record, a board
+    # record (a client that is no worker: ignored), then a batch
     # whose second record is malformed, which ends the link
     "local_batch": bytes([JOIN0]) + opened(0, 1)
     + sealed(0, "local_batch", {"msgs": [
         [1, 1, req(2, "submit", {"actor": actor(1, 1), "obj": LOCAL_OBJ, "method": "m", "args": b"",
                                  "objects": [], "actors": []})[4:]],
-        [0, 1, req(0, "task_done", {"obj": LOCAL_OBJ, "status": 0, "data": b"r"})[4:]]]})
+        [0, 1, req(0, "task_done", {"obj": LOCAL_OBJ, "status": 0, "data": b"r"})[4:]],
+        [2, 1, struct.pack("<QQQ", 3, 2, 2)]]})
     + client(0, 1, 3, "get", {"objs": [LOCAL_OBJ], "timeout_ms": 0})
-    + sealed(0, "local_batch", {"msgs": [[0, 1, req(4, "status")[4:]], [2, 1, b"x"]]}),
+    + sealed(0, "local_batch", {"msgs": [[0, 1, req(4, "status")[4:]], [3, 1, b"x"]]}),
     # malformed messages after the join, each ending its link
     "bad_messages": bytes([JOIN0]) + sealed(0, "client_open", {"vconn": "1", "pid": 1, "uid": 0}) + reconnect(0)
     + sealed(0, "worker_exit", {"actor": b"a" * 15, "pid": 1, "status": 0, "signal": 0}) + reconnect(0)

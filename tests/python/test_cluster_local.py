@@ -13,7 +13,11 @@ another node; a get mixing local and remote results; an actor calling back
 into another local actor; threaded and asyncio actors; what the member
 holds for the head (a local call's submit and result, sent up together)
 reaching it when the member falls quiet, and a member lost while it holds
-them."""
+them.
+
+The drivers here run with direct calls off (BEAM_DIRECT_CALLS=0): the
+local way is the member's path for calls through beamd, which a direct
+call skips; a member's direct calls are in test_direct_calls.py."""
 
 import json
 import os
@@ -21,6 +25,7 @@ import subprocess
 import textwrap
 
 import cloudpickle
+import pytest
 
 from beamkit.client import Conn, Ids
 from beamkit.daemon import driver_env, run_driver, start_driver
@@ -76,6 +81,11 @@ PRELUDE = textwrap.dedent("""
         except ray.exceptions.ActorDiedError:
             return "died"
 """)
+
+
+@pytest.fixture(autouse=True)
+def through_beamd(monkeypatch):
+    monkeypatch.setenv("BEAM_DIRECT_CALLS", "0")
 
 
 def run_on_member(c, body, timeout=60):
@@ -531,7 +541,7 @@ def _fake_join(ip):
 BAD_BATCHES = [
     {"msgs": "not an array"},
     {"msgs": [[1, 5]]},
-    {"msgs": [[2, 5, b"x"]]},
+    {"msgs": [[3, 5, b"x"]]},
     {"msgs": [[-1, 5, b"x"]]},
     {"msgs": [[0, 0, b"x"]]},
     {"msgs": [[0, 1 << 40, b"x"]]},

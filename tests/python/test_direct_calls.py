@@ -1,20 +1,30 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Direct calls (docs/DESIGN.md, "Direct calls"; BEAM_DIRECT_CALLS=1): a
-driver's plain calls to a serial actor on its node go to the worker's own
-socket. Each test turns the switch on in this driver (direct.ON) and checks
-what Ray promises is unchanged: order across the switch both ways, errors,
-deaths and ray.kill with the same exceptions and texts as through beamd,
-refs that leave the driver, and a stranger at the worker's socket refused."""
+"""Direct calls (docs/DESIGN.md, "Direct calls"; on unless
+BEAM_DIRECT_CALLS=0): a driver's plain calls to a serial actor on its node
+go to the worker's own socket. Each test turns the switch on in this driver
+(direct.ON, whatever the suite's environment says) and checks what Ray
+promises is unchanged: order across the switch both ways, errors, deaths
+and ray.kill with the same exceptions and texts as through beamd, refs that
+leave the driver, and a stranger at the worker's socket refused; and that
+beamd still counts them from the worker's call board (`status`: an actor's
+running calls, also in beamctl's table, direct_calls, results_pushed, a
+member's on the head with its local_calls),
+and refuses a board that is not one."""
 
 import hashlib
 import hmac
+import json
 import os
 import signal
 import socket
+import subprocess
+import textwrap
 import time
 
 import pytest
 
+from beamkit.daemon import driver_env, start_driver
+from beamkit.procs import read_line, wait_until
 from ray._private import direct
 
 pytestmark = pytest.mark.skipif(os.environ.get("BEAM_REAL_RAY") == "1", reason="beam's own path")
@@ -177,6 +187,30 @@ def test_refs_leaving_the_driver_are_promoted(ray_direct):
     assert ray.get(b.add_value_of.remote(big)) == b"y" * 300_000
 
 
+def test_wait_on_direct_refs_is_answered_in_the_driver(ray_direct):
+    """ray.wait of direct refs only: the results come on the socket answer
+    it, none promoted, and a ready one does not wait behind the worker's
+    running call (issue 25's program: two quick calls, two slow ones)."""
+    ray = ray_direct
+    a = _log_actor(ray).remote()
+    _go_direct(ray, a)
+    refs = [a.sleep.remote(0.01), a.fail.remote(), a.sleep.remote(3), a.sleep.remote(3)]
+    assert all(direct.is_direct(r._id) for r in refs)
+    t0 = time.monotonic()
+    ready, rest = ray.wait(refs, num_returns=2, timeout=10)
+    assert time.monotonic() - t0 < 2.5
+    assert ready == refs[:2] and rest == refs[2:]  # an error is ready too
+    assert all(direct.is_direct(r._id) for r in refs)  # none left the driver
+    t0 = time.monotonic()
+    ready, rest = ray.wait(refs[2:], timeout=0.2)
+    assert ready == [] and rest == refs[2:] and time.monotonic() - t0 < 2
+    ready, rest = ray.wait(refs, num_returns=4, timeout=30)
+    assert ready == refs and rest == []
+    assert ray.get(refs[0]) == 0.01 and ray.get(refs[2:]) == [3, 3]
+    with pytest.raises(ValueError, match="nope"):
+        ray.get(refs[1])
+
+
 def test_values_that_came_outlive_the_actor(ray_direct):
     """Killed right after its calls returned: the driver owns their values,
     so refs passed on afterwards still carry them (as in Ray)."""
@@ -189,6 +223,31 @@ def test_values_that_came_outlive_the_actor(ray_direct):
     ray.kill(a)
     assert [ray.get(b.add_value_of.remote(r), timeout=30) for r in refs] == list(range(10))
     assert ray.get(ray.put(refs))[3] == refs[3]
+
+
+def test_errors_that_came_outlive_the_actor(ray_direct):
+    """A task error that came, passed on after its worker died: the task's
+    error, as through beamd (the driver puts it under the ref's id), not
+    the worker's death."""
+    ray = ray_direct
+    Log = _log_actor(ray)
+    a, b = Log.remote(), Log.remote()
+    _go_direct(ray, a)
+    failed = a.fail.remote()
+    assert direct.is_direct(failed._id)
+    with pytest.raises(ValueError, match="nope"):
+        ray.get(failed)
+    pid = ray.get(a.pid.remote())
+    os.kill(pid, signal.SIGKILL)
+    _death_text(ray, a)  # beamd knows the worker died
+    for use in (
+        lambda: ray.get(b.add_value_of.remote(failed), timeout=30),
+        lambda: ray.get(ray.get(ray.put([failed]))[0]),
+    ):
+        with pytest.raises(ValueError, match="nope") as e:
+            use()
+        assert isinstance(e.value, ray.exceptions.RayTaskError)
+        assert not isinstance(e.value, ray.exceptions.ActorDiedError)
 
 
 def test_dropping_the_handle_lets_direct_calls_finish(ray_direct):
@@ -254,6 +313,183 @@ def test_not_direct_where_the_rule_says_beamd(ray_direct):
     for _ in range(4):
         ray.get(other.pid.remote())
     assert ray.get(other.add.remote(1)) == 1
+
+
+def _actor_row(beamd, handle):
+    for row in beamd.status()["actors"]:
+        if row["actor_id"] == handle._actor_id.hex():
+            return row
+    return None
+
+
+def _board_maps(pid):
+    """Mappings of call boards in process pid."""
+    with open(f"/proc/{pid}/maps") as f:
+        return sum("memfd:beam-board" in line for line in f)
+
+
+def test_beamd_counts_direct_calls_from_the_call_board(ray_direct, beamd):
+    """The counterparts of test_result_push's and test_faults' counters:
+    beamd sees no direct call, but reads the worker's board when asked."""
+    ray = ray_direct
+    a = _log_actor(ray).remote()
+    st = _go_direct(ray, a)
+    before = beamd.status()
+    sent = st.sent
+    for i in range(30):
+        assert ray.get(a.add.remote(i)) == i
+    after = beamd.status()
+    assert st.sent - sent == 30  # every one direct
+    assert after["direct_calls"] - before["direct_calls"] == 30
+    assert after["results_pushed"] - before["results_pushed"] >= 30
+    assert after["gets"] == before["gets"]  # not one get reached beamd
+    assert _actor_row(beamd, a)["running"] == 0  # counted finished before its result was sent
+    # a direct call that runs is one of the actor's calls running
+    slow = a.sleep.remote(30)
+    assert direct.is_direct(slow._id)
+    assert wait_until(lambda: _actor_row(beamd, a)["running"] == 1, 10), _actor_row(beamd, a)
+    queued = a.add.remote(1)  # sent, not started: the worker runs one at a time
+    assert _actor_row(beamd, a)["running"] == 1
+    # and beamctl's table says so (RUNNING, QUEUED)
+    out = subprocess.run(
+        [os.environ["BEAM_BEAMCTL"], "--socket", beamd.socket, "status"], capture_output=True, text=True, timeout=30
+    )
+    row = next(line.split() for line in out.stdout.splitlines() if a._actor_id.hex() in line)
+    assert row[5:7] == ["1", "0"], out.stdout
+    # the board's counts outlive the worker, which is killed mid-call
+    beamd_pid = beamd.status()["pid"]
+    assert _board_maps(beamd_pid) == 1
+    ray.kill(a)
+    for r in (slow, queued):
+        with pytest.raises(ray.exceptions.ActorDiedError):
+            ray.get(r, timeout=30)
+    assert wait_until(lambda: _board_maps(beamd_pid) == 0, 10)
+    end = beamd.status()
+    assert end["direct_calls"] - before["direct_calls"] == 31
+    assert end["results_pushed"] - after["results_pushed"] >= 0
+    assert all(row["running"] == 0 for row in end["actors"])
+
+
+def test_a_board_that_is_not_one_is_refused(ray_direct, beamd):
+    """The `board` request (docs/PROTOCOL.md): only from an actor's worker,
+    only a sealed memfd of 4096 bytes, only once; each refusal is a clear
+    error and the daemon and the worker go on."""
+    ray = ray_direct
+    import _beam
+
+    @ray.remote
+    class Boards:
+        def pid(self):
+            return os.getpid()
+
+        def try_boards(self):
+            from ray._private import worker as rtmod
+
+            client = rtmod.runtime().client
+
+            def ask(fd, size=4096):
+                try:
+                    client.request("board", {"fd": fd, "size": size}, 10)
+                    return ["ok", ""]
+                except _beam.RemoteError as e:
+                    return list(e.args)
+
+            r, w = os.pipe()
+            plain = os.memfd_create("beam-board", os.MFD_CLOEXEC)  # not sealed: it could shrink
+            os.ftruncate(plain, 4096)
+            big, another = _beam.Board(), _beam.Board()
+            out = {
+                "pipe": ask(r),
+                "unsealed": ask(plain),
+                "size": ask(big.fileno(), 8192),
+                "no_fd": ask(1 << 20),
+                "second": ask(another.fileno()),  # the worker handed its own when it opened
+            }
+            for fd in (r, w, plain):
+                os.close(fd)
+            return out
+
+    b = Boards.remote()
+    _go_direct(ray, b)
+    out = ray.get(b.try_boards.remote(), timeout=30)
+    assert out["pipe"][0] == "bad_request" and "sealed" in out["pipe"][1], out
+    assert out["unsealed"][0] == "bad_request" and "sealed" in out["unsealed"][1], out
+    assert out["size"][0] == "bad_request" and "size" in out["size"][1], out
+    assert out["no_fd"][0] == "denied" and "call board" in out["no_fd"][1], out
+    assert out["second"][0] == "bad_request" and "second board" in out["second"][1], out
+    # a driver is no actor's worker
+    client, mine = ray._private.worker.runtime().client, _beam.Board()
+    with pytest.raises(_beam.RemoteError) as e:
+        client.request("board", {"fd": mine.fileno(), "size": 4096}, 10)
+    assert e.value.args[0] == "denied"
+    # the daemon and the worker go on, its calls still direct and counted
+    before = beamd.status()["direct_calls"]
+    assert ray.get(b.try_boards.remote(), timeout=30)["second"][0] == "bad_request"
+    assert beamd.status()["direct_calls"] - before == 1
+
+
+MEMBER_DRIVER = textwrap.dedent("""
+    import json, sys, time
+    import ray
+    from ray._private import direct
+
+    ray.init()
+
+    @ray.remote(num_cpus=0)
+    class Log:
+        def add(self, x):
+            return x
+
+        def sleep(self, s):
+            time.sleep(s)
+            return s
+
+    a = Log.options(resources={"node:127.0.0.2": 0.001}).remote()
+    for _ in range(4):
+        ray.get(a.add.remote(0), timeout=30)
+    st = direct._actors[a._ray_actor_id_bytes]
+    sent = st.sent
+    got = [ray.get(a.add.remote(i), timeout=30) for i in range(30)]
+    print("CALLED", json.dumps({"direct": st.direct, "sent": st.sent - sent, "got": got}), flush=True)
+    slow = a.sleep.remote(60)
+    print("RUNNING", a._actor_id.hex(), flush=True)
+    sys.stdin.readline()
+""")
+
+
+def test_a_members_direct_calls_are_counted_by_the_head(cluster):
+    """A driver and an actor on a member: the member's daemon adopts the
+    worker's board (the head cannot open its fds) and sends its counts up,
+    so the head's local_calls, direct_calls, results_pushed and the actor's
+    running count them; a worker's last counts outlive it."""
+    before = cluster.head.status()
+    proc = start_driver(MEMBER_DRIVER, driver_env(cluster.members[0], BEAM_DIRECT_CALLS="1"), stdin=subprocess.PIPE)
+    try:
+        called = json.loads(read_line(proc, "CALLED ", timeout=60))
+        assert called == {"direct": True, "sent": 30, "got": list(range(30))}
+        actor = read_line(proc, "RUNNING ", timeout=30)
+
+        seen = {}
+
+        def counted():
+            st = seen["status"] = cluster.head.status()
+            row = next((r for r in st["actors"] if r["actor_id"] == actor), None)
+            return (
+                st["local_calls"] - before["local_calls"] >= 30
+                and st["direct_calls"] - before["direct_calls"] >= 31  # and the warm-up's that went direct
+                and st["results_pushed"] - before["results_pushed"] >= 30
+                and row is not None
+                and row["running"] == 1
+            )
+
+        assert wait_until(counted, 10), cluster.head.status()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=10)
+    # the driver is gone, and with it its actor: the totals keep its counts
+    assert wait_until(lambda: all(r["running"] == 0 for r in cluster.head.status()["actors"]), 20)
+    assert cluster.head.status()["direct_calls"] == seen["status"]["direct_calls"]
 
 
 def test_direct_conn_frames_over_a_socketpair():

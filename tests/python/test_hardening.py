@@ -365,12 +365,19 @@ WRONG = {
     "name": [5, "n" * 1025, "a\0b"],
     "path": [5, "a\0b"],
     "python": [5, "", "a\0b"],
+    "put_status": ["0", 1.5, True, -1, 2, 5],
 }
 
 
 # op -> {field: (kind, required)}
 FIELDS = {
-    "put": {"obj": ("id28", 1), "data": ("bin", 1), "objects": ("ids28", 0), "actors": ("ids16", 0)},
+    "put": {
+        "obj": ("id28", 1),
+        "data": ("bin", 1),
+        "status": ("put_status", 0),
+        "objects": ("ids28", 0),
+        "actors": ("ids16", 0),
+    },
     "get": {"objs": ("ids28", 1), "timeout_ms": ("timeout", 0)},
     "wait": {"objs": ("ids28", 1), "num_returns": ("count", 0), "timeout_ms": ("timeout", 0)},
     "submit": {

@@ -12,7 +12,12 @@ by a get); lists mixing pushed and other refs, with timeouts and an error
 first; refs released before their result (nothing left in the table);
 refs passed to another actor; deeper pipelines than the pushed bound; a
 driver on a member node (its local calls pushed by the member, the rest
-by the head over the link). Beam internals: not run against real Ray."""
+by the head over the link). Beam internals: not run against real Ray.
+
+Every call here goes through beamd (direct calls off, in this driver and
+in the drivers it starts): this file is about beamd's push and _beam's
+table of pushed results, which a direct call skips; the direct path's
+counterparts of its counters are in test_direct_calls.py."""
 
 import gc
 import json
@@ -27,6 +32,7 @@ import ray
 from beamkit.client import Conn, Ids, object_id
 from beamkit.daemon import driver_env, run_driver
 from beamkit.procs import wait_until
+from ray._private import direct
 
 PUSH_MAX_DATA = 64 << 10  # BEAM_PUSH_MAX_DATA (include/beam/protocol.h)
 MAX_PENDING = 16  # PB_PUSH_MAX_PENDING (src/pybeam/pushed.h)
@@ -59,6 +65,12 @@ class A:
 
     def pid(self):
         return os.getpid()
+
+
+@pytest.fixture(autouse=True)
+def through_beamd(monkeypatch):
+    monkeypatch.setattr(direct, "ON", False)
+    monkeypatch.setenv("BEAM_DIRECT_CALLS", "0")
 
 
 def client():

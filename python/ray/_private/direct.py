@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Direct calls (docs/DESIGN.md, "Direct calls"): a driver's plain calls to
 a serial actor on its node go to the actor's worker over a unix socket, not
-through beamd. Off unless ``BEAM_DIRECT_CALLS=1``.
+through beamd. On unless ``BEAM_DIRECT_CALLS=0``.
 
 The caller's side (``submit``, ``entry``, ``promote``, ``forget``,
 ``actor_released``) keeps one ``_Actor`` per actor this driver created with
@@ -37,7 +37,7 @@ from ray._private import serialization as _ser
 from ray._private import shm as _shm
 from ray._private import utils as _utils
 
-ON = os.environ.get("BEAM_DIRECT_CALLS", "") == "1"
+ON = os.environ.get("BEAM_DIRECT_CALLS", "1") != "0"
 
 OPEN = "__beam_direct_open__"
 BARRIER = "__beam_direct_barrier__"
@@ -280,6 +280,8 @@ class Server:
             return
         self.retained[obj] = (method, outcome, conn.id)
         status, data = self._pickle(method, outcome)
+        if status != PROMOTE:
+            self.worker.board.pushed()  # before the send: its caller may ask beamd's status once it has it
         try:
             left = conn.dc.send("result", {"obj": obj, "status": status, "data": data})
         except ValueError:  # over the frame limit: beamd's path says so
@@ -606,9 +608,10 @@ def entry(rt, obj, deadline):
 
 def promote(obj):
     """The ref leaves this process: beamd gets its object first. A value
-    that came here is put under the ref's id (the worker forgets it);
-    otherwise the worker answers a call whose return id is obj with the
-    kept outcome (an error, or a call not done)."""
+    or a task error that came here is put under the ref's id (the worker
+    forgets it), so it outlives the worker as through beamd; otherwise the
+    worker answers a call whose return id is obj with the kept outcome (a
+    call not done)."""
     a = _refs.pop(obj, None)
     if a is None:
         return
@@ -619,9 +622,10 @@ def promote(obj):
         got = a.results.pop(obj, None)
         a.pending.discard(obj)
         try:
-            if got is not None and got[0] == 0:
+            if got is not None and got[0] in (0, 1):
                 a.forgets.append(obj)
-                _w.send_value(rt, "put", {"obj": obj}, [got[1]], len(got[1]))
+                params = {"obj": obj, "status": 1} if got[0] else {"obj": obj}
+                _w.send_value(rt, "put", params, [got[1]], len(got[1]))
             else:
                 _submit_beamd(rt, a, RESULT, ((), {}), oid=obj)
         except ConnectionError:

@@ -721,6 +721,12 @@ def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
             % (num_returns, len(ray_waitables))
         )
     timeout_ms = _timeout_ms(timeout)
+    if _direct.ON and _direct._refs and all(r._id in _direct._refs for r in ray_waitables):
+        picked = _direct_wait(runtime(), ray_waitables, num_returns, timeout_ms)
+        if picked is not None:
+            return [r for i, r in enumerate(ray_waitables) if i in picked], [
+                r for i, r in enumerate(ray_waitables) if i not in picked
+            ]
     if _direct.ON:
         for r in ray_waitables:
             _direct.promote(r._id)  # beamd answers the wait: it needs them
@@ -732,6 +738,37 @@ def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
     ready = [r for i, r in enumerate(ray_waitables) if i in picked]
     rest = [r for i, r in enumerate(ray_waitables) if i not in picked]
     return ready, rest
+
+
+_DIRECT_WAIT_SLICE_S = 0.01  # one wait on one direct ref before the others are looked at again
+
+
+def _direct_wait(rt, refs, num_returns, timeout_ms):
+    """ray.wait of direct calls' refs only (docs/DESIGN.md, "Direct calls"):
+    answered from the results come on their sockets, read here, so no ref
+    is promoted and none waits behind the worker's running call; the first
+    num_returns ready, as indices. None when one turns out to be beamd's
+    (promoted meanwhile, or its socket ended): beamd answers then."""
+    deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+    ready = set()
+    while True:
+        for i, r in enumerate(refs):
+            if i not in ready:
+                got = _direct.entry(rt, r._id, time.monotonic())  # what came, without waiting
+                if got is False:
+                    return None
+                if got is not None:
+                    ready.add(i)
+        now = time.monotonic()
+        if len(ready) >= num_returns or (deadline is not None and now >= deadline):
+            return set(sorted(ready)[:num_returns])
+        first = next(i for i in range(len(refs)) if i not in ready)
+        left = _DIRECT_WAIT_SLICE_S if deadline is None else min(_DIRECT_WAIT_SLICE_S, deadline - now)
+        got = _direct.entry(rt, refs[first]._id, now + left)
+        if got is False:
+            return None
+        if got is not None:
+            ready.add(first)
 
 
 def put(value, *, _owner=None):
