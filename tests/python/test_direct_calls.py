@@ -265,18 +265,32 @@ def test_direct_conn_frames_over_a_socketpair():
     s1, s2 = socket.socketpair()
     a, b = _beam.DirectConn(s1.detach()), _beam.DirectConn(s2.detach())
     assert a.send("call", {"obj": b"o" * 28, "method": "m", "args": b"a", "forgets": []}) == 0
-    assert b.read(1000) == [("call", {"obj": b"o" * 28, "method": "m", "args": b"a", "forgets": []})]
+    assert a.call(b"p" * 28, "n", b"b", [b"f" * 28]) == 0  # the same frame, from arguments
+    assert a.send("forget", {"objs": [b"f" * 28]}) == 0
+    assert a.send("other", {"k": 1}) == 0
+    # the known ops' params as tuples in their keys' order, another op's as a dict
+    got = []
+    while len(got) < 4:
+        got += b.read(1000)
+    assert got == [
+        ("call", (b"o" * 28, "m", b"a", [])),
+        ("call", (b"p" * 28, "n", b"b", [b"f" * 28])),
+        ("forget", ([b"f" * 28],)),
+        ("other", {"k": 1}),
+    ]
     assert b.read(0) == []
+    a.send("result", {"obj": b"o" * 28, "status": 0})  # a key missing: None
+    assert b.read(1000) == [("result", (b"o" * 28, 0, None))]
     big = bytes(range(256)) * 40_000  # 10 MB: more than the socket's buffers
-    left = b.send("result", {"obj": b"o" * 28, "status": 0, "data": big})
+    left = b.result(b"o" * 28, 0, big)
     assert left > 0 and b.pending == left
     got = []
     while not got:
         got = a.read(1)
         b.flush()
-    ((op, p),) = got
-    assert op == "result" and p["status"] == 0 and bytes(p["data"]) == big
-    assert isinstance(p["data"], memoryview) and b.pending == 0
+    ((op, (obj, status, data)),) = got
+    assert op == "result" and obj == b"o" * 28 and status == 0 and bytes(data) == big
+    assert isinstance(data, memoryview) and b.pending == 0
     b.close()
     assert b.ended and b.fileno() == -1
     assert a.read(1000) is None and a.ended

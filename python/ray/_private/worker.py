@@ -16,6 +16,7 @@ python/ alone); only talking to a daemon needs it.
 import atexit
 import math
 import os
+import pickle as _pickle
 import sys
 import threading
 import time
@@ -765,6 +766,12 @@ def dumps_args(args, kwargs):
     Returns (bytes, [object ids], [actor ids], refs put): the caller holds
     the refs until the request that carries their ids is sent, as their
     release is sent at once (refcount.prompt) and would come first."""
+    if not kwargs and len(args) <= _ATOM_ARGS_MAX:
+        for a in args:
+            if type(a) not in _NEVER_LARGE:
+                break
+        else:  # only atoms: nothing to put, no ref inside (serialization.dumps's plain case)
+            return _pickle.dumps((args, kwargs), protocol=_ser.PROTOCOL), [], [], None
     rt = runtime()
     if rt.shm and _any_large(args, kwargs):
         args = tuple(put(a) if _large(a) else a for a in args)
@@ -777,6 +784,7 @@ def dumps_args(args, kwargs):
 # Types a top-level argument of a call most often has, which _large never
 # finds large (it puts bytes-likes and values with an nbytes: not a str).
 _NEVER_LARGE = frozenset((type(None), bool, int, float, str))
+_ATOM_ARGS_MAX = 16  # within serialization's _PLAIN_MAX with the (args, {}) around them
 
 
 def _any_large(args, kwargs):
