@@ -200,17 +200,17 @@ static PyObject *direct_decode(direct_t *d, pb_dframe_t *head)
     return list;
 }
 
-static PyObject *direct_read(direct_t *d, PyObject *args)
+/* Waits at most timeout_ms (-1: without end) for whole frames, in slices
+ * that let the signal handlers run; *head gets them (NULL at the timeout
+ * or the end). 0, or -1 with an exception set (a handler raised). */
+static int direct_wait(direct_t *d, int timeout_ms, pb_dframe_t **head)
 {
-    int timeout_ms = -1;
-    if (!PyArg_ParseTuple(args, "|i:read", &timeout_ms))
-        return NULL;
     if (d->reading) {
         PyErr_SetString(PyExc_RuntimeError, "another thread reads this direct connection");
-        return NULL;
+        return -1;
     }
     int64_t deadline = timeout_ms < 0 ? -1 : pb_now_ns() + (int64_t)timeout_ms * 1000000;
-    pb_dframe_t *head = NULL;
+    int rc = 0;
     d->reading = 1;
     for (;;) {
         int ms = DIRECT_SLICE_MS;
@@ -220,24 +220,115 @@ static PyObject *direct_read(direct_t *d, PyObject *args)
             ms = left < ms ? (int)left : ms;
         }
         Py_BEGIN_ALLOW_THREADS
-        (void)pb_dsock_pump(&d->s, ms, &head); /* -EINTR: as the end of a slice */
+        (void)pb_dsock_pump(&d->s, ms, head); /* -EINTR: as the end of a slice */
         Py_END_ALLOW_THREADS
-        if (head || d->s.ended || ms == 0 || (deadline >= 0 && pb_now_ns() >= deadline))
+        if (*head || d->s.ended || ms == 0 || (deadline >= 0 && pb_now_ns() >= deadline))
             break;
         /* a slice or a signal: the handlers run now (a no-op off the main thread) */
         if (PyErr_CheckSignals() < 0) {
-            d->reading = 0;
-            return NULL;
+            rc = -1;
+            break;
         }
     }
     d->reading = 0;
     if (d->close_deferred)
         pb_dsock_close(&d->s);
+    return rc;
+}
+
+static PyObject *direct_read(direct_t *d, PyObject *args)
+{
+    int timeout_ms = -1;
+    if (!PyArg_ParseTuple(args, "|i:read", &timeout_ms))
+        return NULL;
+    pb_dframe_t *head = NULL;
+    if (direct_wait(d, timeout_ms, &head) < 0)
+        return NULL;
     if (head)
         return direct_decode(d, head);
     if (d->s.ended)
         Py_RETURN_NONE;
     return PyList_New(0);
+}
+
+/* Files one result frame's (status, data) under its obj in results when
+ * obj is in pending (taking it out); frees the frame. 0, or -1 with an
+ * exception set. GIL held. */
+static int direct_file(direct_t *d, pb_frame_t *f, PyObject *pending, PyObject *results)
+{
+    if (!(f->msg.op_len == 6 && memcmp(f->msg.op, "result", 6) == 0) || f->msg.params.type != MSGPACK_OBJECT_MAP) {
+        pb_frame_free(f);
+        return 0; /* a caller gets results only */
+    }
+    PyTypeObject *frame_type = ((pb_module_state_t *)PyType_GetModuleState(Py_TYPE(d)))->FrameBytesType;
+    pb_decoding_t dec;
+    pb_decoding_init(&dec, frame_type, f);
+    PyObject *t = direct_decode_known(&dec, &f->msg.params.via.map, RESULT_KEYS);
+    pb_decoding_done(&dec);
+    if (!t)
+        return -1;
+    PyObject *obj = PyTuple_GET_ITEM(t, 0);
+    int rc = PySet_Contains(pending, obj);
+    if (rc == 1) {
+        PyObject *entry = PyTuple_Pack(2, PyTuple_GET_ITEM(t, 1), PyTuple_GET_ITEM(t, 2));
+        rc = entry && PySet_Discard(pending, obj) >= 0 && PyDict_SetItem(results, obj, entry) == 0 ? 0 : -1;
+        Py_XDECREF(entry);
+    }
+    Py_DECREF(t);
+    return rc < 0 ? -1 : 0;
+}
+
+/* lock.release() or lock.acquire(). 0, or -1 with an exception set. */
+static int direct_lock_call(PyObject *lock, const char *name)
+{
+    PyObject *r = PyObject_CallMethod(lock, name, NULL);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
+static PyObject *direct_read_results(direct_t *d, PyObject *args)
+{
+    PyObject *lock, *pending, *results;
+    int timeout_ms = -1;
+    if (!PyArg_ParseTuple(args, "OO!O!|i:read_results", &lock, &PySet_Type, &pending, &PyDict_Type, &results,
+                          &timeout_ms))
+        return NULL;
+    if (d->reading) {
+        PyErr_SetString(PyExc_RuntimeError, "another thread reads this direct connection");
+        return NULL;
+    }
+    if (direct_lock_call(lock, "release") < 0)
+        return NULL;
+    pb_dframe_t *head = NULL;
+    int rc = direct_wait(d, timeout_ms, &head);
+    PyObject *type, *value, *tb; /* a handler's exception, kept over the acquire */
+    PyErr_Fetch(&type, &value, &tb);
+    if (direct_lock_call(lock, "acquire") < 0) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        pb_dframes_free(head);
+        return NULL;
+    }
+    PyErr_Restore(type, value, tb);
+    if (rc < 0)
+        return NULL;
+    int ended = head == NULL && d->s.ended;
+    while (head) {
+        pb_dframe_t *g = head;
+        head = g->next;
+        pb_frame_t *f = g->frame;
+        free(g);
+        if (rc < 0)
+            pb_frame_free(f);
+        else
+            rc = direct_file(d, f, pending, results);
+    }
+    if (rc < 0)
+        return NULL;
+    if (ended)
+        Py_RETURN_NONE;
+    Py_RETURN_TRUE;
 }
 
 /* ---------- the type ---------- */
@@ -319,6 +410,10 @@ static PyMethodDef direct_methods[] = {
      "read(timeout_ms=-1) -> [(op, params), ...] the whole frames come (at least one unless [] at the timeout;\n"
      "params of call, result and forget as the tuples (obj, method, args, forgets), (obj, status, data), (objs,)),\n"
      "writing what is unwritten meanwhile; None once the socket ended or sent a bad frame."},
+    {"read_results", (PyCFunction)direct_read_results, METH_VARARGS,
+     "read_results(lock, pending, results, timeout_ms=-1) -> True, or None once the socket ended.\n"
+     "A caller's read, lock (held) let go while it waits: each result come for an obj in the set\n"
+     "pending is taken out of it and filed as results[obj] = (status, data); others are dropped."},
     {"fileno", (PyCFunction)direct_fileno, METH_NOARGS, "fileno() -> the socket's fd (-1 once closed)."},
     {"close", (PyCFunction)direct_close, METH_NOARGS, "close(). Closes the socket (at once, or when a read ends)."},
     {NULL, NULL, 0, NULL},

@@ -11,6 +11,7 @@ import hmac
 import os
 import signal
 import socket
+import threading
 import time
 
 import pytest
@@ -295,3 +296,42 @@ def test_direct_conn_frames_over_a_socketpair():
     assert b.ended and b.fileno() == -1
     assert a.read(1000) is None and a.ended
     a.close()
+
+
+def test_direct_conn_read_results_files_pending_results_with_the_lock_let_go():
+    """DirectConn.read_results, a caller's read: the lock held on entry is
+    let go while it waits (another thread takes it meanwhile) and held
+    again when it files; a result for an obj in pending is taken out of it
+    into results as (status, data), any other is dropped; it returns True
+    (at its timeout too), None at the socket's end."""
+    import _beam
+
+    s1, s2 = socket.socketpair()
+    caller, worker = _beam.DirectConn(s1.detach()), _beam.DirectConn(s2.detach())
+    lock = threading.Lock()
+    pending, results = {b"a" * 28, b"b" * 28}, {}
+    taken = threading.Event()
+
+    def other_thread():
+        with lock:  # possible only while the reader waits
+            taken.set()
+            worker.result(b"a" * 28, 0, b"va")
+            worker.result(b"z" * 28, 0, b"vz")  # not pending: dropped
+            worker.send("other", {"k": 1})  # not a result: dropped
+
+    with lock:
+        t = threading.Thread(target=other_thread)
+        t.start()
+        got = None
+        while b"a" * 28 not in results:
+            got = caller.read_results(lock, pending, results, 1000)
+        assert lock.locked()  # held again on return
+    t.join()
+    assert taken.is_set() and got is True
+    assert pending == {b"b" * 28} and results == {b"a" * 28: (0, b"va")}
+    with lock:
+        assert caller.read_results(lock, pending, results, 0) is True  # nothing came
+        worker.close()
+        assert caller.read_results(lock, pending, results, 1000) is None
+    assert pending == {b"b" * 28} and len(results) == 1
+    caller.close()

@@ -401,7 +401,14 @@ def submit(rt, actor_id, method, num_returns, data, objs, actors, oid, object_re
     if eligible and a.direct:  # the hot path: the socket is up and the order rule holds
         with a.lock:
             if a.direct:  # (a.direct: a.conn is set and a.off is not)
-                return _send_call(a, method, data, oid, object_ref)
+                ref = object_ref._here(oid)  # (_send_call, inline)
+                _refs[oid] = a
+                a.pending.add(oid)
+                a.sent += 1
+                conn = a.conn
+                if conn.call(oid, method, data, _take_forgets(a) if a.forgets else _NO_FORGETS):
+                    _send_rest(a, conn)
+                return ref
     eligible = eligible and not a.off
     with a.lock:
         if not a.direct:
@@ -553,23 +560,15 @@ def _read(a, timeout):
     if conn is None:
         return
     a.reading = True
-    a.lock.release()
     try:
-        msgs = conn.read(-1 if timeout is None else math.ceil(timeout * 1000))
+        # in C: the lock let go while it waits, the results filed once it is held again
+        came = conn.read_results(a.lock, a.pending, a.results, -1 if timeout is None else math.ceil(timeout * 1000))
     finally:
-        a.lock.acquire()
         a.reading = False
         if a.waiting:
             a.cv.notify_all()
-    if msgs is None:
+    if came is None:
         _ended(a)
-        return
-    pending = a.pending
-    for op, p in msgs:
-        if op == "result" and p[0] in pending:
-            obj, status, data = p
-            pending.discard(obj)
-            a.results[obj] = (status, data)
 
 
 def _ended(a):
@@ -608,8 +607,18 @@ def entry(rt, obj, deadline):
         return False
     promote_now = tried = False
     with a.lock:
-        if deadline is None and not a.reading and obj in a.pending and a.conn is not None:
-            _read(a, None)  # the hot path: a sync call's get, the result not come yet
+        conn = a.conn
+        if deadline is None and not a.reading and conn is not None and obj in a.pending:
+            # the hot path: a sync call's get, the result not come yet (_read, inline)
+            a.reading = True
+            try:
+                came = conn.read_results(a.lock, a.pending, a.results, -1)
+            finally:
+                a.reading = False
+                if a.waiting:
+                    a.cv.notify_all()
+            if came is None:
+                _ended(a)
         while True:
             got = a.results.get(obj)
             if got is not None:

@@ -627,18 +627,31 @@ def _direct_entries(rt, ids, timeout_ms):
     return out
 
 
+def _get_direct(ref, timeout):
+    """ray.get of one direct call's ref (docs/DESIGN.md, "Direct calls")."""
+    rt = runtime()
+    timeout_ms = -1 if timeout is None else _timeout_ms(timeout)
+    entry = _direct.entry(rt, ref._id, None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000)
+    if entry is False:  # promoted meanwhile: beamd's
+        entry = _get_one(rt.client, ref, timeout_ms)
+    if entry is None:
+        raise _exc.GetTimeoutError("Get timed out: some object(s) not ready.")
+    value, error = _value(entry[0], entry[1], ref)
+    if error is not None:
+        raise error
+    return value
+
+
 def get(object_refs, *, timeout=None):
     """ray.get: one ref or a list of refs; order kept, duplicates allowed."""
+    if isinstance(object_refs, ObjectRef) and object_refs._id in _direct._refs:
+        return _get_direct(object_refs, timeout)  # a direct call's (a sync call's: the hot path)
     single = isinstance(object_refs, ObjectRef)
     if single:
         # one ref (a sync call's): what the list path below does for [ref]
         timeout_ms = _timeout_ms(timeout)
         rt = runtime()
-        if _direct.ON and object_refs._id in _direct._refs:
-            entry = _direct.entry(rt, object_refs._id, None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000)
-            if entry is False:  # promoted meanwhile: beamd's
-                entry = _get_one(rt.client, object_refs, timeout_ms)
-        elif rt.is_task:
+        if rt.is_task:
             with _Blocked(rt, timeout_ms):
                 entry = _get_one(rt.client, object_refs, timeout_ms)
         else:  # (_Blocked does nothing outside a task's worker)
