@@ -159,6 +159,7 @@ class Worker:
         self._omp_set = False  # OMP_NUM_THREADS was set here, not by the user
         self.direct = None  # the direct listener (direct.Server), once a driver opened it
         self.board = None  # its call board (_beam.Board): the direct calls beamd reads, once opened
+        self.direct_methods = {}  # name -> bound method: the direct calls' method table (run_direct)
 
     def construct(self, init):
         for p in reversed(init.get("sys_path") or []):
@@ -236,6 +237,7 @@ class Worker:
         becomes that task's one-call actor (Ray reuses task workers too)."""
         self.rt.actor_id = bytes(init["actor"])
         self.instance = None
+        self.direct_methods.clear()
         self.task = self.rt.is_task = False
         self.construct(init)
 
@@ -311,7 +313,13 @@ class Worker:
         self.board.start()
         try:
             args, kwargs = self.ser.loads(args)
-            return (True, self._method(name)(*args, **kwargs))
+            method = self.direct_methods.get(name)
+            if method is None:
+                method = self._method(name)
+                cls = type(self.instance)
+                if type(cls) is type and type(cls.__dict__.get(name)) is _FunctionType:
+                    self.direct_methods[name] = method  # a class's own function, bound: the same every call
+            return (True, method(*args, **kwargs))
         except Exception as e:
             return (False, e)
         except BaseException as e:

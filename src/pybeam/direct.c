@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "beam/codec.h"
@@ -29,12 +30,28 @@ static int dsock_write_to(void *s, struct iovec *iov, int cnt)
     return pb_dsock_write(s, iov, cnt);
 }
 
-static PyObject *direct_send(direct_t *d, PyObject *args)
+/* The known ops' params, in the order read gives them as a tuple and
+ * call/result take them (each op's keys; NULL ends a list). */
+static const char *const CALL_KEYS[] = {"obj", "method", "args", "forgets", NULL};
+static const char *const RESULT_KEYS[] = {"obj", "status", "data", NULL};
+static const char *const FORGET_KEYS[] = {"objs", NULL};
+
+static const char *const *direct_keys(const char *op, size_t len)
 {
-    const char *op;
-    PyObject *params;
-    if (!PyArg_ParseTuple(args, "sO!:send", &op, &PyDict_Type, &params))
-        return NULL;
+    if (len == 4 && memcmp(op, "call", 4) == 0)
+        return CALL_KEYS;
+    if (len == 6 && memcmp(op, "result", 6) == 0)
+        return RESULT_KEYS;
+    if (len == 6 && memcmp(op, "forget", 6) == 0)
+        return FORGET_KEYS;
+    return NULL;
+}
+
+/* Encodes the push [2, op, params] (params: a dict, or values for keys)
+ * and writes it; returns the bytes unwritten as a Python int. */
+static PyObject *direct_push(direct_t *d, const char *op, PyObject *params, const char *const *keys,
+                             PyObject *const *values)
+{
     if (d->s.fd < 0) {
         PyErr_SetString(PyExc_ConnectionError, "the direct connection is closed");
         return NULL;
@@ -44,7 +61,20 @@ static PyObject *direct_send(direct_t *d, PyObject *args)
     msgpack_pack_array(&out.enc.pk, 3);
     msgpack_pack_uint8(&out.enc.pk, BEAM_MSG_PUSH);
     beam_pack_str(&out.enc.pk, op);
-    if (pb_encode(&out, params) < 0) {
+    int bad = 0;
+    if (params) {
+        bad = pb_encode(&out, params) < 0;
+    } else {
+        size_t n = 0;
+        while (keys[n])
+            n++;
+        msgpack_pack_map(&out.enc.pk, n);
+        for (size_t i = 0; i < n && !bad; i++) {
+            beam_pack_key(&out.enc.pk, keys[i]);
+            bad = pb_encode(&out, values[i]) < 0;
+        }
+    }
+    if (bad) {
         pb_out_destroy(&out);
         return NULL;
     }
@@ -60,6 +90,33 @@ static PyObject *direct_send(direct_t *d, PyObject *args)
     if (rc < 0)
         return PyErr_NoMemory();
     return PyLong_FromSize_t(pb_dsock_unwritten(&d->s));
+}
+
+static PyObject *direct_send(direct_t *d, PyObject *args)
+{
+    const char *op;
+    PyObject *params;
+    if (!PyArg_ParseTuple(args, "sO!:send", &op, &PyDict_Type, &params))
+        return NULL;
+    return direct_push(d, op, params, NULL, NULL);
+}
+
+static PyObject *direct_call(direct_t *d, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "call(obj, method, args, forgets) takes 4 arguments");
+        return NULL;
+    }
+    return direct_push(d, "call", NULL, CALL_KEYS, args);
+}
+
+static PyObject *direct_result(direct_t *d, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "result(obj, status, data) takes 3 arguments");
+        return NULL;
+    }
+    return direct_push(d, "result", NULL, RESULT_KEYS, args);
 }
 
 static PyObject *direct_flush(direct_t *d, PyObject *unused)
@@ -81,7 +138,36 @@ static PyObject *direct_wait_writable(direct_t *d, PyObject *args)
     return direct_flush(d, NULL);
 }
 
-/* The frames as [(op, params), ...]; frees them. GIL held. */
+/* A known op's params as the tuple of its keys' values (None for a key
+ * missing), in keys' order. GIL held. */
+static PyObject *direct_decode_known(pb_decoding_t *dec, const msgpack_object_map *m, const char *const *keys)
+{
+    Py_ssize_t n = 0;
+    while (keys[n])
+        n++;
+    PyObject *t = PyTuple_New(n);
+    for (Py_ssize_t k = 0; t && k < n; k++) {
+        size_t klen = strlen(keys[k]);
+        PyObject *v = NULL;
+        for (uint32_t i = 0; t && i < m->size && !v; i++) {
+            const msgpack_object *key = &m->ptr[i].key;
+            if (key->type == MSGPACK_OBJECT_STR && key->via.str.size == klen &&
+                memcmp(key->via.str.ptr, keys[k], klen) == 0) {
+                v = pb_decode(dec, &m->ptr[i].val);
+                if (!v)
+                    Py_CLEAR(t);
+            }
+        }
+        if (t && !v)
+            v = Py_NewRef(Py_None);
+        if (t)
+            PyTuple_SET_ITEM(t, k, v);
+    }
+    return t;
+}
+
+/* The frames as [(op, params), ...]: a known op's params as a tuple
+ * (direct_keys), another's as a dict; frees them. GIL held. */
 static PyObject *direct_decode(direct_t *d, pb_dframe_t *head)
 {
     PyTypeObject *frame_type = ((pb_module_state_t *)PyType_GetModuleState(Py_TYPE(d)))->FrameBytesType;
@@ -99,7 +185,10 @@ static PyObject *direct_decode(direct_t *d, pb_dframe_t *head)
         }
         pb_decoding_t dec;
         pb_decoding_init(&dec, frame_type, f);
-        PyObject *params = pb_decode(&dec, &f->msg.params);
+        const char *const *keys = direct_keys(f->msg.op, f->msg.op_len);
+        PyObject *params = keys && f->msg.params.type == MSGPACK_OBJECT_MAP
+                               ? direct_decode_known(&dec, &f->msg.params.via.map, keys)
+                               : pb_decode(&dec, &f->msg.params);
         pb_decoding_done(&dec);
         PyObject *item = params ? PyTuple_Pack(2, op, params) : NULL;
         Py_DECREF(op);
@@ -111,17 +200,17 @@ static PyObject *direct_decode(direct_t *d, pb_dframe_t *head)
     return list;
 }
 
-static PyObject *direct_read(direct_t *d, PyObject *args)
+/* Waits at most timeout_ms (-1: without end) for whole frames, in slices
+ * that let the signal handlers run; *head gets them (NULL at the timeout
+ * or the end). 0, or -1 with an exception set (a handler raised). */
+static int direct_wait(direct_t *d, int timeout_ms, pb_dframe_t **head)
 {
-    int timeout_ms = -1;
-    if (!PyArg_ParseTuple(args, "|i:read", &timeout_ms))
-        return NULL;
     if (d->reading) {
         PyErr_SetString(PyExc_RuntimeError, "another thread reads this direct connection");
-        return NULL;
+        return -1;
     }
     int64_t deadline = timeout_ms < 0 ? -1 : pb_now_ns() + (int64_t)timeout_ms * 1000000;
-    pb_dframe_t *head = NULL;
+    int rc = 0;
     d->reading = 1;
     for (;;) {
         int ms = DIRECT_SLICE_MS;
@@ -131,24 +220,115 @@ static PyObject *direct_read(direct_t *d, PyObject *args)
             ms = left < ms ? (int)left : ms;
         }
         Py_BEGIN_ALLOW_THREADS
-        (void)pb_dsock_pump(&d->s, ms, &head); /* -EINTR: as the end of a slice */
+        (void)pb_dsock_pump(&d->s, ms, head); /* -EINTR: as the end of a slice */
         Py_END_ALLOW_THREADS
-        if (head || d->s.ended || ms == 0 || (deadline >= 0 && pb_now_ns() >= deadline))
+        if (*head || d->s.ended || ms == 0 || (deadline >= 0 && pb_now_ns() >= deadline))
             break;
         /* a slice or a signal: the handlers run now (a no-op off the main thread) */
         if (PyErr_CheckSignals() < 0) {
-            d->reading = 0;
-            return NULL;
+            rc = -1;
+            break;
         }
     }
     d->reading = 0;
     if (d->close_deferred)
         pb_dsock_close(&d->s);
+    return rc;
+}
+
+static PyObject *direct_read(direct_t *d, PyObject *args)
+{
+    int timeout_ms = -1;
+    if (!PyArg_ParseTuple(args, "|i:read", &timeout_ms))
+        return NULL;
+    pb_dframe_t *head = NULL;
+    if (direct_wait(d, timeout_ms, &head) < 0)
+        return NULL;
     if (head)
         return direct_decode(d, head);
     if (d->s.ended)
         Py_RETURN_NONE;
     return PyList_New(0);
+}
+
+/* Files one result frame's (status, data) under its obj in results when
+ * obj is in pending (taking it out); frees the frame. 0, or -1 with an
+ * exception set. GIL held. */
+static int direct_file(direct_t *d, pb_frame_t *f, PyObject *pending, PyObject *results)
+{
+    if (!(f->msg.op_len == 6 && memcmp(f->msg.op, "result", 6) == 0) || f->msg.params.type != MSGPACK_OBJECT_MAP) {
+        pb_frame_free(f);
+        return 0; /* a caller gets results only */
+    }
+    PyTypeObject *frame_type = ((pb_module_state_t *)PyType_GetModuleState(Py_TYPE(d)))->FrameBytesType;
+    pb_decoding_t dec;
+    pb_decoding_init(&dec, frame_type, f);
+    PyObject *t = direct_decode_known(&dec, &f->msg.params.via.map, RESULT_KEYS);
+    pb_decoding_done(&dec);
+    if (!t)
+        return -1;
+    PyObject *obj = PyTuple_GET_ITEM(t, 0);
+    int rc = PySet_Contains(pending, obj);
+    if (rc == 1) {
+        PyObject *entry = PyTuple_Pack(2, PyTuple_GET_ITEM(t, 1), PyTuple_GET_ITEM(t, 2));
+        rc = entry && PySet_Discard(pending, obj) >= 0 && PyDict_SetItem(results, obj, entry) == 0 ? 0 : -1;
+        Py_XDECREF(entry);
+    }
+    Py_DECREF(t);
+    return rc < 0 ? -1 : 0;
+}
+
+/* lock.release() or lock.acquire(). 0, or -1 with an exception set. */
+static int direct_lock_call(PyObject *lock, const char *name)
+{
+    PyObject *r = PyObject_CallMethod(lock, name, NULL);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
+static PyObject *direct_read_results(direct_t *d, PyObject *args)
+{
+    PyObject *lock, *pending, *results;
+    int timeout_ms = -1;
+    if (!PyArg_ParseTuple(args, "OO!O!|i:read_results", &lock, &PySet_Type, &pending, &PyDict_Type, &results,
+                          &timeout_ms))
+        return NULL;
+    if (d->reading) {
+        PyErr_SetString(PyExc_RuntimeError, "another thread reads this direct connection");
+        return NULL;
+    }
+    if (direct_lock_call(lock, "release") < 0)
+        return NULL;
+    pb_dframe_t *head = NULL;
+    int rc = direct_wait(d, timeout_ms, &head);
+    PyObject *type, *value, *tb; /* a handler's exception, kept over the acquire */
+    PyErr_Fetch(&type, &value, &tb);
+    if (direct_lock_call(lock, "acquire") < 0) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        pb_dframes_free(head);
+        return NULL;
+    }
+    PyErr_Restore(type, value, tb);
+    if (rc < 0)
+        return NULL;
+    int ended = head == NULL && d->s.ended;
+    while (head) {
+        pb_dframe_t *g = head;
+        head = g->next;
+        pb_frame_t *f = g->frame;
+        free(g);
+        if (rc < 0)
+            pb_frame_free(f);
+        else
+            rc = direct_file(d, f, pending, results);
+    }
+    if (rc < 0)
+        return NULL;
+    if (ended)
+        Py_RETURN_NONE;
+    Py_RETURN_TRUE;
 }
 
 /* ---------- the type ---------- */
@@ -219,12 +399,21 @@ static int direct_traverse(direct_t *d, visitproc visit, void *arg)
 static PyMethodDef direct_methods[] = {
     {"send", (PyCFunction)direct_send, METH_VARARGS,
      "send(op, params) -> bytes unwritten. Sends the push [2, op, params]: what the socket takes now, the rest kept."},
+    {"call", (PyCFunction)(void (*)(void))direct_call, METH_FASTCALL,
+     "call(obj, method, args, forgets) -> bytes unwritten. send('call', {...}) without the dict."},
+    {"result", (PyCFunction)(void (*)(void))direct_result, METH_FASTCALL,
+     "result(obj, status, data) -> bytes unwritten. send('result', {...}) without the dict."},
     {"flush", (PyCFunction)direct_flush, METH_NOARGS, "flush() -> bytes unwritten, after writing what the socket takes."},
     {"wait_writable", (PyCFunction)direct_wait_writable, METH_VARARGS,
      "wait_writable(timeout_ms) -> bytes unwritten, after waiting at most timeout_ms for the socket to take more."},
     {"read", (PyCFunction)direct_read, METH_VARARGS,
-     "read(timeout_ms=-1) -> [(op, params), ...] the whole frames come (at least one unless [] at the timeout),\n"
+     "read(timeout_ms=-1) -> [(op, params), ...] the whole frames come (at least one unless [] at the timeout;\n"
+     "params of call, result and forget as the tuples (obj, method, args, forgets), (obj, status, data), (objs,)),\n"
      "writing what is unwritten meanwhile; None once the socket ended or sent a bad frame."},
+    {"read_results", (PyCFunction)direct_read_results, METH_VARARGS,
+     "read_results(lock, pending, results, timeout_ms=-1) -> True, or None once the socket ended.\n"
+     "A caller's read, lock (held) let go while it waits: each result come for an obj in the set\n"
+     "pending is taken out of it and filed as results[obj] = (status, data); others are dropped."},
     {"fileno", (PyCFunction)direct_fileno, METH_NOARGS, "fileno() -> the socket's fd (-1 once closed)."},
     {"close", (PyCFunction)direct_close, METH_NOARGS, "close(). Closes the socket (at once, or when a read ends)."},
     {NULL, NULL, 0, NULL},

@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import textwrap
+import threading
 import time
 
 import pytest
@@ -501,19 +502,72 @@ def test_direct_conn_frames_over_a_socketpair():
     s1, s2 = socket.socketpair()
     a, b = _beam.DirectConn(s1.detach()), _beam.DirectConn(s2.detach())
     assert a.send("call", {"obj": b"o" * 28, "method": "m", "args": b"a", "forgets": []}) == 0
-    assert b.read(1000) == [("call", {"obj": b"o" * 28, "method": "m", "args": b"a", "forgets": []})]
+    assert a.call(b"p" * 28, "n", b"b", [b"f" * 28]) == 0  # the same frame, from arguments
+    assert a.send("forget", {"objs": [b"f" * 28]}) == 0
+    assert a.send("other", {"k": 1}) == 0
+    # the known ops' params as tuples in their keys' order, another op's as a dict
+    got = []
+    while len(got) < 4:
+        got += b.read(1000)
+    assert got == [
+        ("call", (b"o" * 28, "m", b"a", [])),
+        ("call", (b"p" * 28, "n", b"b", [b"f" * 28])),
+        ("forget", ([b"f" * 28],)),
+        ("other", {"k": 1}),
+    ]
     assert b.read(0) == []
+    a.send("result", {"obj": b"o" * 28, "status": 0})  # a key missing: None
+    assert b.read(1000) == [("result", (b"o" * 28, 0, None))]
     big = bytes(range(256)) * 40_000  # 10 MB: more than the socket's buffers
-    left = b.send("result", {"obj": b"o" * 28, "status": 0, "data": big})
+    left = b.result(b"o" * 28, 0, big)
     assert left > 0 and b.pending == left
     got = []
     while not got:
         got = a.read(1)
         b.flush()
-    ((op, p),) = got
-    assert op == "result" and p["status"] == 0 and bytes(p["data"]) == big
-    assert isinstance(p["data"], memoryview) and b.pending == 0
+    ((op, (obj, status, data)),) = got
+    assert op == "result" and obj == b"o" * 28 and status == 0 and bytes(data) == big
+    assert isinstance(data, memoryview) and b.pending == 0
     b.close()
     assert b.ended and b.fileno() == -1
     assert a.read(1000) is None and a.ended
     a.close()
+
+
+def test_direct_conn_read_results_files_pending_results_with_the_lock_let_go():
+    """DirectConn.read_results, a caller's read: the lock held on entry is
+    let go while it waits (another thread takes it meanwhile) and held
+    again when it files; a result for an obj in pending is taken out of it
+    into results as (status, data), any other is dropped; it returns True
+    (at its timeout too), None at the socket's end."""
+    import _beam
+
+    s1, s2 = socket.socketpair()
+    caller, worker = _beam.DirectConn(s1.detach()), _beam.DirectConn(s2.detach())
+    lock = threading.Lock()
+    pending, results = {b"a" * 28, b"b" * 28}, {}
+    taken = threading.Event()
+
+    def other_thread():
+        with lock:  # possible only while the reader waits
+            taken.set()
+            worker.result(b"a" * 28, 0, b"va")
+            worker.result(b"z" * 28, 0, b"vz")  # not pending: dropped
+            worker.send("other", {"k": 1})  # not a result: dropped
+
+    with lock:
+        t = threading.Thread(target=other_thread)
+        t.start()
+        got = None
+        while b"a" * 28 not in results:
+            got = caller.read_results(lock, pending, results, 1000)
+        assert lock.locked()  # held again on return
+    t.join()
+    assert taken.is_set() and got is True
+    assert pending == {b"b" * 28} and results == {b"a" * 28: (0, b"va")}
+    with lock:
+        assert caller.read_results(lock, pending, results, 0) is True  # nothing came
+        worker.close()
+        assert caller.read_results(lock, pending, results, 1000) is None
+    assert pending == {b"b" * 28} and len(results) == 1
+    caller.close()

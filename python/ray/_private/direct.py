@@ -25,6 +25,7 @@ import hashlib
 import hmac
 import math
 import os
+import pickle as _pickle
 import select
 import socket
 import struct
@@ -47,6 +48,8 @@ STATUS_ACTOR_DIED = 2
 
 _NONCE = 16
 _HANDSHAKE_S = 2.0
+_PLAIN_RESULTS = frozenset((type(None), bool, int, float, str))  # no refs inside
+_NO_FORGETS = ()  # a call's forgets when none wait (encoded as an empty array)
 _FORGETS_MAX = 64  # forgotten results sent alone once this many wait
 _READABLE = select.POLLIN | select.POLLHUP | select.POLLERR
 _WRITE_WAIT_MS = 10  # a driver's full socket: how long one wait for room (or a result) lasts
@@ -260,15 +263,19 @@ class Server:
         self.worker.finish(dict(params, method=kept[0]), kept[1])
 
     def _direct(self, conn, msg):
+        """One frame from a caller. A call starts here and ends when its
+        result is sent (or handed to the __beam_direct_result__ call
+        waiting for it): the one place where a direct call runs."""
         op, p = msg
-        if op == "forget":
-            self._forget(p["objs"])
-            return
         if op != "call":
+            if op == "forget":
+                self._forget(p[0])
             return
-        obj, method = p["obj"], p["method"]
-        self._forget(p["forgets"])
-        outcome = self.worker.run_direct(obj, method, p["args"])
+        obj, method, args, forgets = p
+        if forgets:
+            self._forget(forgets)
+        # -- a direct call starts
+        outcome = self.worker.run_direct(obj, method, args)
         conn.executed += 1
         try:
             self.worker.client.flush()  # the call's refs died with it
@@ -277,15 +284,16 @@ class Server:
         wanted = self.wanted.pop(obj, None)
         if wanted is not None:
             self.worker.finish(dict(wanted, method=method), outcome)
-            return
+            return  # -- finished: its result sent through beamd
         self.retained[obj] = (method, outcome, conn.id)
         status, data = self._pickle(method, outcome)
         if status != PROMOTE:
             self.worker.board.pushed()  # before the send: its caller may ask beamd's status once it has it
         try:
-            left = conn.dc.send("result", {"obj": obj, "status": status, "data": data})
+            left = conn.dc.result(obj, status, data)
         except ValueError:  # over the frame limit: beamd's path says so
-            left = conn.dc.send("result", {"obj": obj, "status": PROMOTE, "data": None})
+            left = conn.dc.result(obj, PROMOTE, None)
+        # -- finished: its result sent (or kept to send when the socket takes it)
         if left:
             self.poller.modify(conn.fd, select.POLLIN | select.POLLOUT)
 
@@ -294,8 +302,12 @@ class Server:
             self.retained.pop(obj, None)
 
     def _pickle(self, method, outcome):
+        ok, value = outcome
+        if ok and type(value) in _PLAIN_RESULTS:  # no refs inside: dumped as _ser.dumps does
+            data = _pickle.dumps(value, protocol=_ser.PROTOCOL)
+            if len(data) < _shm.MIN_BYTES:
+                return 0, data
         try:
-            ok, value = outcome
             if not ok:
                 raise value
             parts, size, objs, actors = _ser.dumps_parts(value)
@@ -387,7 +399,19 @@ def submit(rt, actor_id, method, num_returns, data, objs, actors, oid, object_re
     a = _actors.get(actor_id)
     if a is None:
         return None
-    eligible = not objs and not actors and num_returns == 1 and not method.startswith("__") and not a.off
+    eligible = not objs and not actors and num_returns == 1 and method[:2] != "__"
+    if eligible and a.direct:  # the hot path: the socket is up and the order rule holds
+        with a.lock:
+            if a.direct:  # (a.direct: a.conn is set and a.off is not)
+                ref = object_ref._here(oid)  # (_send_call, inline)
+                _refs[oid] = a
+                a.pending.add(oid)
+                a.sent += 1
+                conn = a.conn
+                if conn.call(oid, method, data, _take_forgets(a) if a.forgets else _NO_FORGETS):
+                    _send_rest(a, conn)
+                return ref
+    eligible = eligible and not a.off
     with a.lock:
         if not a.direct:
             if not eligible:
@@ -401,12 +425,19 @@ def submit(rt, actor_id, method, num_returns, data, objs, actors, oid, object_re
             _barrier(rt, a)
             a.direct = False
             return None
-        ref = object_ref(oid, _owned=True)
-        _refs[oid] = a
-        a.pending.add(oid)
-        a.sent += 1
-        _send(a, "call", {"obj": oid, "method": method, "args": data, "forgets": _take_forgets(a)})
-        return ref
+        return _send_call(a, method, data, oid, object_ref)
+
+
+def _send_call(a, method, data, oid, object_ref):
+    """Sends one direct call (a.lock held, a.direct) and returns its ref."""
+    ref = object_ref._here(oid)
+    _refs[oid] = a
+    a.pending.add(oid)
+    a.sent += 1
+    conn = a.conn
+    if conn.call(oid, method, data, _take_forgets(a) if a.forgets else _NO_FORGETS):
+        _send_rest(a, conn)
+    return ref
 
 
 def note_beamd(actor_id, oid):
@@ -438,7 +469,14 @@ def _send(a, op, params):
     what came unless another thread is reading. A socket that ended drops
     it: its end is read by the next _read."""
     conn = a.conn
-    left = conn.send(op, params)
+    if conn.send(op, params):
+        _send_rest(a, conn)
+
+
+def _send_rest(a, conn):
+    """Waits until what the socket did not take of a frame is written (the
+    lock held), reading what comes meanwhile unless another thread is."""
+    left = conn.pending
     while left and a.conn is conn and not conn.ended:
         if a.reading:
             left = conn.wait_writable(_WRITE_WAIT_MS)
@@ -524,22 +562,15 @@ def _read(a, timeout):
     if conn is None:
         return
     a.reading = True
-    a.lock.release()
     try:
-        msgs = conn.read(-1 if timeout is None else math.ceil(timeout * 1000))
+        # in C: the lock let go while it waits, the results filed once it is held again
+        came = conn.read_results(a.lock, a.pending, a.results, -1 if timeout is None else math.ceil(timeout * 1000))
     finally:
-        a.lock.acquire()
         a.reading = False
         if a.waiting:
             a.cv.notify_all()
-    if msgs is None:
+    if came is None:
         _ended(a)
-        return
-    for op, p in msgs:
-        obj = p["obj"] if op == "result" else None
-        if obj in a.pending:
-            a.pending.discard(obj)
-            a.results[obj] = (p["status"], p["data"])
 
 
 def _ended(a):
@@ -578,6 +609,18 @@ def entry(rt, obj, deadline):
         return False
     promote_now = tried = False
     with a.lock:
+        conn = a.conn
+        if deadline is None and not a.reading and conn is not None and obj in a.pending:
+            # the hot path: a sync call's get, the result not come yet (_read, inline)
+            a.reading = True
+            try:
+                came = conn.read_results(a.lock, a.pending, a.results, -1)
+            finally:
+                a.reading = False
+                if a.waiting:
+                    a.cv.notify_all()
+            if came is None:
+                _ended(a)
         while True:
             got = a.results.get(obj)
             if got is not None:

@@ -25,6 +25,16 @@ class ObjectRef:
         self._id = bytes(id_bytes)
         self._epoch = _refcount.acquire(0, self._id, owned=_owned)
 
+    @classmethod
+    def _here(cls, id_bytes):
+        """The first ref of an id this process just made (bytes, 28 long),
+        already held: the constructor without its checks (a direct call's
+        hot path, docs/DESIGN.md "Direct calls")."""
+        ref = _new(cls)
+        ref._id = id_bytes
+        ref._epoch = _refcount.acquire(0, id_bytes, owned=True)
+        return ref
+
     def __del__(self):
         try:
             _refcount.release(0, self._id, self._epoch)
@@ -113,6 +123,9 @@ class ObjectRef:
         import asyncio
 
         return asyncio.wrap_future(self.future())
+
+
+_new = object.__new__
 
 
 def _deserialize_object_ref(id_bytes):

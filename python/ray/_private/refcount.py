@@ -28,7 +28,7 @@ def _direct_hook(client, kind, id_bytes):
     """Whether a released id was a direct call's result (kind 0); an
     actor's last handle first closes its direct calls (kind 1)."""
     if kind == 0:
-        if _direct.forget(id_bytes):
+        if id_bytes in _direct._refs and _direct.forget(id_bytes):
             return True
         _direct.beamd_released(client, id_bytes)
         return False

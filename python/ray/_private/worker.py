@@ -16,6 +16,7 @@ python/ alone); only talking to a daemon needs it.
 import atexit
 import math
 import os
+import pickle as _pickle
 import sys
 import threading
 import time
@@ -626,18 +627,31 @@ def _direct_entries(rt, ids, timeout_ms):
     return out
 
 
+def _get_direct(ref, timeout):
+    """ray.get of one direct call's ref (docs/DESIGN.md, "Direct calls")."""
+    rt = runtime()
+    timeout_ms = -1 if timeout is None else _timeout_ms(timeout)
+    entry = _direct.entry(rt, ref._id, None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000)
+    if entry is False:  # promoted meanwhile: beamd's
+        entry = _get_one(rt.client, ref, timeout_ms)
+    if entry is None:
+        raise _exc.GetTimeoutError("Get timed out: some object(s) not ready.")
+    value, error = _value(entry[0], entry[1], ref)
+    if error is not None:
+        raise error
+    return value
+
+
 def get(object_refs, *, timeout=None):
     """ray.get: one ref or a list of refs; order kept, duplicates allowed."""
+    if isinstance(object_refs, ObjectRef) and object_refs._id in _direct._refs:
+        return _get_direct(object_refs, timeout)  # a direct call's (a sync call's: the hot path)
     single = isinstance(object_refs, ObjectRef)
     if single:
         # one ref (a sync call's): what the list path below does for [ref]
         timeout_ms = _timeout_ms(timeout)
         rt = runtime()
-        if _direct.ON and object_refs._id in _direct._refs:
-            entry = _direct.entry(rt, object_refs._id, None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000)
-            if entry is False:  # promoted meanwhile: beamd's
-                entry = _get_one(rt.client, object_refs, timeout_ms)
-        elif rt.is_task:
+        if rt.is_task:
             with _Blocked(rt, timeout_ms):
                 entry = _get_one(rt.client, object_refs, timeout_ms)
         else:  # (_Blocked does nothing outside a task's worker)
@@ -802,6 +816,12 @@ def dumps_args(args, kwargs):
     Returns (bytes, [object ids], [actor ids], refs put): the caller holds
     the refs until the request that carries their ids is sent, as their
     release is sent at once (refcount.prompt) and would come first."""
+    if not kwargs and len(args) <= _ATOM_ARGS_MAX:
+        for a in args:
+            if type(a) not in _NEVER_LARGE:
+                break
+        else:  # only atoms: nothing to put, no ref inside (serialization.dumps's plain case)
+            return _pickle.dumps((args, kwargs), protocol=_ser.PROTOCOL), [], [], None
     rt = runtime()
     if rt.shm and _any_large(args, kwargs):
         args = tuple(put(a) if _large(a) else a for a in args)
@@ -814,6 +834,7 @@ def dumps_args(args, kwargs):
 # Types a top-level argument of a call most often has, which _large never
 # finds large (it puts bytes-likes and values with an nbytes: not a str).
 _NEVER_LARGE = frozenset((type(None), bool, int, float, str))
+_ATOM_ARGS_MAX = 16  # within serialization's _PLAIN_MAX with the (args, {}) around them
 
 
 def _any_large(args, kwargs):
