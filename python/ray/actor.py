@@ -405,7 +405,7 @@ class ActorMethod:
         sigs = handle._ray_method_sigs
         if sigs is not None:
             _signature.check_call(sigs.get(self._name), args, kwargs)
-        rt = _worker.runtime()
+        rt = _worker._runtime or _worker.runtime()  # (runtime() initialises one: the first call only)
         data, objs, actors, puts = _worker.dumps_args(args, kwargs)  # puts: held until sent
         oid = rt.ids.object_id()
         if _direct.ON and rt.mode == "driver":
