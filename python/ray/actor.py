@@ -382,6 +382,7 @@ class ActorMethod:
         self._hard = handle if _hard else None
         self._name = name
         self._num_returns = num_returns
+        self._direct_ok = _direct.eligible(name, num_returns)  # its calls may go direct (no refs in args)
 
     @property
     def _handle(self):
@@ -404,13 +405,19 @@ class ActorMethod:
         sigs = handle._ray_method_sigs
         if sigs is not None:
             _signature.check_call(sigs.get(self._name), args, kwargs)
-        rt = _worker.runtime()
+        rt = _worker._runtime or _worker.runtime()  # (runtime() initialises one: the first call only)
         data, objs, actors, puts = _worker.dumps_args(args, kwargs)  # puts: held until sent
         oid = rt.ids.object_id()
         if _direct.ON and rt.mode == "driver":
             aid = handle._ray_actor_id_bytes
             try:
-                ref = _direct.submit(rt, aid, self._name, self._num_returns, data, objs, actors, oid, ObjectRef)
+                a = _direct._actors.get(aid)
+                if a is None:
+                    ref = None
+                elif self._direct_ok and not objs and not actors:  # the hot path
+                    ref = _direct.submit_eligible(rt, a, self._name, data, oid, ObjectRef)
+                else:
+                    ref = _direct.submit(rt, aid, self._name, self._num_returns, data, objs, actors, oid, ObjectRef)
             except ConnectionError as e:
                 raise _worker._lost_connection(e) from None
             if ref is not None:

@@ -67,6 +67,11 @@ def _log_actor(ray):
         def refs(self):
             return [ray.put(41)]
 
+        def kept(self):  # the outcomes its direct Server keeps for callers
+            import gc
+
+            return [len(o.retained) for o in gc.get_objects() if isinstance(o, direct.Server)]
+
     return Log
 
 
@@ -186,6 +191,33 @@ def test_refs_leaving_the_driver_are_promoted(ray_direct):
     big = a.add.remote(b"y" * 300_000)  # past shm.MIN_BYTES: put through shared memory
     assert len(ray.get(big)) == 300_000
     assert ray.get(b.add_value_of.remote(big)) == b"y" * 300_000
+
+
+def test_a_direct_ref_is_counted_once_promoted_and_forgotten_when_it_dies(ray_direct):
+    """A direct ref has no count in refcount's table (its death is the
+    forget the worker gets on the next frame); a second ObjectRef of its id
+    promotes it first, and from then on it is counted as any ref."""
+    from ray._private import refcount
+    from ray._private.object_ref import ObjectRef
+
+    ray = ray_direct
+    a = _log_actor(ray).remote()
+    _go_direct(ray, a)
+
+    r = a.add.remote(1)
+    assert direct.is_direct(r._id) and r._id not in refcount._counts[0]
+    assert ray.get(r) == 1
+    copy = ObjectRef(r.binary())
+    assert not direct.is_direct(r._id) and refcount._counts[0][r._id] == 2
+    del r
+    assert ray.get(copy) == 1 and refcount._counts[0][copy._id] == 1
+    oid = copy._id
+    del copy
+    assert oid not in refcount._counts[0]
+    for k in range(50):
+        assert ray.get(a.add.remote(k)) == k  # each one dies: forgotten on the next frame
+    assert not direct._refs
+    assert ray.get(a.kept.remote()) == [0]  # every forget came before this call ran
 
 
 def test_wait_on_direct_refs_is_answered_in_the_driver(ray_direct):

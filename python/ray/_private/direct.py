@@ -399,8 +399,21 @@ def submit(rt, actor_id, method, num_returns, data, objs, actors, oid, object_re
     a = _actors.get(actor_id)
     if a is None:
         return None
-    eligible = not objs and not actors and num_returns == 1 and method[:2] != "__"
-    if eligible and a.direct:  # the hot path: the socket is up and the order rule holds
+    if not objs and not actors and eligible(method, num_returns):
+        return submit_eligible(rt, a, method, data, oid, object_ref)
+    return _submit(rt, a, False, method, data, oid, object_ref)
+
+
+def eligible(method, num_returns):
+    """Whether a method's calls may go direct when they carry no refs (one
+    return, not a ``__`` method): read once per ActorMethod."""
+    return num_returns == 1 and method[:2] != "__"
+
+
+def submit_eligible(rt, a, method, data, oid, object_ref):
+    """submit of a call the rule allows (eligible, no refs in its args) to
+    actor a (``_actors.get(actor_id)``, not None)."""
+    if a.direct:  # the hot path: the socket is up and the order rule holds
         with a.lock:
             if a.direct:  # (a.direct: a.conn is set and a.off is not)
                 ref = object_ref._here(oid)  # (_send_call, inline)
@@ -408,10 +421,18 @@ def submit(rt, actor_id, method, num_returns, data, objs, actors, oid, object_re
                 a.pending.add(oid)
                 a.sent += 1
                 conn = a.conn
-                if conn.call(oid, method, data, _take_forgets(a) if a.forgets else _NO_FORGETS):
+                n = len(a.forgets)  # most often the last call's one forget
+                forgets = _NO_FORGETS if not n else [a.forgets.popleft()] if n == 1 else _take_forgets(a)
+                if conn.call(oid, method, data, forgets):
                     _send_rest(a, conn)
                 return ref
-    eligible = eligible and not a.off
+    return _submit(rt, a, True, method, data, oid, object_ref)
+
+
+def _submit(rt, a, ok, method, data, oid, object_ref):
+    """submit's other paths (ok: the rule allows the call): opening, the
+    switch to direct, or the barrier before a call through beamd."""
+    eligible = ok and not a.off
     with a.lock:
         if not a.direct:
             if not eligible:
@@ -457,10 +478,10 @@ def beamd_released(client, obj):
 
 
 def _take_forgets(a):
-    out = []
-    while a.forgets:
-        out.append(a.forgets.popleft())
-    return out
+    """The forgets queued so far, as many as there are now (a forget may
+    append meanwhile: it holds no lock of ours)."""
+    fs = a.forgets  # (popped only with a.lock held)
+    return [fs.popleft() for _ in range(len(fs))]
 
 
 def _send(a, op, params):
@@ -658,6 +679,7 @@ def promote(obj):
     a = _refs.pop(obj, None)
     if a is None:
         return
+    _refcount.acquire(0, obj, owned=True)  # its ref is counted from now on (refcount.py)
     from ray._private import worker as _w  # here: worker imports this module
 
     rt = _w.runtime()
@@ -676,8 +698,9 @@ def promote(obj):
 
 
 def forget(obj):
-    """The driver's last ObjectRef of a direct ref died (the refcount lock is
-    held: no lock of ours is waited for). True when it was one."""
+    """The ObjectRef of a direct ref died (its one ref: ObjectRef.__del__,
+    which may run in any thread at any point: no lock of ours is waited
+    for). True when it was one."""
     a = _refs.pop(obj, None)
     if a is None:
         return False

@@ -23,20 +23,27 @@ class ObjectRef:
         if not isinstance(id_bytes, (bytes, bytearray)) or len(id_bytes) != 28:
             raise ValueError("ObjectRef takes a 28-byte id")
         self._id = bytes(id_bytes)
+        direct = _refcount._direct
+        if direct is not None and self._id in direct._refs:
+            direct.promote(self._id)  # a second ref of a direct call's: beamd's object first
         self._epoch = _refcount.acquire(0, self._id, owned=_owned)
 
     @classmethod
     def _here(cls, id_bytes):
-        """The first ref of an id this process just made (bytes, 28 long),
-        already held: the constructor without its checks (a direct call's
-        hot path, docs/DESIGN.md "Direct calls")."""
+        """The one ref of a direct call's id this process just made (bytes,
+        28 long): the constructor without its checks, and not counted while
+        it is direct (its death is the forget; promotion counts it:
+        docs/DESIGN.md "Direct calls")."""
         ref = _new(cls)
         ref._id = id_bytes
-        ref._epoch = _refcount.acquire(0, id_bytes, owned=True)
+        ref._epoch = _refcount._epoch
         return ref
 
     def __del__(self):
         try:
+            direct = _refcount._direct
+            if direct is not None and self._id in direct._refs and direct.forget(self._id):
+                return  # a direct call's result: the worker forgets it, beamd never had it
             _refcount.release(0, self._id, self._epoch)
         except Exception:
             pass  # interpreter shutdown

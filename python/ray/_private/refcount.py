@@ -10,7 +10,9 @@ a ``release``, which _beam batches (sent with a later request, or after
 into shared memory (``prompt``): their release is sent at once, so its
 producer can write the memfd again for its next value (shm.py). Pickling
 a ref inside a value records it, so the value pins it while it travels
-(``collect``).
+(``collect``). A direct call's ref is not counted here while it is direct
+(docs/DESIGN.md "Direct calls"): its death is direct.forget; promotion
+counts it (``acquire(0, id, owned=True)``).
 """
 
 import threading
@@ -25,15 +27,12 @@ _direct = None  # ray._private.direct, set by it when direct calls are on
 
 
 def _direct_hook(client, kind, id_bytes):
-    """Whether a released id was a direct call's result (kind 0); an
-    actor's last handle first closes its direct calls (kind 1)."""
+    """A released object may be an actor's last call through beamd (kind
+    0); an actor's last handle first closes its direct calls (kind 1)."""
     if kind == 0:
-        if id_bytes in _direct._refs and _direct.forget(id_bytes):
-            return True
         _direct.beamd_released(client, id_bytes)
-        return False
-    _direct.actor_released(client, id_bytes)
-    return False
+    else:
+        _direct.actor_released(client, id_bytes)
 
 
 def attach(client):
@@ -103,8 +102,8 @@ def release(kind, id_bytes, epoch):
                 _prompt.discard(id_bytes)
                 now = True
             try:
-                if _direct is not None and _direct_hook(client, kind, id_bytes):
-                    return  # a direct call's result: the worker forgets it, beamd never had it
+                if _direct is not None:
+                    _direct_hook(client, kind, id_bytes)
                 client.release(kind, id_bytes)
                 if now:
                     # an actor's last handle: sent now, so an idle process

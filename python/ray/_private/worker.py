@@ -645,7 +645,17 @@ def _get_direct(ref, timeout):
 def get(object_refs, *, timeout=None):
     """ray.get: one ref or a list of refs; order kept, duplicates allowed."""
     if isinstance(object_refs, ObjectRef) and object_refs._id in _direct._refs:
-        return _get_direct(object_refs, timeout)  # a direct call's (a sync call's: the hot path)
+        if timeout is None:  # a sync call's: the hot path (_get_direct, inline)
+            entry = _direct.entry(None, object_refs._id, None)
+            if entry is not False:
+                data = entry[1]
+                if entry[0] == STATUS_OK and type(data) is bytes and not data.startswith(_ser.MAGIC):
+                    return _pickle.loads(data)  # a plain value (serialization.loads's first case)
+                value, error = _value(entry[0], data, object_refs)
+                if error is not None:
+                    raise error
+                return value
+        return _get_direct(object_refs, timeout)  # a direct call's (or promoted meanwhile)
     single = isinstance(object_refs, ObjectRef)
     if single:
         # one ref (a sync call's): what the list path below does for [ref]
