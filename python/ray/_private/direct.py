@@ -613,9 +613,12 @@ def _ended(a):
         entry = (STATUS_ACTOR_DIED, b"The actor died unexpectedly before finishing this task.")
     else:
         entry = (entry[0], bytes(entry[1]))
-    for obj in a.pending:
-        a.results[obj] = entry
-    a.pending.clear()
+    # a forget may run at any point here (a ref's death: GC, another thread)
+    # and takes its obj out of a.pending: walk a set no forget reaches
+    pending, a.pending = a.pending, set()
+    for obj in pending:
+        if obj in _refs:  # not forgotten meanwhile: its result is kept for its get
+            a.results[obj] = entry
 
 
 def is_direct(obj):
