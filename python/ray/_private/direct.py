@@ -633,18 +633,8 @@ def entry(rt, obj, deadline):
         return False
     promote_now = tried = False
     with a.lock:
-        conn = a.conn
-        if deadline is None and not a.reading and conn is not None and obj in a.pending:
-            # the hot path: a sync call's get, the result not come yet (_read, inline)
-            a.reading = True
-            try:
-                came = conn.read_results(a.lock, a.pending, a.results, -1)
-            finally:
-                a.reading = False
-                if a.waiting:
-                    a.cv.notify_all()
-            if came is None:
-                _ended(a)
+        if deadline is None and not a.reading and a.conn is not None and obj in a.pending:
+            _read(a, None)  # the hot path: a sync call's get, the result not come yet
         while True:
             got = a.results.get(obj)
             if got is not None:
