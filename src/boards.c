@@ -162,6 +162,32 @@ beam_board_counts_t beam_boards_totals(const beam_node_t *node)
     return t;
 }
 
+static void put_le64(char *out, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        out[i] = (char)(v >> (8 * i));
+}
+
+static uint64_t get_le64(const char *in)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | (unsigned char)in[i];
+    return v;
+}
+
+void beam_boards_pack_counts(beam_board_counts_t c, char out[BEAM_BOARD_COUNTS_BYTES])
+{
+    put_le64(out, c.started);
+    put_le64(out + 8, c.finished);
+    put_le64(out + 16, c.pushed);
+}
+
+beam_board_counts_t beam_boards_unpack_counts(const char in[BEAM_BOARD_COUNTS_BYTES])
+{
+    return (beam_board_counts_t){get_le64(in), get_le64(in + 8), get_le64(in + 16)};
+}
+
 uint32_t beam_boards_count(const beam_node_t *node)
 {
     uint32_t n = 0;

@@ -54,6 +54,12 @@ uint32_t beam_boards_running(const beam_node_t *node, const char *actor);
 /* Every board's counts, live ones as they are now and those of boards
  * dropped as they were last. */
 beam_board_counts_t beam_boards_totals(const beam_node_t *node);
+/* A board's counts as a member sends them up (local_batch kind 2,
+ * docs/PROTOCOL.md): started, finished and pushed, each a little-endian
+ * uint64, BEAM_BOARD_COUNTS_BYTES in all. */
+#define BEAM_BOARD_COUNTS_BYTES 24
+void beam_boards_pack_counts(beam_board_counts_t c, char out[BEAM_BOARD_COUNTS_BYTES]);
+beam_board_counts_t beam_boards_unpack_counts(const char in[BEAM_BOARD_COUNTS_BYTES]);
 /* How many boards there are now. */
 uint32_t beam_boards_count(const beam_node_t *node);
 /* Drops every board (the node is being freed). */

@@ -94,22 +94,14 @@ static const beam_field_spec_t record_fields[REC_NFIELDS] = {
     [REC_FRAME] = BEAM_FIELD("frame", BEAM_F_BIN, BEAM_F_REQUIRED),
 };
 
-static uint64_t get_le64(const char *in)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | (unsigned char)in[i];
-    return v;
-}
-
 /* A board record of remote client c, a worker: its direct calls as its
  * member read them; the calls started since the last one are local calls
  * too (the member ran them). One of another length is ignored. */
 static void local_board(beam_node_t *node, beam_session_t *c, const char *frame, uint32_t len)
 {
-    if (len != BEAM_LOCAL_BOARD_BYTES || !c->port.actor)
+    if (len != BEAM_BOARD_COUNTS_BYTES || !c->port.actor)
         return;
-    beam_board_counts_t now = {get_le64(frame), get_le64(frame + 8), get_le64(frame + 16)};
+    beam_board_counts_t now = beam_boards_unpack_counts(frame);
     node->local_calls += beam_boards_report(node, &c->port, beam_actor_id(c->port.actor), now);
 }
 

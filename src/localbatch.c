@@ -66,19 +66,11 @@ void beam_localbatch_done(beam_localbatch_t *b)
     }
 }
 
-static void put_le64(char *out, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        out[i] = (char)(v >> (8 * i));
-}
-
 static void hold_board(void *arg, const void *owner, beam_board_counts_t now)
 {
     beam_localbatch_t *b = arg;
-    char frame[BEAM_LOCAL_BOARD_BYTES];
-    put_le64(frame, now.started);
-    put_le64(frame + 8, now.finished);
-    put_le64(frame + 16, now.pushed);
+    char frame[BEAM_BOARD_COUNTS_BYTES];
+    beam_boards_pack_counts(now, frame);
     /* owner: the worker's local session, alive while its board is (session.c drops it last) */
     beam_pack_bin(beam_localbatch_start(b, BEAM_LOCAL_REC_BOARD, ((const beam_port_t *)owner)->id), frame,
                   sizeof frame);

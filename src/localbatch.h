@@ -28,11 +28,9 @@
 #define BEAM_SHORTCUT_HOLD_BYTES (256u << 10)
 /* A held record's kind, as local_batch carries it (intake.c reads them): a
  * local client's frame (a local call's task_done), a local call's submit,
- * or a local worker's call board (boards.h) as read now: its counts
- * started, finished and pushed, three little-endian uint64 (the frame's
- * BEAM_LOCAL_BOARD_BYTES). */
+ * or a local worker's call board (boards.h) as read now: its counts in
+ * beam_boards_pack_counts's form. */
 enum { BEAM_LOCAL_REC_FRAME = 0, BEAM_LOCAL_REC_SUBMIT = 1, BEAM_LOCAL_REC_BOARD = 2 };
-#define BEAM_LOCAL_BOARD_BYTES 24
 /* While the member has boards, they are read this often and each one whose
  * counts changed goes up as a record (direct calls wake the member for
  * nothing else); a worker's last counts go up before its end does. */

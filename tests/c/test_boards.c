@@ -189,12 +189,28 @@ static void a_member_reads_what_changed_and_the_head_keeps_what_it_reports(void 
     assert_int_equal(count_maps(), 0);
 }
 
+static void counts_go_up_as_three_little_endian_words(void **state)
+{
+    (void)state;
+    beam_board_counts_t c = {0x0102030405060708u, 2, UINT64_MAX};
+    char out[BEAM_BOARD_COUNTS_BYTES];
+    beam_boards_pack_counts(c, out);
+    assert_int_equal((unsigned char)out[0], 0x08); /* the low byte first */
+    assert_int_equal((unsigned char)out[7], 0x01);
+    assert_int_equal((unsigned char)out[8], 2);
+    assert_int_equal((unsigned char)out[9], 0);
+    assert_int_equal((unsigned char)out[23], 0xff);
+    beam_board_counts_t back = beam_boards_unpack_counts(out);
+    assert_true(back.started == c.started && back.finished == c.finished && back.pushed == c.pushed);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(counts_are_read_live_and_folded_when_the_owner_goes),
         cmocka_unit_test(refuses_what_is_not_a_board_or_a_second_one),
         cmocka_unit_test(a_member_reads_what_changed_and_the_head_keeps_what_it_reports),
+        cmocka_unit_test(counts_go_up_as_three_little_endian_words),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
