@@ -409,15 +409,9 @@ class ActorMethod:
         data, objs, actors, puts = _worker.dumps_args(args, kwargs)  # puts: held until sent
         oid = rt.ids.object_id()
         if _direct.ON and rt.mode == "driver":
-            aid = handle._ray_actor_id_bytes
+            ok = self._direct_ok and not objs and not actors  # the rule allows this call
             try:
-                a = _direct._actors.get(aid)
-                if a is None:
-                    ref = None
-                elif self._direct_ok and not objs and not actors:  # the hot path
-                    ref = _direct.submit_eligible(rt, a, self._name, data, oid, ObjectRef)
-                else:
-                    ref = _direct.submit(rt, aid, self._name, self._num_returns, data, objs, actors, oid, ObjectRef)
+                ref = _direct.submit(rt, handle._ray_actor_id_bytes, ok, self._name, data, oid, ObjectRef)
             except ConnectionError as e:
                 raise _worker._lost_connection(e) from None
             if ref is not None:

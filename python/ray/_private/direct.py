@@ -48,7 +48,6 @@ STATUS_ACTOR_DIED = 2
 
 _NONCE = 16
 _HANDSHAKE_S = 2.0
-_PLAIN_RESULTS = frozenset((type(None), bool, int, float, str))  # no refs inside
 _NO_FORGETS = ()  # a call's forgets when none wait (encoded as an empty array)
 _FORGETS_MAX = 64  # forgotten results sent alone once this many wait
 _READABLE = select.POLLIN | select.POLLHUP | select.POLLERR
@@ -303,7 +302,7 @@ class Server:
 
     def _pickle(self, method, outcome):
         ok, value = outcome
-        if ok and type(value) in _PLAIN_RESULTS:  # no refs inside: dumped as _ser.dumps does
+        if ok and type(value) in _ser._ATOMS:  # no refs inside: dumped as _ser.dumps does
             data = _pickle.dumps(value, protocol=_ser.PROTOCOL)
             if len(data) < _shm.MIN_BYTES:
                 return 0, data
@@ -392,57 +391,35 @@ def _done(client, a):
     return a.last_done
 
 
-def submit(rt, actor_id, method, num_returns, data, objs, actors, oid, object_ref):
-    """Sends the call direct and returns its ObjectRef when the rule allows
-    it now; else None, after what keeps the order (a barrier), and the
-    caller submits it through beamd and calls note_beamd."""
-    a = _actors.get(actor_id)
-    if a is None:
-        return None
-    if not objs and not actors and eligible(method, num_returns):
-        return submit_eligible(rt, a, method, data, oid, object_ref)
-    return _submit(rt, a, False, method, data, oid, object_ref)
-
-
 def eligible(method, num_returns):
     """Whether a method's calls may go direct when they carry no refs (one
     return, not a ``__`` method): read once per ActorMethod."""
     return num_returns == 1 and method[:2] != "__"
 
 
-def submit_eligible(rt, a, method, data, oid, object_ref):
-    """submit of a call the rule allows (eligible, no refs in its args) to
-    actor a (``_actors.get(actor_id)``, not None)."""
-    if a.direct:  # the hot path: the socket is up and the order rule holds
+def submit(rt, actor_id, ok, method, data, oid, object_ref):
+    """Sends the call direct and returns its ObjectRef when the rule allows
+    it now (ok: the method is eligible and the args carry no refs); else
+    None, after what keeps the order (a barrier), and the caller submits it
+    through beamd and calls note_beamd."""
+    a = _actors.get(actor_id)
+    if a is None:
+        return None
+    if ok and a.direct:  # the hot path: the socket is up and the order rule holds
         with a.lock:
             if a.direct:  # (a.direct: a.conn is set and a.off is not)
-                ref = object_ref._here(oid)  # (_send_call, inline)
-                _refs[oid] = a
-                a.pending.add(oid)
-                a.sent += 1
-                conn = a.conn
-                n = len(a.forgets)  # most often the last call's one forget
-                forgets = _NO_FORGETS if not n else [a.forgets.popleft()] if n == 1 else _take_forgets(a)
-                if conn.call(oid, method, data, forgets):
-                    _send_rest(a, conn)
-                return ref
-    return _submit(rt, a, True, method, data, oid, object_ref)
-
-
-def _submit(rt, a, ok, method, data, oid, object_ref):
-    """submit's other paths (ok: the rule allows the call): opening, the
-    switch to direct, or the barrier before a call through beamd."""
-    eligible = ok and not a.off
-    with a.lock:
+                return _send_call(a, method, data, oid, object_ref)
+    allowed = ok and not a.off
+    with a.lock:  # opening, the switch to direct, or the barrier before a call through beamd
         if not a.direct:
-            if not eligible:
+            if not allowed:
                 return None
             if a.conn is None:
                 _open_step(rt, a, object_ref)
             if a.conn is None or not _done(rt.client, a):
                 return None
             a.direct = True  # the last call through beamd has come: the worker ran them all
-        if not eligible or a.conn is None:
+        if not allowed or a.conn is None:
             _barrier(rt, a)
             a.direct = False
             return None
@@ -456,7 +433,9 @@ def _send_call(a, method, data, oid, object_ref):
     a.pending.add(oid)
     a.sent += 1
     conn = a.conn
-    if conn.call(oid, method, data, _take_forgets(a) if a.forgets else _NO_FORGETS):
+    fs = a.forgets  # most often the last call's one forget (a sync loop's)
+    forgets = _NO_FORGETS if not fs else [fs.popleft()] if len(fs) == 1 else _take_forgets(a)
+    if conn.call(oid, method, data, forgets):
         _send_rest(a, conn)
     return ref
 
@@ -625,7 +604,7 @@ def is_direct(obj):
     return obj in _refs
 
 
-def entry(rt, obj, deadline):
+def entry(obj, deadline):
     """The (status, data) of a direct ref (None at the deadline, a
     time.monotonic() or None); False when beamd has it (promoted)."""
     a = _refs.get(obj)

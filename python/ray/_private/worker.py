@@ -495,7 +495,7 @@ def _get_values(ids, timeout_ms):
             raise _remote_error(e) from None
     except ConnectionError as e:
         raise _lost_connection(e) from None
-    deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+    deadline = _deadline(timeout_ms)
     got = {}
     half = len(unique) // 2
     for part in (unique[:half], unique[half:]):
@@ -504,6 +504,11 @@ def _get_values(ids, timeout_ms):
         if _failed(entries):
             break  # an error ends the get, as it does in one reply
     return [got.get(i) for i in ids]
+
+
+def _deadline(timeout_ms):
+    """The time.monotonic() a wait of timeout_ms ends at (None: never)."""
+    return None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
 
 
 def _left_ms(deadline):
@@ -526,7 +531,7 @@ def _get_entries(ids, timeout_ms):
     then what is still to come is waited for in the table, in what is left
     of the timeout."""
     client = runtime().client
-    deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+    deadline = _deadline(timeout_ms)
     try:
         entries = client.wait_results(ids, _secs(timeout_ms))
         fetch, watch, failed = [], [], False
@@ -603,15 +608,15 @@ def _get_one(client, ref, timeout_ms):
     return _get_values([ref._id], timeout_ms)[0]  # not pushed here, or pushed without its value
 
 
-def _direct_entries(rt, ids, timeout_ms):
+def _direct_entries(ids, timeout_ms):
     """The entries of ids, some of them direct calls' refs (docs/DESIGN.md,
     "Direct calls"): those from their socket, the rest as _get_entries; in
     order, ending at the first error as a get does."""
-    deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+    deadline = _deadline(timeout_ms)
     out = [None] * len(ids)
     rest = []
     for i, obj in enumerate(ids):
-        e = _direct.entry(rt, obj, deadline) if obj in _direct._refs else False
+        e = _direct.entry(obj, deadline) if obj in _direct._refs else False
         if e is False:
             rest.append(i)
             continue
@@ -627,41 +632,17 @@ def _direct_entries(rt, ids, timeout_ms):
     return out
 
 
-def _get_direct(ref, timeout):
-    """ray.get of one direct call's ref (docs/DESIGN.md, "Direct calls")."""
-    rt = runtime()
-    timeout_ms = -1 if timeout is None else _timeout_ms(timeout)
-    entry = _direct.entry(rt, ref._id, None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000)
-    if entry is False:  # promoted meanwhile: beamd's
-        entry = _get_one(rt.client, ref, timeout_ms)
-    if entry is None:
-        raise _exc.GetTimeoutError("Get timed out: some object(s) not ready.")
-    value, error = _value(entry[0], entry[1], ref)
-    if error is not None:
-        raise error
-    return value
-
-
 def get(object_refs, *, timeout=None):
     """ray.get: one ref or a list of refs; order kept, duplicates allowed."""
-    if isinstance(object_refs, ObjectRef) and object_refs._id in _direct._refs:
-        if timeout is None:  # a sync call's: the hot path (_get_direct, inline)
-            entry = _direct.entry(None, object_refs._id, None)
-            if entry is not False:
-                data = entry[1]
-                if entry[0] == STATUS_OK and type(data) is bytes and not data.startswith(_ser.MAGIC):
-                    return _pickle.loads(data)  # a plain value (serialization.loads's first case)
-                value, error = _value(entry[0], data, object_refs)
-                if error is not None:
-                    raise error
-                return value
-        return _get_direct(object_refs, timeout)  # a direct call's (or promoted meanwhile)
     single = isinstance(object_refs, ObjectRef)
     if single:
         # one ref (a sync call's): what the list path below does for [ref]
         timeout_ms = _timeout_ms(timeout)
-        rt = runtime()
-        if rt.is_task:
+        if object_refs._id in _direct._refs:  # a direct call's (docs/DESIGN.md, "Direct calls")
+            entry = _direct.entry(object_refs._id, None if timeout is None else _deadline(timeout_ms))
+            if entry is False:  # promoted meanwhile: beamd's
+                entry = _get_one(runtime().client, object_refs, timeout_ms)
+        elif (rt := runtime()).is_task:
             with _Blocked(rt, timeout_ms):
                 entry = _get_one(rt.client, object_refs, timeout_ms)
         else:  # (_Blocked does nothing outside a task's worker)
@@ -698,7 +679,7 @@ def get(object_refs, *, timeout=None):
         return []
     timeout_ms = _timeout_ms(timeout)
     if _direct.ON and _direct._refs and any(r._id in _direct._refs for r in refs):
-        values = _direct_entries(runtime(), [r._id for r in refs], timeout_ms)
+        values = _direct_entries([r._id for r in refs], timeout_ms)
     else:
         with _Blocked(runtime(), timeout_ms):
             values = _get_entries([r._id for r in refs], timeout_ms)
@@ -746,7 +727,7 @@ def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
         )
     timeout_ms = _timeout_ms(timeout)
     if _direct.ON and _direct._refs and all(r._id in _direct._refs for r in ray_waitables):
-        picked = _direct_wait(runtime(), ray_waitables, num_returns, timeout_ms)
+        picked = _direct_wait(ray_waitables, num_returns, timeout_ms)
         if picked is not None:
             return [r for i, r in enumerate(ray_waitables) if i in picked], [
                 r for i, r in enumerate(ray_waitables) if i not in picked
@@ -767,18 +748,18 @@ def wait(ray_waitables, *, num_returns=1, timeout=None, fetch_local=True):
 _DIRECT_WAIT_SLICE_S = 0.01  # one wait on one direct ref before the others are looked at again
 
 
-def _direct_wait(rt, refs, num_returns, timeout_ms):
+def _direct_wait(refs, num_returns, timeout_ms):
     """ray.wait of direct calls' refs only (docs/DESIGN.md, "Direct calls"):
     answered from the results come on their sockets, read here, so no ref
     is promoted and none waits behind the worker's running call; the first
     num_returns ready, as indices. None when one turns out to be beamd's
     (promoted meanwhile, or its socket ended): beamd answers then."""
-    deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000
+    deadline = _deadline(timeout_ms)
     ready = set()
     while True:
         for i, r in enumerate(refs):
             if i not in ready:
-                got = _direct.entry(rt, r._id, time.monotonic())  # what came, without waiting
+                got = _direct.entry(r._id, time.monotonic())  # what came, without waiting
                 if got is False:
                     return None
                 if got is not None:
@@ -788,7 +769,7 @@ def _direct_wait(rt, refs, num_returns, timeout_ms):
             return set(sorted(ready)[:num_returns])
         first = next(i for i in range(len(refs)) if i not in ready)
         left = _DIRECT_WAIT_SLICE_S if deadline is None else min(_DIRECT_WAIT_SLICE_S, deadline - now)
-        got = _direct.entry(rt, refs[first]._id, now + left)
+        got = _direct.entry(refs[first]._id, now + left)
         if got is False:
             return None
         if got is not None:
