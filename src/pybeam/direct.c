@@ -1,8 +1,11 @@
 /* direct.c — _beam.DirectConn (direct.h): dsock.h's socket as a Python
  * object: frames encoded from Python values (convert.h), read with the GIL
  * let go and turned into Python values as beamd's pushes are. */
+#define _GNU_SOURCE /* sched_getcpu */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +26,7 @@ typedef struct direct_s {
     pb_dsock_t s;
     int reading;        /* a thread is in read (set and read with the GIL held) */
     int close_deferred; /* close() came while a read was in progress */
+    int peer_cpu;       /* the CPU the peer last sent a result from (-1: none yet): direct_wait's early wake */
 } direct_t;
 
 static int dsock_write_to(void *s, struct iovec *iov, int cnt)
@@ -34,6 +38,8 @@ static int dsock_write_to(void *s, struct iovec *iov, int cnt)
  * call/result take them (each op's keys; NULL ends a list). */
 static const char *const CALL_KEYS[] = {"obj", "method", "args", "forgets", NULL};
 static const char *const RESULT_KEYS[] = {"obj", "status", "data", NULL};
+/* what a result carries: its keys, and the CPU it was sent from (direct_wait) */
+static const char *const RESULT_SENT_KEYS[] = {"obj", "status", "data", "cpu", NULL};
 static const char *const FORGET_KEYS[] = {"objs", NULL};
 
 static const char *const *direct_keys(const char *op, size_t len)
@@ -116,7 +122,13 @@ static PyObject *direct_result(direct_t *d, PyObject *const *args, Py_ssize_t na
         PyErr_SetString(PyExc_TypeError, "result(obj, status, data) takes 3 arguments");
         return NULL;
     }
-    return direct_push(d, "result", NULL, RESULT_KEYS, args);
+    PyObject *cpu = PyLong_FromLong(sched_getcpu());
+    if (!cpu)
+        return NULL;
+    PyObject *values[] = {args[0], args[1], args[2], cpu};
+    PyObject *r = direct_push(d, "result", NULL, RESULT_SENT_KEYS, values);
+    Py_DECREF(cpu);
+    return r;
 }
 
 static PyObject *direct_flush(direct_t *d, PyObject *unused)
@@ -205,6 +217,11 @@ static PyObject *direct_decode(direct_t *d, pb_dframe_t *head)
  * or the end). 0, or -1 with an exception set (a handler raised). */
 static int direct_wait(direct_t *d, int timeout_ms, pb_dframe_t **head)
 {
+    /* The early wake (dsock.c's blocking read) pays where the peer runs on
+     * another CPU: there, the wake-up it brings forward is the late one of
+     * a halted vCPU. On this CPU, it only costs: the woken caller, nice 0,
+     * preempts the worker, niced as Ray's, to find nothing yet. */
+    d->s.wake_early = d->peer_cpu < 0 || d->peer_cpu != sched_getcpu();
     if (d->reading) {
         PyErr_SetString(PyExc_RuntimeError, "another thread reads this direct connection");
         return -1;
@@ -263,7 +280,13 @@ static int direct_file(direct_t *d, pb_frame_t *f, PyObject *pending, PyObject *
     PyTypeObject *frame_type = ((pb_module_state_t *)PyType_GetModuleState(Py_TYPE(d)))->FrameBytesType;
     pb_decoding_t dec;
     pb_decoding_init(&dec, frame_type, f);
-    PyObject *t = direct_decode_known(&dec, &f->msg.params.via.map, RESULT_KEYS);
+    const msgpack_object_map *m = &f->msg.params.via.map;
+    for (uint32_t i = 0; i < m->size; i++) /* before decoding_done frees the parsed message */
+        if (m->ptr[i].key.type == MSGPACK_OBJECT_STR && m->ptr[i].key.via.str.size == 3 &&
+            memcmp(m->ptr[i].key.via.str.ptr, "cpu", 3) == 0 && m->ptr[i].val.type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
+            m->ptr[i].val.via.u64 < INT_MAX)
+            d->peer_cpu = (int)m->ptr[i].val.via.u64;
+    PyObject *t = direct_decode_known(&dec, m, RESULT_KEYS);
     pb_decoding_done(&dec);
     if (!t)
         return -1;
@@ -356,6 +379,11 @@ static PyObject *direct_get_pending(direct_t *d, void *unused)
     return PyLong_FromSize_t(pb_dsock_unwritten(&d->s));
 }
 
+static PyObject *direct_get_peer_cpu(direct_t *d, void *unused)
+{
+    return PyLong_FromLong(d->peer_cpu);
+}
+
 static PyObject *direct_get_ended(direct_t *d, void *unused)
 {
     return PyBool_FromLong(d->s.ended || d->s.fd < 0);
@@ -370,7 +398,12 @@ static PyObject *direct_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     direct_t *d = (direct_t *)type->tp_alloc(type, 0);
     if (!d)
         return NULL;
+    d->peer_cpu = -1;
     int rc = pb_dsock_init(&d->s, fd);
+    /* a wait's slice, the handlers run between: a blocking read lasts that
+     * long (where the socket refuses the timeout, the waits poll instead) */
+    if (rc == 0)
+        (void)pb_dsock_set_rcvtimeo(&d->s, DIRECT_SLICE_MS);
     if (rc < 0) {
         d->s.fd = -1;
         d->s.out = NULL;
@@ -422,6 +455,10 @@ static PyMethodDef direct_methods[] = {
 static PyGetSetDef direct_getset[] = {
     {"pending", (getter)direct_get_pending, NULL, "Bytes sent but not yet written to the socket.", NULL},
     {"ended", (getter)direct_get_ended, NULL, "True once the socket ended, sent a bad frame or was closed.", NULL},
+    {"peer_cpu", (getter)direct_get_peer_cpu, NULL,
+     "The CPU the peer last sent a result from (-1: none yet); a wait for results blocks in recv (the early "
+     "wake) unless it is this thread's CPU.",
+     NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

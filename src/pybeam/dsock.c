@@ -15,13 +15,24 @@
 int pb_dsock_init(pb_dsock_t *s, int fd)
 {
     memset(s, 0, sizeof *s);
+    /* blocking: every send and every read that must not wait says
+     * MSG_DONTWAIT; only pump's unbounded wait blocks (dsock_wait) */
     int flags = fcntl(fd, F_GETFL);
-    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
         return -errno;
     beam_limits_default(&s->limits);
     beam_decoder_init(&s->dec, &s->limits);
     pthread_mutex_init(&s->out_lock, NULL);
     s->fd = fd;
+    return 0;
+}
+
+int pb_dsock_set_rcvtimeo(pb_dsock_t *s, int ms)
+{
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    if (setsockopt(s->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0)
+        return -errno;
+    s->rcvtimeo_ms = ms;
     return 0;
 }
 
@@ -162,8 +173,11 @@ static int dsock_take(pb_dsock_t *s, pb_dframe_t ***tail)
     return rc < 0 ? -1 : 0;
 }
 
-/* One read of what the socket has. 0, or -1 at its end. */
-static int dsock_recv(pb_dsock_t *s)
+/* One read of what the socket has (flags MSG_DONTWAIT), or of what comes
+ * first (0: blocks, at most the receive timeout). 0, 1 when nothing came,
+ * -EINTR when a signal cut a blocking read short, or -1 at the socket's
+ * end. */
+static int dsock_recv(pb_dsock_t *s, int flags)
 {
     char *p;
     size_t n;
@@ -171,14 +185,16 @@ static int dsock_recv(pb_dsock_t *s)
         return -1;
     ssize_t got;
     do
-        got = recv(s->fd, p, n, MSG_DONTWAIT);
-    while (got < 0 && errno == EINTR);
+        got = recv(s->fd, p, n, flags);
+    while (got < 0 && errno == EINTR && flags);
     if (got > 0) {
         beam_decoder_commit(&s->dec, (size_t)got);
         return 0;
     }
+    if (got < 0 && errno == EINTR)
+        return -EINTR;
     if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-        return 0;
+        return 1;
     return -1;
 }
 
@@ -206,6 +222,27 @@ int pb_dsock_pump(pb_dsock_t *s, int wait_ms, pb_dframe_t **head)
         }
         if (!first && ms == 0)
             return 0;
+        if (s->wake_early && (ms < 0 || (s->rcvtimeo_ms > 0 && ms >= s->rcvtimeo_ms)) && pb_dsock_unwritten(s) == 0) {
+            /* A long wait with nothing to write: a blocking recv, not poll.
+             * The kernel wakes a reader blocked in recv when its peer takes
+             * bytes this end sent (room to write), a wake poll filters out:
+             * it comes while the peer is at work on the call, so the result
+             * finds this thread awake. On a VM whose idle vCPUs halt,
+             * waking a halted one late is most of a call's cost when the
+             * two ends run on two CPUs (docs/DESIGN.md, "Direct calls":
+             * the early wake). */
+            int rc = dsock_recv(s, 0);
+            if (rc == -EINTR)
+                return -EINTR;
+            if (rc < 0) {
+                dsock_take(s, &tail);
+                s->ended = 1;
+                return 0;
+            }
+            if (rc == 1)
+                return 0; /* the receive timeout: a slice ended */
+            continue;
+        }
         struct pollfd p = {.fd = s->fd, .events = POLLIN};
         if (pb_dsock_unwritten(s) > 0)
             p.events |= POLLOUT;
@@ -229,7 +266,7 @@ int pb_dsock_pump(pb_dsock_t *s, int wait_ms, pb_dframe_t **head)
             continue; /* the deadline: the next turn sees it */
         if (p.revents & POLLOUT)
             pb_dsock_flush(s);
-        if ((p.revents & (POLLIN | POLLHUP | POLLERR)) && dsock_recv(s) < 0) {
+        if ((p.revents & (POLLIN | POLLHUP | POLLERR)) && dsock_recv(s, MSG_DONTWAIT) < 0) {
             dsock_take(s, &tail); /* what came before the end is still delivered */
             s->ended = 1;
             return 0;

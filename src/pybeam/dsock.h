@@ -21,6 +21,8 @@ typedef struct pb_dsock_s {
     beam_limits_t limits;
     beam_decoder_t dec; /* the read side: the reading thread's */
     int ended;          /* EOF, a read error or a bad frame: nothing more is read */
+    int rcvtimeo_ms;    /* the socket's receive timeout (0: none): how long one blocking read lasts */
+    int wake_early;     /* a long wait is a blocking read (the early wake), not a poll: the reader's choice */
     pthread_mutex_t out_lock; /* guards out, out_off, out_len, out_cap */
     char *out;          /* bytes not yet written: [out_off, out_len) */
     size_t out_off, out_len, out_cap;
@@ -32,9 +34,14 @@ typedef struct pb_dframe_s {
     struct pb_dframe_s *next;
 } pb_dframe_t;
 
-/* Takes fd (made non-blocking) with beam's default limits. 0, or a
- * negative errno (fd is then not taken). */
+/* Takes fd (made blocking: every read that must not wait and every write
+ * says MSG_DONTWAIT) with beam's default limits. 0, or a negative errno
+ * (fd is then not taken). */
 int pb_dsock_init(pb_dsock_t *s, int fd);
+/* Sets the socket's receive timeout: a wait in pump of at least ms (or
+ * without end) is then a blocking read of at most ms. 0, or a negative
+ * errno. */
+int pb_dsock_set_rcvtimeo(pb_dsock_t *s, int ms);
 /* Closes the fd (if still open) and frees the buffers. */
 void pb_dsock_destroy(pb_dsock_t *s);
 /* Closes the fd now; the socket counts as ended. No reader may be in pump. */
@@ -54,6 +61,10 @@ size_t pb_dsock_unwritten(pb_dsock_t *s);
  * writing the unwritten bytes as it takes them and reading what comes,
  * until at least one more whole frame came or the socket ended. Appends
  * the whole frames to the list at *head (the caller frees them with pb_dframes_free).
+ * With wake_early set and nothing to write, a wait without end or of at
+ * least the receive timeout is a blocking recv, not a poll (the early
+ * wake, dsock.c), and ends early, with nothing, when the receive timeout
+ * passes.
  * Returns 0, or -EINTR when a signal cut the wait short. */
 int pb_dsock_pump(pb_dsock_t *s, int wait_ms, pb_dframe_t **head);
 void pb_dframes_free(pb_dframe_t *head);

@@ -3,7 +3,9 @@
  * every offset; a bad header, an oversized one and a frame that is not a
  * push end it for good (sticky); what came before the peer's end is still
  * delivered; a frame larger than the socket takes is kept and written
- * whole as the peer reads; a write to a gone peer drops it. The Python
+ * whole as the peer reads; a write to a gone peer drops it; a long wait
+ * with wake_early set is a blocking read that a frame, the receive timeout
+ * or the peer's end ends, and a blocking socket's writes never block. The Python
  * side is tested end to end (tests/python/test_direct_calls.py). */
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +14,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -135,6 +138,73 @@ static void timeout_without_frames(void **state)
     assert_int_equal(pb_dsock_pump(&f->s, 5, &head), 0);
     assert_null(head);
     assert_false(f->s.ended);
+}
+
+typedef struct later_s {
+    int fd;
+    const char *bytes;
+    size_t len;
+} later_t;
+
+/* Writes its bytes 50 ms after it starts, then closes nothing. */
+static void *write_later(void *arg)
+{
+    later_t *l = arg;
+    usleep(50 * 1000);
+    assert_int_equal(write(l->fd, l->bytes, l->len), (ssize_t)l->len);
+    return NULL;
+}
+
+/* The early wake's wait: a blocking read (no poll) returns the frame that
+ * came while it waited, with nothing left unread. */
+static void blocking_wait_reads_what_comes(void **state)
+{
+    fixture_t *f = *state;
+    assert_int_equal(pb_dsock_set_rcvtimeo(&f->s, 5000), 0);
+    f->s.wake_early = 1;
+    size_t len;
+    char *a = push_frame("later", 3, &len);
+    later_t l = {f->peer, a, len};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, write_later, &l), 0);
+    pb_dframe_t *head = NULL;
+    assert_int_equal(pb_dsock_pump(&f->s, -1, &head), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(count(head), 1);
+    assert_int_equal(status_of(head), 3);
+    assert_false(f->s.ended);
+    pb_dframes_free(head);
+    free(a);
+}
+
+/* Its receive timeout ends a blocking wait with nothing and the socket
+ * still open: the slice after which the caller runs signal handlers. */
+static void blocking_wait_ends_at_the_receive_timeout(void **state)
+{
+    fixture_t *f = *state;
+    assert_int_equal(pb_dsock_set_rcvtimeo(&f->s, 20), 0);
+    f->s.wake_early = 1;
+    pb_dframe_t *head = NULL;
+    assert_int_equal(pb_dsock_pump(&f->s, -1, &head), 0);
+    assert_null(head);
+    assert_false(f->s.ended);
+    assert_int_equal(pb_dsock_pump(&f->s, 20, &head), 0); /* a wait as long as the timeout: the same */
+    assert_null(head);
+    assert_false(f->s.ended);
+}
+
+/* The peer's end ends a blocking wait, and the socket counts as ended. */
+static void blocking_wait_ends_at_the_peer_end(void **state)
+{
+    fixture_t *f = *state;
+    assert_int_equal(pb_dsock_set_rcvtimeo(&f->s, 5000), 0);
+    f->s.wake_early = 1;
+    close(f->peer);
+    f->peer = -1;
+    pb_dframe_t *head = NULL;
+    assert_int_equal(pb_dsock_pump(&f->s, -1, &head), 0);
+    assert_null(head);
+    assert_true(f->s.ended);
 }
 
 /* Feeds bad bytes after a good frame: the good one comes, then the socket
@@ -274,6 +344,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(frames_split_at_every_offset, setup, teardown),
         cmocka_unit_test_setup_teardown(frames_byte_by_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(timeout_without_frames, setup, teardown),
+        cmocka_unit_test_setup_teardown(blocking_wait_reads_what_comes, setup, teardown),
+        cmocka_unit_test_setup_teardown(blocking_wait_ends_at_the_receive_timeout, setup, teardown),
+        cmocka_unit_test_setup_teardown(blocking_wait_ends_at_the_peer_end, setup, teardown),
         cmocka_unit_test_setup_teardown(zero_length_frame_ends_it, setup, teardown),
         cmocka_unit_test_setup_teardown(oversized_frame_ends_it_before_allocating, setup, teardown),
         cmocka_unit_test_setup_teardown(garbage_body_ends_it, setup, teardown),

@@ -525,6 +525,74 @@ def test_a_members_direct_calls_are_counted_by_the_head(cluster):
     assert cluster.head.status()["direct_calls"] == seen["status"]["direct_calls"]
 
 
+def test_a_ref_kept_from_an_earlier_session_leaves_this_ones_call_alone(ray_direct):
+    """Ids start again with each beamd, so a ref kept from an earlier
+    session (before a ray.shutdown and a ray.init against another beamd) can
+    carry the id of one of this session's direct calls: its death is no
+    forget of that call (found when a ref of the test before, dying late,
+    made this session's pending call look lost)."""
+    from ray._private import refcount
+
+    ray = ray_direct
+    a = _log_actor(ray).remote()
+    _go_direct(ray, a)
+    pending = a.sleep.remote(0.3)
+    stale = type(pending)._here(pending._id)  # the same id, made in an earlier session
+    stale._epoch = refcount._epoch - 1
+    del stale
+    assert ray.get(pending, timeout=30) == 0.3
+
+
+def _fds(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_a_callers_socket_and_its_early_wake_fd_close_with_its_end(ray_direct):
+    """The worker holds an open caller's socket twice (its fd, and a dup
+    whose EPOLLOUT edge is the early wake: docs/DESIGN.md, "Direct calls");
+    when the caller's end closes, both close, and the calls after it go
+    through beamd in order."""
+    ray = ray_direct
+    a = _log_actor(ray).remote()
+    st = _go_direct(ray, a)
+    pid = ray.get(a.pid.remote())
+    assert ray.get(a.add.remote(1)) == 1
+    with_conn = _fds(pid)
+    with st.lock:
+        direct._ended(st)  # as at the socket's end: closed, and this actor's calls go through beamd
+    wait_until(lambda: _fds(pid) == with_conn - 2, timeout=10)
+    assert ray.get([a.add.remote(i) for i in (2, 3)]) == [2, 3]
+    assert ray.get(a.seen_all.remote()) == [1, 2, 3]
+    assert _state(a).conn is None and _fds(pid) == with_conn - 2
+
+
+def test_direct_conn_result_says_the_cpu_it_was_sent_from():
+    """A result frame carries the CPU its sender ran on (`cpu`), which the
+    reader keeps (`peer_cpu`, -1 before the first): where the caller's wait
+    chooses the early wake's blocking read or poll."""
+    import _beam
+
+    s1, s2 = socket.socketpair()
+    caller, worker = _beam.DirectConn(s1.detach()), _beam.DirectConn(s2.detach())
+    lock = threading.Lock()
+    pending, results = {b"a" * 28}, {}
+    assert caller.peer_cpu == -1
+
+    def send():
+        worker.result(b"a" * 28, 0, b"va")
+
+    t = threading.Thread(target=send)
+    with lock:
+        t.start()
+        while not results:
+            caller.read_results(lock, pending, results, 1000)
+    t.join()
+    assert results == {b"a" * 28: (0, b"va")}
+    assert caller.peer_cpu in os.sched_getaffinity(0)  # a CPU the sender may run on, not -1
+    worker.close()
+    caller.close()
+
+
 def test_direct_conn_frames_over_a_socketpair():
     """_beam.DirectConn, both ends: push frames out and back (a long bin as a
     memoryview of its frame), a frame larger than the socket takes kept and

@@ -71,6 +71,9 @@ class _WConn:
     def __init__(self, dc, conn_id):
         self.dc = dc
         self.fd = dc.fileno()
+        # The same socket again, for the early wake (Server.serve_forever):
+        # its EPOLLOUT edge comes when the caller takes bytes we sent.
+        self.early_fd = os.dup(self.fd)
         self.id = conn_id
         self.executed = 0
 
@@ -99,7 +102,7 @@ class Server:
         self.wanted = {}  # obj -> the __beam_direct_result__ call waiting for it
         self.barrier = None  # (conn id, n, params) holding beamd's pushes
         self.refused = 0
-        self.poller = select.poll()  # the main loop's (serve_forever)
+        self.poller = select.epoll()  # the main loop's (serve_forever)
         threading.Thread(target=self._accept, name="beam-direct-accept", daemon=True).start()
 
     def reply(self):
@@ -178,8 +181,16 @@ class Server:
 
     # the main loop ---------------------------------------------------------
     def serve_forever(self):
-        """One poll on the wake pipe and the callers' sockets (a socket asks
-        for POLLOUT only while its DirectConn holds unwritten bytes)."""
+        """One epoll on the wake pipe and the callers' sockets (a socket asks
+        for EPOLLOUT only while its DirectConn holds unwritten bytes), and on
+        each socket's early_fd for the early wake: the edge the kernel makes
+        when the caller reads a result we sent (room to write), which wakes
+        this thread while the caller is still at work, so that its next call
+        finds it awake. A wait in poll for POLLIN alone is filtered from that
+        wake; on a VM whose idle vCPUs halt, the late wake-up of a halted one
+        is most of a call's cost when caller and worker run on two CPUs
+        (docs/DESIGN.md, "Direct calls": the early wake). The early events
+        themselves are ignored."""
         self.poller.register(self.wake_r, select.POLLIN)
         conns = self.conns
         while True:
@@ -212,11 +223,14 @@ class Server:
                 c = self.fresh.popleft()
                 self.conns[c.fd] = c
                 self.poller.register(c.fd, select.POLLIN)
+                self.poller.register(c.early_fd, select.EPOLLOUT | select.EPOLLET)
         self._run_pushes()
 
     def _close(self, conn):
         self.conns.pop(conn.fd, None)
         self.poller.unregister(conn.fd)
+        self.poller.unregister(conn.early_fd)
+        os.close(conn.early_fd)
         self.by_id.pop(conn.id, None)
         conn.dc.close()
         for obj in [o for o, r in self.retained.items() if r[2] == conn.id and o not in self.wanted]:

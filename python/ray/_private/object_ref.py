@@ -42,7 +42,13 @@ class ObjectRef:
     def __del__(self):
         try:
             direct = _refcount._direct
-            if direct is not None and self._id in direct._refs and direct.forget(self._id):
+            # (ids start again with each beamd: a ref of an earlier session is not this one's)
+            if (
+                direct is not None
+                and self._id in direct._refs
+                and self._epoch == _refcount._epoch
+                and direct.forget(self._id)
+            ):
                 return  # a direct call's result: the worker forgets it, beamd never had it
             _refcount.release(0, self._id, self._epoch)
         except Exception:
