@@ -10,6 +10,7 @@
 
 #include "shm.h"
 
+#include "ids.h"
 #include "log.h"
 
 static int parse_ids(const msgpack_object *params, const char *key, size_t idlen, uint32_t *n,
@@ -519,6 +520,17 @@ void beam_object_fail(beam_node_t *node, beam_object_t *o, int status, const cha
     if (data)
         memcpy(data, message, n);
     beam_object_complete(node, o, status, data, data ? n : 0, NULL);
+}
+
+void beam_objects_owner_gone(beam_node_t *node, uint32_t node_index, uint32_t conn)
+{
+    beam_object_t *o, *tmp;
+    HASH_ITER(hh, node->objects, o, tmp) { /* a fail frees only o, when no one wants it */
+        if (!o->ready && beam_id_made_by(o->id, node_index, conn))
+            beam_object_fail(node, o, BEAM_OBJ_OWNER_DIED,
+                             "The object's owner has exited: the driver or worker that made its ObjectRef "
+                             "(with .remote() or ray.put()) ended before its value came.");
+    }
 }
 
 void beam_objects_destroy(beam_node_t *node)

@@ -79,6 +79,10 @@ void beam_object_complete_buf(beam_node_t *node, beam_object_t *obj, int status,
                               const char *data, size_t len, beam_refs_t *refs);
 /* Completes a pending object with a text status (ACTOR_DIED, LOST). */
 void beam_object_fail(beam_node_t *node, beam_object_t *obj, int status, const char *message);
+/* The client that made ids (ids.h: node index, connection number) ended:
+ * every object of its ids not yet ready fails with BEAM_OBJ_OWNER_DIED, as
+ * Ray fails an object whose owner died (a value that came before stays). */
+void beam_objects_owner_gone(beam_node_t *node, uint32_t node_index, uint32_t conn);
 void beam_object_pin(beam_node_t *node, beam_object_t *obj);
 void beam_object_unpin(beam_node_t *node, beam_object_t *obj);
 /* A connection took or dropped its hold. unhold may free obj. */

@@ -48,6 +48,11 @@ static void session_end(beam_session_t *s, const char *why)
     beam_log(p->role == BEAM_ROLE_CTL ? BEAM_LOG_DEBUG : BEAM_LOG_INFO, "client %u (pid %ld) closed: %s", p->id,
              p->pid, why);
     beam_waiters_cancel(node, p);
+    /* what it made and was still to come fails first (its own actors' deaths
+     * come after): a driver's or an actor's, not a task's worker's, whose
+     * creations outlive it as Ray's pooled workers' do (beam_actors_conn_gone) */
+    if (p->role == BEAM_ROLE_DRIVER || (p->role == BEAM_ROLE_WORKER && p->actor && !beam_actor_is_task(p->actor)))
+        beam_objects_owner_gone(node, p->member ? p->member->index : node->self->index, p->id);
     /* groups first: a worker's pass to its driver, found through its actor */
     beam_pgs_conn_gone(node, p, p->role == BEAM_ROLE_WORKER ? beam_actors_job_driver(p) : NULL);
     if (p->actor) /* local: a worker gone takes no more results */

@@ -46,6 +46,7 @@ enum {
     BEAM_OBJ_ACTOR_INIT_FAILED = 5, /* its constructor raised (ActorDiedError, actor_init_failed) */
     BEAM_OBJ_ACTOR_UNAVAILABLE = 6, /* sent to a worker that died, the actor restarting (ActorUnavailableError) */
     BEAM_OBJ_WORKER_CRASHED = 7,    /* a task's worker died, no retry left (WorkerCrashedError) */
+    BEAM_OBJ_OWNER_DIED = 8,        /* the client that made its id ended before it was ready (OwnerDiedError) */
 };
 
 /* A submit with `push` gets its result pushed (`result {obj, status, data}`)

@@ -135,6 +135,8 @@ const char *beam_actor_id(const beam_actor_t *a); /* BEAM_ACTOR_ID_SIZE bytes */
 const char *beam_actor_class_name(const beam_actor_t *a);
 /* Its calls fail (DEAD or POOLED). */
 int beam_actor_is_dead(const beam_actor_t *a);
+/* A remote function's worker (its creations outlive it). */
+int beam_actor_is_task(const beam_actor_t *a);
 /* The member it was placed on, or NULL. */
 struct beam_member_s *beam_actor_member(const beam_actor_t *a);
 

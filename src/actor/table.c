@@ -90,6 +90,11 @@ int beam_actor_is_dead(const beam_actor_t *a)
     return beam__actor_dead(a);
 }
 
+int beam_actor_is_task(const beam_actor_t *a)
+{
+    return a->task;
+}
+
 beam_member_t *beam_actor_member(const beam_actor_t *a)
 {
     return a->member;

@@ -595,6 +595,45 @@ static void test_fail(void **state)
     fixture_end(f);
 }
 
+/* The client (node 1, conn 0) that made ids 1-3 ended: its pending objects
+ * fail with OWNER_DIED (an unheld one is freed by it), its ready one keeps
+ * its value, a late completion keeps the failure, and another client's
+ * (conn 5) pending object is untouched. */
+static void test_owner_gone(void **state)
+{
+    fixture_t *f = *state;
+    beam_object_t *pending = create(f, 1);
+    beam_object_hold(&f->node, pending);
+    beam_object_t *came = create(f, 2);
+    beam_object_hold(&f->node, came);
+    complete(f, came, BEAM_OBJ_OK, "v");
+    create(f, 3); /* pending and unheld: lives until it completes */
+    char other_id[BEAM_OBJECT_ID_SIZE];
+    make_id(other_id, 4);
+    other_id[7] = 5; /* made by connection 5 */
+    beam_object_t *other = beam_object_create(&f->node, other_id);
+    assert_non_null(other);
+    beam_object_hold(&f->node, other);
+
+    beam_objects_owner_gone(&f->node, 1, 0);
+    assert_int_equal(pending->ready, 1);
+    assert_int_equal(pending->status, BEAM_OBJ_OWNER_DIED);
+    assert_true(pending->len > 0);
+    assert_int_equal(came->status, BEAM_OBJ_OK);
+    assert_memory_equal(came->data, "v", 1);
+    assert_null(find(f, 3));
+    assert_int_equal(other->ready, 0);
+    complete(f, pending, BEAM_OBJ_OK, "late"); /* dropped: the first completion stays */
+    assert_int_equal(pending->status, BEAM_OBJ_OWNER_DIED);
+
+    beam_object_unhold(&f->node, pending);
+    beam_object_unhold(&f->node, came);
+    complete(f, other, BEAM_OBJ_OK, "w");
+    beam_object_unhold(&f->node, other);
+    assert_int_equal(beam_object_count(&f->node), 0);
+    fixture_end(f);
+}
+
 static void refs_of(beam_refs_t *r, size_t n, const uint32_t *seqs)
 {
     memset(r, 0, sizeof *r);
@@ -1474,6 +1513,7 @@ int main(void)
         T(test_pins),
         T(test_complete_twice_keeps_first),
         T(test_fail),
+        T(test_owner_gone),
         T(test_refs_pin_until_carrier_freed),
         T(test_refs_chain),
         T(test_refs_pin_unpin),

@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from beamkit.daemon import driver_env, start_driver
+from beamkit.daemon import driver_env, run_driver, start_driver
 from beamkit.procs import read_line, wait_until
 from ray._private import direct
 
@@ -541,6 +541,69 @@ def test_a_ref_kept_from_an_earlier_session_leaves_this_ones_call_alone(ray_dire
     stale._epoch = refcount._epoch - 1
     del stale
     assert ray.get(pending, timeout=30) == 0.3
+
+
+OWNER_DRIVER = """
+import os, time
+import ray
+ray.init(namespace="owners")
+
+@ray.remote
+class Slow:
+    def pid(self):
+        return os.getpid()
+
+    def slow(self, s):
+        time.sleep(s)
+        return "done"
+
+@ray.remote
+class Keeper:
+    def __init__(self):
+        self.kept = None
+
+    def hold(self, refs):
+        self.kept = refs  # a ref inside a list stays a ref
+        return True
+
+    def get(self):
+        try:
+            return ("ok", ray.get(self.kept[0], timeout=30))
+        except Exception as e:
+            return (type(e).__name__, str(e))
+
+w = Slow.options(name="w", lifetime="detached").remote()
+k = Keeper.options(name="k", lifetime="detached").remote()
+for _ in range(5):
+    ray.get(w.pid.remote())  # through beamd, then direct (when the switch is on)
+r = w.slow.remote(SECONDS)
+if SECONDS == 0:
+    ray.get(r)  # its value came before the owner ends
+ray.get(k.hold.remote([r]))
+os.kill(os.getpid(), 9)
+"""
+
+
+@pytest.mark.parametrize("direct_on", ["1", "0"])
+@pytest.mark.parametrize("seconds", [2, 0])
+def test_a_ref_whose_owner_died_before_its_value_came_raises_owner_died(ray_direct, direct_on, seconds):
+    """Ray's ownership: a driver hands a ref of its call to another actor
+    inside a list and dies (SIGKILL). If the call's value had not come, the
+    holder's get raises OwnerDiedError (real Ray 2.43 does the same, checked
+    with this program); a value that came before stays readable. Both paths:
+    the call direct (promoted as its ref left) and through beamd."""
+    ray = ray_direct
+    out = run_driver(OWNER_DRIVER, env={"BEAM_DIRECT_CALLS": direct_on}, names={"SECONDS": seconds})
+    assert out.returncode == -signal.SIGKILL, out.stderr[-2000:]
+    keeper = ray.get_actor("k", namespace="owners")
+    kind, text = ray.get(keeper.get.remote(), timeout=60)
+    if seconds:
+        assert kind == "OwnerDiedError", text
+        assert "owner has exited" in text
+    else:
+        assert (kind, text) == ("ok", "done")
+    for name in ("k", "w"):
+        ray.kill(ray.get_actor(name, namespace="owners"))
 
 
 def _fds(pid):

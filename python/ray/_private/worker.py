@@ -37,6 +37,7 @@ STATUS_OK, STATUS_TASK_ERROR, STATUS_ACTOR_DIED, STATUS_LOST, STATUS_UNSCHEDULAB
 STATUS_ACTOR_INIT_FAILED = 5  # the actor's constructor raised (docs/PROTOCOL.md, "Object results")
 STATUS_ACTOR_UNAVAILABLE = 6  # sent to a worker that died while the actor restarts: "<actor hex> <text>"
 STATUS_WORKER_CRASHED = 7  # a task's worker died and its retries are spent
+STATUS_OWNER_DIED = 8  # the driver or actor that made the ref ended before its value came
 
 _runtime = None
 _init_lock = threading.RLock()
@@ -443,6 +444,8 @@ def _value(status, data, ref):
         return None, _exc.ActorUnavailableError(text.rstrip("."), actor_id)
     if status == STATUS_WORKER_CRASHED:
         return None, _exc.WorkerCrashedError()
+    if status == STATUS_OWNER_DIED:
+        return None, _exc.OwnerDiedError(ref.hex())
     return None, _exc.ObjectLostError(ref.hex(), call_site=message)
 
 
