@@ -23,5 +23,14 @@ tests=(tests/python/test_core_*.py tests/python/test_pg.py tests/python/test_par
        tests/python/test_worker_env.py tests/python/test_cluster_utils.py tests/python/test_restarts.py)
 # a first argument naming a test file or test runs only what the arguments name
 if [ $# -gt 0 ] && [ -e "${1%%::*}" ]; then tests=(); fi
+# Real Ray's compiled-graph channels leave their named semaphores in /dev/shm
+# (sem.hdr<pid>-*, sem.obj<pid>-*, 360 a run): the run removes the ones it made
+shm_before=$(mktemp)
+ls /dev/shm >"$shm_before" 2>/dev/null || true
+rc=0
 # -u: Ray's exit must not eat pytest's last lines
-exec "$venv/bin/python" -u -m pytest -q -p no:cacheprovider -m ray_compat "${tests[@]}" "$@"
+"$venv/bin/python" -u -m pytest -q -p no:cacheprovider -m ray_compat "${tests[@]}" "$@" || rc=$?
+{ ls /dev/shm 2>/dev/null | grep -E '^sem\.(hdr|obj)[0-9]+-' | grep -vxF -f "$shm_before" |
+  sed 's#^#/dev/shm/#' | xargs -r rm -f; } || true
+rm -f "$shm_before"
+exit "$rc"
