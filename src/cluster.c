@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "port.h"
 
 static void append(beam_node_t *node, beam_member_t *m)
 {
@@ -110,6 +111,11 @@ beam_member_t *beam_cluster_find(beam_node_t *node, uint32_t index)
         if (m->index == index)
             return m;
     return NULL;
+}
+
+uint32_t beam_cluster_client_node(const beam_node_t *node, const beam_port_t *p)
+{
+    return p->member ? p->member->index : node->self->index;
 }
 
 beam_member_t *beam_cluster_find_id(beam_node_t *node, const char *node_id)

@@ -61,6 +61,9 @@ beam_member_t *beam_cluster_add(beam_node_t *node, const char *node_id, const ch
                                 const char *socket, beam_pool_t *pool, const beam_member_ops_t *ops,
                                 struct beam_link_s *link);
 beam_member_t *beam_cluster_find(beam_node_t *node, uint32_t index);
+/* The index of the node client p is on (its member's, else this node's):
+ * with its connection number, the creator part of the ids it makes (ids.h). */
+uint32_t beam_cluster_client_node(const beam_node_t *node, const struct beam_port_s *p);
 beam_member_t *beam_cluster_find_id(beam_node_t *node, const char *node_id);
 /* Alive members, self first; returns how many were put in out (at most max). */
 size_t beam_cluster_alive(beam_node_t *node, beam_member_t **out, size_t max);

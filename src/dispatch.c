@@ -126,7 +126,7 @@ static void op_hello(req_t *r)
 /* The node index of the requesting client's node (hello's node_index). */
 static uint32_t client_node(const req_t *r)
 {
-    return r->conn->member ? r->conn->member->index : r->node->self->index;
+    return beam_cluster_client_node(r->node, r->conn);
 }
 
 /* Makes a new object held by the requesting connection: NULL after

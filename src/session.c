@@ -52,7 +52,7 @@ static void session_end(beam_session_t *s, const char *why)
      * come after): a driver's or an actor's, not a task's worker's, whose
      * creations outlive it as Ray's pooled workers' do (beam_actors_conn_gone) */
     if (p->role == BEAM_ROLE_DRIVER || (p->role == BEAM_ROLE_WORKER && p->actor && !beam_actor_is_task(p->actor)))
-        beam_objects_owner_gone(node, p->member ? p->member->index : node->self->index, p->id);
+        beam_objects_owner_gone(node, beam_cluster_client_node(node, p), p->id);
     /* groups first: a worker's pass to its driver, found through its actor */
     beam_pgs_conn_gone(node, p, p->role == BEAM_ROLE_WORKER ? beam_actors_job_driver(p) : NULL);
     if (p->actor) /* local: a worker gone takes no more results */

@@ -217,15 +217,16 @@ static PyObject *direct_decode(direct_t *d, pb_dframe_t *head)
  * or the end). 0, or -1 with an exception set (a handler raised). */
 static int direct_wait(direct_t *d, int timeout_ms, pb_dframe_t **head)
 {
-    /* The early wake (dsock.c's blocking read) pays where the peer runs on
-     * another CPU: there, the wake-up it brings forward is the late one of
-     * a halted vCPU. On this CPU, it only costs: the woken caller, nice 0,
-     * preempts the worker, niced as Ray's, to find nothing yet. */
-    d->s.wake_early = d->peer_cpu < 0 || d->peer_cpu != sched_getcpu();
     if (d->reading) {
         PyErr_SetString(PyExc_RuntimeError, "another thread reads this direct connection");
         return -1;
     }
+    /* The early wake (dsock.c's blocking read) pays where the peer runs on
+     * another CPU: there, the wake-up it brings forward is the late one of
+     * a halted vCPU. On this CPU, it only costs: the woken caller, nice 0,
+     * preempts the worker, niced as Ray's, to find nothing yet. Set here,
+     * by the one reader: pump reads it without the GIL. */
+    d->s.wake_early = d->peer_cpu < 0 || d->peer_cpu != sched_getcpu();
     int64_t deadline = timeout_ms < 0 ? -1 : pb_now_ns() + (int64_t)timeout_ms * 1000000;
     int rc = 0;
     d->reading = 1;
@@ -280,13 +281,10 @@ static int direct_file(direct_t *d, pb_frame_t *f, PyObject *pending, PyObject *
     PyTypeObject *frame_type = ((pb_module_state_t *)PyType_GetModuleState(Py_TYPE(d)))->FrameBytesType;
     pb_decoding_t dec;
     pb_decoding_init(&dec, frame_type, f);
-    const msgpack_object_map *m = &f->msg.params.via.map;
-    for (uint32_t i = 0; i < m->size; i++) /* before decoding_done frees the parsed message */
-        if (m->ptr[i].key.type == MSGPACK_OBJECT_STR && m->ptr[i].key.via.str.size == 3 &&
-            memcmp(m->ptr[i].key.via.str.ptr, "cpu", 3) == 0 && m->ptr[i].val.type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
-            m->ptr[i].val.via.u64 < INT_MAX)
-            d->peer_cpu = (int)m->ptr[i].val.via.u64;
-    PyObject *t = direct_decode_known(&dec, m, RESULT_KEYS);
+    int64_t cpu; /* read before decoding_done frees the parsed message */
+    if (beam_field_int(&f->msg.params, "cpu", &cpu) == 0 && cpu >= 0 && cpu < INT_MAX)
+        d->peer_cpu = (int)cpu;
+    PyObject *t = direct_decode_known(&dec, &f->msg.params.via.map, RESULT_KEYS);
     pb_decoding_done(&dec);
     if (!t)
         return -1;

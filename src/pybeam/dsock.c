@@ -16,7 +16,7 @@ int pb_dsock_init(pb_dsock_t *s, int fd)
 {
     memset(s, 0, sizeof *s);
     /* blocking: every send and every read that must not wait says
-     * MSG_DONTWAIT; only pump's unbounded wait blocks (dsock_wait) */
+     * MSG_DONTWAIT; only pump's long waits block (wake_early) */
     int flags = fcntl(fd, F_GETFL);
     if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
         return -errno;

@@ -50,7 +50,7 @@ _NONCE = 16
 _HANDSHAKE_S = 2.0
 _NO_FORGETS = ()  # a call's forgets when none wait (encoded as an empty array)
 _FORGETS_MAX = 64  # forgotten results sent alone once this many wait
-_READABLE = select.POLLIN | select.POLLHUP | select.POLLERR
+_READABLE = select.EPOLLIN | select.EPOLLHUP | select.EPOLLERR
 _WRITE_WAIT_MS = 10  # a driver's full socket: how long one wait for room (or a result) lasts
 
 
@@ -191,7 +191,7 @@ class Server:
         is most of a call's cost when caller and worker run on two CPUs
         (docs/DESIGN.md, "Direct calls": the early wake). The early events
         themselves are ignored."""
-        self.poller.register(self.wake_r, select.POLLIN)
+        self.poller.register(self.wake_r, select.EPOLLIN)
         conns = self.conns
         while True:
             for fd, ev in self.poller.poll():
@@ -200,8 +200,8 @@ class Server:
                     if fd == self.wake_r:
                         self._drain_wake()
                     continue
-                if ev & select.POLLOUT and not conn.dc.flush():
-                    self.poller.modify(fd, select.POLLIN)
+                if ev & select.EPOLLOUT and not conn.dc.flush():
+                    self.poller.modify(fd, select.EPOLLIN)
                 if ev & _READABLE:
                     msgs = conn.dc.read(0)
                     if msgs is None:
@@ -222,7 +222,7 @@ class Server:
             while self.fresh:
                 c = self.fresh.popleft()
                 self.conns[c.fd] = c
-                self.poller.register(c.fd, select.POLLIN)
+                self.poller.register(c.fd, select.EPOLLIN)
                 self.poller.register(c.early_fd, select.EPOLLOUT | select.EPOLLET)
         self._run_pushes()
 
@@ -308,7 +308,7 @@ class Server:
             left = conn.dc.result(obj, PROMOTE, None)
         # -- finished: its result sent (or kept to send when the socket takes it)
         if left:
-            self.poller.modify(conn.fd, select.POLLIN | select.POLLOUT)
+            self.poller.modify(conn.fd, select.EPOLLIN | select.EPOLLOUT)
 
     def _forget(self, objs):
         for obj in objs:
