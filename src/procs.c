@@ -224,7 +224,7 @@ static void on_exit_cb(uv_process_t *proc, int64_t status, int term_signal)
  * (CUDA_VISIBLE_DEVICES is the GPU assignment itself, as in Ray). */
 static const char *const beam_vars[] = {
     "PYTHONPATH=", "PYTHONUNBUFFERED=", "BEAM_SOCKET=", "BEAM_ACTOR_ID=", "BEAM_WORKER_TOKEN=",
-    "BEAM_NODE_ID=", "BEAM_NODE_IP=", "BEAM_GPU_IDS=", "BEAM_DRIVER_PID=", "BEAM_PARENT_PID=", NULL,
+    "BEAM_NODE_ID=", "BEAM_NODE_IP=", "BEAM_GPU_IDS=", "BEAM_DRIVER_PID=", "BEAM_PARENT_PID=", "SPT_NOENV=", NULL,
 };
 
 /* 1 if kv ("K=V") starts with one of the "K=" prefixes in list. */
@@ -313,6 +313,9 @@ static char **worker_env(beam_node_t *node, const beam_spawn_t *s, const char *h
     fail |= !(env[k++] = kv("PYTHONPATH", pypath ? pypath : ""));
     free(pypath);
     fail |= !(env[k++] = kv("PYTHONUNBUFFERED", "1"));
+    /* as Ray's raylet: setproctitle (vLLM names its workers) then writes the
+     * title over argv alone and leaves /proc/PID/environ readable */
+    fail |= !(env[k++] = kv("SPT_NOENV", "1"));
     fail |= !(env[k++] = kv("BEAM_SOCKET", node->socket_path));
     fail |= !(env[k++] = kv("BEAM_ACTOR_ID", hex));
     fail |= !(env[k++] = kv("BEAM_WORKER_TOKEN", s->token));

@@ -25,6 +25,9 @@ class Probe:
     def omp(self):
         return _omp()
 
+    def spt(self):
+        return _spt()
+
 
 @ray.remote
 def task_omp():
@@ -59,6 +62,30 @@ def test_the_users_setting_is_kept(no_user_omp, ray_start):
     a = Probe.options(num_cpus=2, runtime_env=env).remote()
     assert ray.get(a.omp.remote()) == "5"
     assert ray.get(task_omp.options(runtime_env=env).remote()) == "5"
+
+
+# setproctitle (vLLM names its workers with it) writes a process title over
+# argv and the environment block that follows it unless SPT_NOENV is set:
+# /proc/PID/environ of every worker would then read empty. Ray's raylet sets
+# it for each Python worker (ray-project/ray#15061).
+
+
+def _spt():
+    with open("/proc/self/environ", "rb") as f:
+        block = f.read().split(b"\0")
+    return os.environ.get("SPT_NOENV"), b"SPT_NOENV=1" in block
+
+
+@ray.remote
+def task_spt():
+    return _spt()
+
+
+@pytest.mark.ray_compat
+def test_workers_keep_their_environ_readable_under_setproctitle(ray_start):
+    a = Probe.remote()
+    assert ray.get(a.spt.remote()) == ("1", True)
+    assert ray.get(task_spt.remote()) == ("1", True)
 
 
 # Niceness and session: Ray's raylet starts each worker niced by its
