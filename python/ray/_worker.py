@@ -614,13 +614,22 @@ def take_place():
     """Where Ray's raylet puts a worker: a process group of its own (beamd's
     kill of the group reaches what it starts), still in beamd's session (one
     scheduling group with the node's driver where the kernel groups by
-    session), and niced by RAY_worker_niceness (15 unless set) so the driver
-    that feeds it runs first. libuv can only start a child in a session of
-    its own, so the worker does this itself, before it starts anything."""
+    session). libuv can only start a child in a session of its own, so the
+    worker does this itself, before it starts anything."""
     try:
         os.setpgid(0, 0)
     except OSError:
         pass  # already a group leader
+
+
+def nice_main_thread():
+    """The worker's niceness, RAY_worker_niceness (15 unless set), so the
+    driver that feeds it runs first: on the main thread only, once the
+    runtime's first threads run (the _beam client's, the beamd watch), as
+    Ray's worker calls nice() at the end of its core worker's setup. Linux's
+    nice is per thread: the runtime's threads stay at the driver's niceness,
+    and every thread the main thread starts later (the user's, OpenMP's,
+    gloo's) inherits the worker's."""
     try:
         os.nice(int(os.environ.get("BEAM_WORKER_NICENESS", "0") or 0))
     except (OSError, ValueError):
@@ -636,6 +645,7 @@ def main():
 
     actor_id = bytes.fromhex(os.environ["BEAM_ACTOR_ID"])
     rt = rtmod.connect_worker(os.environ["BEAM_SOCKET"], actor_id, os.environ["BEAM_WORKER_TOKEN"])
+    nice_main_thread()
     push = rt.client.next_push()
     if push is None or push[0] != "init":
         os._exit(1)

@@ -9,6 +9,7 @@ ray_compat: the same tests pass on real Ray 2.43."""
 
 import json
 import os
+import threading
 
 import pytest
 
@@ -154,6 +155,45 @@ def test_a_cluster_started_by_ray_init_shares_the_drivers_session(tmp_path):
     assert out["task"]["sid"] == out["driver"]["sid"], out
     assert out["actor"]["sid"] == out["driver"]["sid"], out
     assert out["actor"]["nice"] == min(out["driver"]["nice"] + 15, 19), out
+
+
+def _threads_nice():
+    """The main thread's niceness, the other threads' (as a set), and that of
+    a thread the caller starts now."""
+    nice = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue  # ended meanwhile
+        nice[int(tid)] = int(stat[stat.rindex(")") + 2 :].split()[16])
+    main = nice.pop(os.getpid())
+    started = []
+    t = threading.Thread(target=lambda: started.append(os.nice(0)))
+    t.start()
+    t.join()
+    return {"main": main, "others": sorted(set(nice.values())), "started": started[0]}
+
+
+@ray.remote
+class Threads:
+    def nice(self):
+        return _threads_nice()
+
+
+@pytest.mark.ray_compat
+def test_only_the_main_thread_is_niced_and_what_it_starts(ray_start):
+    # Linux's nice is per thread; Ray's worker calls nice() at the end of its
+    # core worker's setup, so the runtime's threads stay at the driver's
+    # niceness and a thread the actor's code starts inherits the worker's
+    drv = os.nice(0)
+    want = min(drv + 15, 19)
+    a = Threads.remote()
+    got = ray.get(a.nice.remote())
+    assert got["main"] == want, got
+    assert got["started"] == want, got
+    assert drv in got["others"], got
 
 
 @pytest.mark.ray_compat
