@@ -8,7 +8,8 @@ line of stdout). Usage:
 
 `--rounds N` generates N times with the same LLM (the first round warms up;
 throughput is the last round's). With ray, the driver connects to the
-running cluster (`ray start` first) as vLLM does."""
+running cluster (`ray start` first) as vLLM does. With VLLM_KIT_ROUND_MARK
+set, each round's start is appended to the file it names (mark_round)."""
 
 import argparse
 import json
@@ -81,6 +82,7 @@ def main(argv=None):
         if args.kill_worker_after is not None and last:
             kill_a_worker_later(args.kill_worker_after)
         before = cpu_by_process() if last else None
+        mark_round(r)
         t = time.perf_counter()
         outs = llm.generate(ps, params, use_tqdm=False)
         dt = time.perf_counter() - t
@@ -102,6 +104,15 @@ def main(argv=None):
     del llm
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
+
+
+def mark_round(r):
+    """Appends "ROUND START_TIME" to the file VLLM_KIT_ROUND_MARK names, if
+    set: how a bench watching from outside knows when a round begins."""
+    path = os.environ.get("VLLM_KIT_ROUND_MARK")
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{r} {time.time()}\n")
 
 
 def _run_group():
