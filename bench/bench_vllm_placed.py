@@ -19,9 +19,11 @@ nice 0 preempts a nice-15 worker at once; a woken nice-15 one (gloo's loop
 threads, beam's) seldom. Ray's workers keep their runtime's threads at nice 0
 (only the main thread is niced) and Ray's raylet, GCS and idle workers wake
 on that CPU too: --sched-s shows some 560 nice-0 wake-ups a second on CPU 1
-under Ray against some 100 under beam, and a Ray worker's run is cut short
-about 1.6 times as often. A do-nothing --tick-hz 1000 ticker (nice 0) on CPU 1 roughly
-doubles both backends' throughput.
+under Ray against 100 to 200 under beam (the _beam client's thread in each
+worker; 20 while beam niced every thread of its workers), and a Ray
+worker's run is cut short 1.3 to 1.6 times as often. A do-nothing
+--tick-hz 1000 ticker (nice 0) on CPU 1 roughly doubles both backends'
+throughput.
 
 Needs root (the kit's pids cgroup)."""
 
