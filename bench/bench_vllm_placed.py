@@ -148,11 +148,13 @@ class Sched:
 
     def __init__(self, run, seconds):
         self.run, self.seconds = run, seconds
-        self.mark = run.tmpdir("vk-mark-") + "/rounds"
-        self.data = os.path.join(os.path.dirname(self.mark), "sched.data")
         self.done = threading.Event()
         self.summary = None
+        self.env = {}  # what generate.py needs to mark its rounds: nothing unless capturing
         if seconds:
+            folder = run.tmpdir("vk-sched-")
+            self.mark, self.data = os.path.join(folder, "rounds"), os.path.join(folder, "sched.data")
+            self.env["VLLM_KIT_ROUND_MARK"] = self.mark
             threading.Thread(target=self._capture, daemon=True).start()
 
     def _capture(self):
@@ -209,7 +211,7 @@ def one(backend, model, rounds, tick_hz=0, sched_s=0):
     ticker = Ticker(tick_hz)
     sched = Sched(run, sched_s)
     try:
-        env = run.env(VLLM_KIT_ROUND_MARK=sched.mark)
+        env = run.env(**sched.env)
         run.start_head(env, num_gpus=2, num_cpus=2)
         res = run.generate(model, env, "--backend", "ray", "--tp", "2", "--rounds", str(rounds))
         run.stop(env)
@@ -233,11 +235,11 @@ def main():
         "--tick-hz", default="0", help="comma-separated: each run alternates these (0: no ticker; else a Ticker's rate)"
     )
     a = ap.parse_args()
-    ticks = [float(x) for x in a.tick_hz.split(",")]
+    tick_rates = [float(x) for x in a.tick_hz.split(",")]
     model = kit.make_model(os.path.join(HOME, "beam"), os.path.join(tempfile.mkdtemp(prefix="vk-placed-"), "m"))
     rates_of = collections.defaultdict(list)
     for _ in range(a.runs):
-        for hz in ticks:
+        for hz in tick_rates:
             for backend in ("beam", "ray"):
                 rates, by_thread, sched = one(backend, model, a.rounds, hz, a.sched_s)
                 rates_of[(backend, hz)] += rates
@@ -249,7 +251,7 @@ def main():
                 )
                 if sched:
                     print(f"     scheduler, CPU 1: {sched}", flush=True)
-    for hz in ticks:
+    for hz in tick_rates:
         b, r = statistics.median(rates_of[("beam", hz)]), statistics.median(rates_of[("ray", hz)])
         print(f"ticker {hz:g} Hz: median round beam {b:.0f} tok/s, Ray {r:.0f} tok/s, beam/Ray {b / r:.2f}")
 
